@@ -1,0 +1,38 @@
+// Minimal VS Code client for agentls: starts `agentls` over stdio for every file and sends the
+// selection as `agentls/didChangeSelection`.
+const vscode = require('vscode');
+const { LanguageClient, TransportKind } = require('vscode-languageclient/node');
+
+let client;
+
+async function activate(context) {
+  const command = vscode.workspace.getConfiguration('agentlsClient').get('path') || 'agentls';
+  client = new LanguageClient(
+    'agentls',
+    'agentls',
+    { command, transport: TransportKind.stdio },
+    {
+      documentSelector: [{ scheme: 'file' }],
+      synchronize: { configurationSection: 'agentls' },
+    },
+  );
+  await client.start();
+  context.subscriptions.push(
+    vscode.window.onDidChangeTextEditorSelection((event) => {
+      const editor = event.textEditor;
+      if (editor.document.uri.scheme !== 'file') return;
+      const selection = editor.selection;
+      client.sendNotification('agentls/didChangeSelection', {
+        textDocument: { uri: editor.document.uri.toString() },
+        selection: client.code2ProtocolConverter.asRange(selection),
+        text: editor.document.getText(selection),
+      });
+    }),
+  );
+}
+
+function deactivate() {
+  return client ? client.stop() : undefined;
+}
+
+module.exports = { activate, deactivate };

@@ -1,0 +1,379 @@
+//! The configuration: one schema (camelCase keys), read from the user's config file and then
+//! overridden by the editor's `initializationOptions` and `workspace/didChangeConfiguration`.
+//!
+//! Agents are data (`agents.<name> = {command, args, env}`). Because editor settings can come from
+//! a file inside a workspace (Helix's `.helix/languages.toml`, a project `.nvim.lua`), only the
+//! user's own config file may declare what agentls executes: agent definitions sent by the editor
+//! are refused with a message. A layer that does not fit the schema is reported (naming the key)
+//! and left out; the server keeps running on the rest.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// How to start one agent.
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentSpec {
+    /// The program: a name looked up on PATH, or a path.
+    pub command: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+impl AgentSpec {
+    /// The environment with secret-looking values replaced, for logs and `doctor`.
+    pub fn redacted_env(&self) -> BTreeMap<String, String> {
+        self.env
+            .iter()
+            .map(|(k, v)| {
+                let upper = k.to_ascii_uppercase();
+                let secret = ["KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH"]
+                    .iter()
+                    .any(|word| upper.contains(word));
+                (
+                    k.clone(),
+                    if secret {
+                        "<redacted>".into()
+                    } else {
+                        v.clone()
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+impl fmt::Debug for AgentSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentSpec")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &self.redacted_env())
+            .finish()
+    }
+}
+
+/// File access rules for agents.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct FsConfig {
+    /// Let agents read and write outside the workspace folders.
+    pub allow_outside_workspace: bool,
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Config {
+    /// The agent used when a command names none.
+    pub default_agent: Option<String>,
+    /// The agents agentls may start, by name.
+    pub agents: BTreeMap<String, AgentSpec>,
+    /// File access rules.
+    pub fs: FsConfig,
+}
+
+/// Where a piece of configuration came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The user's config file.
+    File(PathBuf),
+    /// The editor's `initializationOptions`.
+    InitializationOptions,
+    /// The editor's `workspace/didChangeConfiguration`.
+    EditorSettings,
+    /// All sources together (a check that spans them, like `defaultAgent` naming an agent).
+    Merged,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::File(path) => write!(f, "{}", path.display()),
+            Self::InitializationOptions => f.write_str("initializationOptions"),
+            Self::EditorSettings => f.write_str("workspace/didChangeConfiguration"),
+            Self::Merged => f.write_str("all sources"),
+        }
+    }
+}
+
+/// One thing wrong with the configuration, naming the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Where the bad value came from.
+    pub source: Source,
+    /// The dotted key, e.g. `agents.claude.args`.
+    pub key: String,
+    /// What is wrong and what agentls did about it.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "agentls config ({}): `{}`: {}",
+            self.source, self.key, self.message
+        )
+    }
+}
+
+/// The raw layers, kept so that a later layer can be replaced and everything merged again.
+#[derive(Debug, Clone, Default)]
+pub struct Layers {
+    file: Option<(PathBuf, Value)>,
+    file_problem: Option<Problem>,
+    initialization_options: Option<Value>,
+    editor_settings: Option<Value>,
+}
+
+/// A merged configuration and what was wrong on the way.
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    /// The configuration in force.
+    pub config: Config,
+    /// Everything that was refused.
+    pub problems: Vec<Problem>,
+}
+
+/// The user's config file: `$AGENTLS_CONFIG`, else `$XDG_CONFIG_HOME/agentls/config.toml`, else
+/// `~/.config/agentls/config.toml`.
+pub fn file_path() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("AGENTLS_CONFIG") {
+        return Some(PathBuf::from(path));
+    }
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
+    Some(base.join("agentls").join("config.toml"))
+}
+
+impl Layers {
+    /// Reads the user's config file at `path` (a missing file is no problem).
+    pub fn with_file(path: Option<&Path>) -> Self {
+        let mut layers = Self::default();
+        let Some(path) = path else { return layers };
+        let source = Source::File(path.to_owned());
+        match std::fs::read_to_string(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => layers.file_problem = Some(problem(source, "", format!("cannot read: {e}"))),
+            Ok(text) => match toml::from_str::<Value>(&text) {
+                Ok(value) => layers.file = Some((path.to_owned(), value)),
+                Err(e) => {
+                    let message = format!("not valid TOML: {}", e.message());
+                    layers.file_problem = Some(problem(source, "", message));
+                }
+            },
+        }
+        layers
+    }
+
+    /// The config file that was read, if any.
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_ref().map(|(path, _)| path.as_path())
+    }
+
+    /// Sets the editor's `initializationOptions`.
+    pub fn set_initialization_options(&mut self, value: Option<Value>) {
+        self.initialization_options = value.filter(|v| !v.is_null());
+    }
+
+    /// Sets the editor's settings from `workspace/didChangeConfiguration`; settings nested under
+    /// an `agentls` key (as most editors send them) are unwrapped.
+    pub fn set_editor_settings(&mut self, value: Value) {
+        let value = match value {
+            Value::Object(mut map) if map.contains_key("agentls") => map.remove("agentls"),
+            other => Some(other),
+        };
+        self.editor_settings = value.filter(|v| !v.is_null());
+    }
+
+    /// Merges the layers, leaving out what does not fit and saying why.
+    pub fn load(&self) -> Loaded {
+        let mut problems: Vec<Problem> = self.file_problem.iter().cloned().collect();
+        let mut merged = Value::Object(Map::new());
+        let editor_layers = [
+            (Source::InitializationOptions, &self.initialization_options),
+            (Source::EditorSettings, &self.editor_settings),
+        ];
+        let file_layer = self
+            .file
+            .as_ref()
+            .map(|(p, v)| (Source::File(p.clone()), v));
+        let layers = file_layer.into_iter().chain(
+            editor_layers
+                .iter()
+                .filter_map(|(source, value)| Some((source.clone(), value.as_ref()?))),
+        );
+        for (source, value) in layers {
+            let mut value = value.clone();
+            if !matches!(source, Source::File(_)) {
+                refuse_editor_agents(&source, &mut value, &mut problems);
+            }
+            match check_layer(&value) {
+                Ok(()) => merge(&mut merged, value),
+                Err((key, message)) => problems.push(problem(
+                    source,
+                    &key,
+                    format!("{message}; this source is ignored, defaults and other sources apply"),
+                )),
+            }
+        }
+        let mut config: Config = serde_json::from_value(merged).unwrap_or_default();
+        validate(&mut config, &mut problems);
+        Loaded { config, problems }
+    }
+}
+
+/// Removes `agents` from a layer the editor sent: only the user's file may say what to run.
+fn refuse_editor_agents(source: &Source, value: &mut Value, problems: &mut Vec<Problem>) {
+    let Some(map) = value.as_object_mut() else {
+        return;
+    };
+    if map.remove("agents").is_some() {
+        problems.push(problem(
+            source.clone(),
+            "agents",
+            "agents can only be defined in your config file (editor settings may come from a \
+             workspace, and a workspace must not choose what agentls runs); ignored"
+                .into(),
+        ));
+    }
+}
+
+/// Whether a layer fits the schema; on failure the dotted key and the reason.
+fn check_layer(value: &Value) -> Result<(), (String, String)> {
+    serde_path_to_error::deserialize::<_, Config>(value)
+        .map(drop)
+        .map_err(|e| {
+            let key = e.path().to_string();
+            (key, e.into_inner().to_string())
+        })
+}
+
+/// Checks what the types cannot: the default agent exists, commands are not empty.
+fn validate(config: &mut Config, problems: &mut Vec<Problem>) {
+    let source = Source::Merged;
+    config.agents.retain(|name, spec| {
+        let ok = !spec.command.trim().is_empty();
+        if !ok {
+            let key = format!("agents.{name}.command");
+            problems.push(problem(
+                source.clone(),
+                &key,
+                "is empty; agent ignored".into(),
+            ));
+        }
+        ok
+    });
+    if let Some(name) = &config.default_agent
+        && !config.agents.contains_key(name)
+    {
+        let message = format!("names agent `{name}`, which is not configured; ignored");
+        problems.push(problem(source, "defaultAgent", message));
+        config.default_agent = None;
+    }
+}
+
+/// Deep merge: objects merge key by key, anything else replaces.
+fn merge(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Object(base), Value::Object(over)) => {
+            for (key, value) in over {
+                merge(base.entry(key).or_insert(Value::Null), value);
+            }
+        }
+        (base, over) => *base = over,
+    }
+}
+
+fn problem(source: Source, key: &str, message: String) -> Problem {
+    Problem {
+        source,
+        key: key.to_owned(),
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn layers_with_file(toml: &str) -> (tempfile::TempDir, Layers) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, toml).unwrap();
+        let layers = Layers::with_file(Some(&path));
+        (dir, layers)
+    }
+
+    #[test]
+    fn editor_layers_override_the_file() {
+        let (_dir, mut layers) = layers_with_file(
+            "defaultAgent = \"a\"\n[agents.a]\ncommand = \"x\"\n[agents.b]\ncommand = \"y\"\n",
+        );
+        layers.set_initialization_options(Some(json!({"fs": {"allowOutsideWorkspace": true}})));
+        layers.set_editor_settings(json!({"agentls": {"defaultAgent": "b"}}));
+        let loaded = layers.load();
+        assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+        assert_eq!(loaded.config.default_agent.as_deref(), Some("b"));
+        assert!(loaded.config.fs.allow_outside_workspace);
+        assert_eq!(loaded.config.agents.len(), 2);
+    }
+
+    #[test]
+    fn editor_cannot_define_agents() {
+        let mut layers = Layers::default();
+        layers.set_initialization_options(Some(json!({"agents": {"evil": {"command": "sh"}}})));
+        let loaded = layers.load();
+        assert!(loaded.config.agents.is_empty());
+        assert_eq!(loaded.problems[0].key, "agents");
+    }
+
+    #[test]
+    fn a_bad_value_names_its_key_and_the_layer_is_left_out() {
+        let (_dir, mut layers) = layers_with_file("[agents.a]\ncommand = \"x\"\n");
+        layers.set_initialization_options(Some(json!({"fs": {"allowOutsideWorkspace": "yes"}})));
+        let loaded = layers.load();
+        assert_eq!(loaded.problems.len(), 1);
+        assert_eq!(loaded.problems[0].key, "fs.allowOutsideWorkspace");
+        assert!(!loaded.config.fs.allow_outside_workspace);
+        assert_eq!(loaded.config.agents.len(), 1);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_toml_are_reported() {
+        let (_dir, layers) = layers_with_file("[agents.a]\ncommand = \"x\"\nargz = []\n");
+        let loaded = layers.load();
+        assert_eq!(loaded.problems[0].key, "agents.a.argz");
+        assert!(loaded.problems[0].message.contains("argz"));
+        let (_dir, layers) = layers_with_file("defaultAgent = ");
+        assert!(layers.load().problems[0].message.contains("not valid TOML"));
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_debug_output() {
+        let spec = AgentSpec {
+            command: "x".into(),
+            args: vec![],
+            env: [
+                ("API_KEY".into(), "s3cret".into()),
+                ("MODE".into(), "fast".into()),
+            ]
+            .into(),
+        };
+        let shown = format!("{spec:?}");
+        assert!(!shown.contains("s3cret") && shown.contains("fast"));
+    }
+}

@@ -1,0 +1,89 @@
+//! `agentls doctor`: what agentls would run with, in words a user can check — the config file it
+//! read and from where, the problems in it, and whether each agent's command can be found.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::config::{self, Layers};
+
+/// The report, as text for a terminal.
+pub fn report() -> String {
+    let path = config::file_path();
+    let layers = Layers::with_file(path.as_deref());
+    let loaded = layers.load();
+    let mut out = String::new();
+    let _ = writeln!(out, "agentls {}", env!("CARGO_PKG_VERSION"));
+    match (&path, layers.file()) {
+        (_, Some(read)) => {
+            let _ = writeln!(out, "config file: {} (read)", read.display());
+        }
+        (Some(path), None) => {
+            let _ = writeln!(
+                out,
+                "config file: {} (not found; using defaults)",
+                path.display()
+            );
+        }
+        (None, None) => {
+            let _ = writeln!(out, "config file: none (no HOME or XDG_CONFIG_HOME)");
+        }
+    }
+    for problem in &loaded.problems {
+        let _ = writeln!(out, "problem: {problem}");
+    }
+    let config = &loaded.config;
+    let default = config.default_agent.as_deref().unwrap_or("(none)");
+    let _ = writeln!(out, "default agent: {default}");
+    let _ = writeln!(
+        out,
+        "fs.allowOutsideWorkspace: {}",
+        config.fs.allow_outside_workspace
+    );
+    if config.agents.is_empty() {
+        let _ = writeln!(out, "agents: none configured");
+    }
+    for (name, spec) in &config.agents {
+        let found = match find_command(&spec.command) {
+            Some(path) => format!("found at {}", path.display()),
+            None => "NOT FOUND on PATH".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "agent {name}: {} {:?} ({found})",
+            spec.command, spec.args
+        );
+        for (key, value) in spec.redacted_env() {
+            let _ = writeln!(out, "  env {key}={value}");
+        }
+    }
+    out
+}
+
+/// Where `command` would be found: itself if it contains a slash, else the first match on PATH.
+pub fn find_command(command: &str) -> Option<PathBuf> {
+    if command.contains('/') {
+        let path = Path::new(command);
+        return is_executable(path).then(|| path.to_owned());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(command))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_sh_on_path_and_not_nonsense() {
+        assert!(find_command("sh").is_some());
+        assert!(find_command("agentls-no-such-command").is_none());
+        assert!(find_command("/bin/sh").is_some());
+    }
+}

@@ -1,0 +1,188 @@
+//! Minimal edits between two texts: line hunks from `similar`, refined to character edits inside
+//! replaced lines. Offsets here are bytes of the old text; turning them into positions is
+//! `position.rs`'s job.
+
+use std::ops::Range;
+
+use similar::{Algorithm, DiffOp, TextDiff};
+
+/// Replaced blocks larger than this (old + new bytes) are not refined to characters: a char diff
+/// is quadratic in the worst case and a block this large is a rewrite anyway.
+const MAX_REFINE_BYTES: usize = 16 * 1024;
+
+/// Equal runs shorter than this between two char edits are folded into one edit, so a reworded
+/// identifier reads as one change rather than a scatter of letters.
+const MIN_EQUAL_RUN: usize = 3;
+
+/// A replacement of `old[range]` by `text`, in byte offsets of the old text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ByteEdit {
+    /// Bytes of the old text to replace.
+    pub range: Range<usize>,
+    /// What replaces them.
+    pub text: String,
+}
+
+/// A block of consecutive changed lines: `old[old]` becomes `new[new]` (byte ranges covering
+/// whole lines, line breaks included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineHunk {
+    /// Bytes of the old text the hunk replaces.
+    pub old: Range<usize>,
+    /// Bytes of the new text that replace them.
+    pub new: Range<usize>,
+    /// Zero-based old line numbers the hunk covers.
+    pub old_lines: Range<usize>,
+}
+
+/// The blocks of changed lines between `old` and `new`, in order.
+pub fn line_hunks(old: &str, new: &str) -> Vec<LineHunk> {
+    let diff = TextDiff::configure()
+        .algorithm(Algorithm::Patience)
+        .diff_lines(old, new);
+    let old_starts = line_starts(diff.iter_old_slices());
+    let new_starts = line_starts(diff.iter_new_slices());
+    let mut hunks: Vec<LineHunk> = Vec::new();
+    for op in diff.ops() {
+        if matches!(op, DiffOp::Equal { .. }) {
+            continue;
+        }
+        let (old_lines, new_lines) = (op.old_range(), op.new_range());
+        let hunk = LineHunk {
+            old: old_starts[old_lines.start]..old_starts[old_lines.end],
+            new: new_starts[new_lines.start]..new_starts[new_lines.end],
+            old_lines,
+        };
+        // Patience emits a delete and an insert for one replaced block: join touching ops.
+        match hunks.last_mut() {
+            Some(last) if last.old.end == hunk.old.start && last.new.end == hunk.new.start => {
+                last.old.end = hunk.old.end;
+                last.new.end = hunk.new.end;
+                last.old_lines.end = hunk.old_lines.end;
+            }
+            _ => hunks.push(hunk),
+        }
+    }
+    hunks
+}
+
+/// The character edits that turn `old[hunk.old]` into `new[hunk.new]`, in old-text offsets.
+pub fn refine(old: &str, new: &str, hunk: &LineHunk) -> Vec<ByteEdit> {
+    let (old_block, new_block) = (&old[hunk.old.clone()], &new[hunk.new.clone()]);
+    if old_block.is_empty()
+        || new_block.is_empty()
+        || old_block.len() + new_block.len() > MAX_REFINE_BYTES
+    {
+        return vec![ByteEdit {
+            range: hunk.old.clone(),
+            text: new_block.to_owned(),
+        }];
+    }
+    let diff = TextDiff::configure()
+        .algorithm(Algorithm::Myers)
+        .diff_chars(old_block, new_block);
+    let old_starts = line_starts(diff.iter_old_slices());
+    let new_starts = line_starts(diff.iter_new_slices());
+    let mut edits: Vec<(Range<usize>, Range<usize>)> = Vec::new();
+    for op in diff.ops() {
+        if matches!(op, DiffOp::Equal { .. }) {
+            continue;
+        }
+        let o = old_starts[op.old_range().start]..old_starts[op.old_range().end];
+        let n = new_starts[op.new_range().start]..new_starts[op.new_range().end];
+        match edits.last_mut() {
+            Some((lo, ln))
+                if o.start - lo.end < MIN_EQUAL_RUN && n.start - ln.end < MIN_EQUAL_RUN =>
+            {
+                lo.end = o.end;
+                ln.end = n.end;
+            }
+            _ => edits.push((o, n)),
+        }
+    }
+    edits
+        .into_iter()
+        .map(|(o, n)| ByteEdit {
+            range: hunk.old.start + o.start..hunk.old.start + o.end,
+            text: new_block[n].to_owned(),
+        })
+        .collect()
+}
+
+/// Small edits that turn `old` into `new`: what an editor applies so that undo, marks and the
+/// cursor survive a whole-file rewrite.
+pub fn minimal_edits(old: &str, new: &str) -> Vec<ByteEdit> {
+    line_hunks(old, new)
+        .iter()
+        .flat_map(|hunk| refine(old, new, hunk))
+        .collect()
+}
+
+/// `old` with `edits` applied; edits must be sorted and must not overlap.
+pub fn apply(old: &str, edits: &[ByteEdit]) -> String {
+    let mut out = String::with_capacity(old.len());
+    let mut cursor = 0;
+    for edit in edits {
+        out.push_str(&old[cursor..edit.range.start]);
+        out.push_str(&edit.text);
+        cursor = edit.range.end;
+    }
+    out.push_str(&old[cursor..]);
+    out
+}
+
+/// Byte offsets where each slice starts, plus the total length at the end.
+fn line_starts<'a>(slices: impl Iterator<Item = &'a str>) -> Vec<usize> {
+    let mut starts = vec![0];
+    let mut at = 0;
+    for slice in slices {
+        at += slice.len();
+        starts.push(at);
+    }
+    starts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_changed_word_is_one_small_edit() {
+        let old = "fn main() {\n    let x = 1;\n}\n";
+        let new = "fn main() {\n    let y = 1;\n}\n";
+        let edits = minimal_edits(old, new);
+        assert_eq!(edits.len(), 1);
+        assert_eq!(&old[edits[0].range.clone()], "x");
+        assert_eq!(edits[0].text, "y");
+        assert_eq!(apply(old, &edits), new);
+    }
+
+    #[test]
+    fn replaced_lines_form_one_hunk() {
+        let old = "a\nb\nc\nd\n";
+        let new = "a\nB\nC\nd\n";
+        let hunks = line_hunks(old, new);
+        assert_eq!(hunks.len(), 1);
+        assert_eq!(hunks[0].old_lines, 1..3);
+        assert_eq!(&old[hunks[0].old.clone()], "b\nc\n");
+    }
+
+    #[test]
+    fn edge_cases_round_trip() {
+        let cases = [
+            ("", "new file\n"),
+            ("gone\n", ""),
+            ("no newline", "no newline\n"),
+            ("a\r\nb\r\n", "a\r\nx\r\nb\r\n"),
+            ("😀 漢字\n", "😀 字漢\n"),
+            ("same\n", "same\n"),
+        ];
+        for (old, new) in cases {
+            assert_eq!(
+                apply(old, &minimal_edits(old, new)),
+                new,
+                "{old:?} -> {new:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! The documents the editor has open: their text (a rope, so a keystroke in a 10 MB file costs
+//! a log-time splice), version and language, keyed by absolute path. Offsets go through
+//! `position.rs` in the negotiated encoding.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use ropey::Rope;
+
+use super::position::{PositionEncoding, PositionMapper, Range};
+
+/// One change the editor reports: a range replaced by text, or the whole text when `range` is
+/// `None` (full sync).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextChange {
+    /// What the change replaces; `None` replaces the whole document.
+    pub range: Option<Range>,
+    /// The new text.
+    pub text: String,
+}
+
+/// An open document as the editor last described it.
+#[derive(Debug, Clone)]
+pub struct Document {
+    text: Rope,
+    version: i32,
+    language: String,
+}
+
+impl Document {
+    /// A document with its first text.
+    pub fn new(text: &str, version: i32, language: impl Into<String>) -> Self {
+        Self {
+            text: Rope::from_str(text),
+            version,
+            language: language.into(),
+        }
+    }
+
+    /// The editor's version of this text.
+    pub fn version(&self) -> i32 {
+        self.version
+    }
+
+    /// The language id the editor gave.
+    pub fn language(&self) -> &str {
+        &self.language
+    }
+
+    /// The whole text as a string (allocates; rope-aware callers use [`Document::rope`]).
+    pub fn text(&self) -> String {
+        self.text.to_string()
+    }
+
+    /// The text as a rope.
+    pub fn rope(&self) -> &Rope {
+        &self.text
+    }
+
+    /// Position math for this text.
+    pub fn mapper(&self, encoding: PositionEncoding) -> PositionMapper<'_> {
+        PositionMapper::new(&self.text, encoding)
+    }
+
+    /// The text inside `range`.
+    pub fn slice(&self, range: Range, encoding: PositionEncoding) -> String {
+        let span = self.mapper(encoding).char_range(range);
+        self.text.slice(span).to_string()
+    }
+
+    /// Applies the editor's changes in order and takes the new version.
+    pub fn apply(&mut self, version: i32, changes: &[TextChange], encoding: PositionEncoding) {
+        for change in changes {
+            match change.range {
+                None => self.text = Rope::from_str(&change.text),
+                Some(range) => {
+                    let span = self.mapper(encoding).char_range(range);
+                    self.text.remove(span.clone());
+                    self.text.insert(span.start, &change.text);
+                }
+            }
+        }
+        self.version = version;
+    }
+}
+
+/// All open documents.
+#[derive(Debug, Default)]
+pub struct Documents {
+    by_path: HashMap<PathBuf, Document>,
+}
+
+impl Documents {
+    /// Records a newly opened document, replacing any stale copy.
+    pub fn open(&mut self, path: PathBuf, document: Document) {
+        self.by_path.insert(path, document);
+    }
+
+    /// Forgets a closed document.
+    pub fn close(&mut self, path: &Path) -> Option<Document> {
+        self.by_path.remove(path)
+    }
+
+    /// The open document at `path`.
+    pub fn get(&self, path: &Path) -> Option<&Document> {
+        self.by_path.get(path)
+    }
+
+    /// The open document at `path`, to change.
+    pub fn get_mut(&mut self, path: &Path) -> Option<&mut Document> {
+        self.by_path.get_mut(path)
+    }
+
+    /// Every open document, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&PathBuf, &Document)> {
+        self.by_path.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::position::Position;
+    use super::*;
+
+    fn change(l1: u32, c1: u32, l2: u32, c2: u32, text: &str) -> TextChange {
+        TextChange {
+            range: Some(Range::new(Position::new(l1, c1), Position::new(l2, c2))),
+            text: text.to_owned(),
+        }
+    }
+
+    #[test]
+    fn incremental_changes_in_utf16_splice_the_right_chars() {
+        let mut doc = Document::new("a😀b\n漢字\n", 1, "text");
+        doc.apply(2, &[change(0, 3, 0, 4, "B")], PositionEncoding::Utf16);
+        doc.apply(3, &[change(1, 1, 1, 2, "語")], PositionEncoding::Utf16);
+        assert_eq!(doc.text(), "a😀B\n漢語\n");
+        assert_eq!(doc.version(), 3);
+    }
+
+    #[test]
+    fn incremental_changes_in_utf8_splice_the_right_chars() {
+        let mut doc = Document::new("a😀b", 1, "text");
+        doc.apply(
+            2,
+            &[change(0, 5, 0, 6, "c"), change(0, 0, 0, 0, ">")],
+            PositionEncoding::Utf8,
+        );
+        assert_eq!(doc.text(), ">a😀c");
+    }
+
+    #[test]
+    fn full_sync_replaces_the_text() {
+        let mut doc = Document::new("old", 1, "text");
+        doc.apply(
+            2,
+            &[TextChange {
+                range: None,
+                text: "new".into(),
+            }],
+            PositionEncoding::Utf16,
+        );
+        assert_eq!(doc.text(), "new");
+    }
+}

@@ -1,0 +1,176 @@
+//! Effects: what the port asks of the editor. The host (`lsp/`) turns each one into LSP, gated on
+//! what the client advertised; effects that need an answer carry a oneshot for it.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot};
+
+use super::position::Range;
+
+/// How loud a message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Something failed.
+    Error,
+    /// Something needs attention.
+    Warning,
+    /// Worth knowing.
+    Info,
+    /// Detail for the log only.
+    Log,
+}
+
+/// One text replacement in a document, in the negotiated position encoding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextEdit {
+    /// What to replace.
+    pub range: Range,
+    /// What replaces it.
+    pub new_text: String,
+}
+
+/// Edits to one open document, computed against one version of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentEdit {
+    /// What the editor may show for the edit (and name its undo step after).
+    pub label: String,
+    /// The document.
+    pub path: PathBuf,
+    /// The version the edits were computed against.
+    pub version: i32,
+    /// Non-overlapping edits, in document order.
+    pub edits: Vec<TextEdit>,
+}
+
+/// A step of a long-running piece of work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProgressPhase {
+    /// It started.
+    Begin {
+        /// Short name of the work.
+        title: String,
+        /// What it is doing first.
+        message: Option<String>,
+    },
+    /// It is still going.
+    Report {
+        /// What it is doing now.
+        message: String,
+    },
+    /// It finished.
+    End {
+        /// How it ended.
+        message: Option<String>,
+    },
+}
+
+/// Why the editor did not do what an effect asked.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum EffectError {
+    /// The client did not advertise the capability this needs.
+    #[error("the editor does not support {0}")]
+    Unsupported(&'static str),
+    /// The client answered and declined.
+    #[error("the editor declined: {0}")]
+    Refused(String),
+    /// The client did not answer in time.
+    #[error("the editor did not answer within {0} seconds")]
+    Timeout(u64),
+    /// The connection to the editor failed or answered with an error.
+    #[error("the editor connection failed: {0}")]
+    Transport(String),
+}
+
+/// Where an effect's outcome goes.
+pub type Reply<T> = oneshot::Sender<Result<T, EffectError>>;
+
+/// Something the host should do in the editor.
+#[derive(Debug)]
+pub enum Effect {
+    /// Tell the user.
+    Message {
+        /// How loud.
+        level: Level,
+        /// What to say.
+        text: String,
+    },
+    /// Write to the editor's log.
+    Log {
+        /// How loud.
+        level: Level,
+        /// What to log; may be a fragment of a line.
+        text: String,
+    },
+    /// Show that work `id` is running.
+    Progress {
+        /// Identifies one piece of work across its phases.
+        id: String,
+        /// Where it stands.
+        phase: ProgressPhase,
+    },
+    /// Apply edits to an open document.
+    ApplyEdit {
+        /// The edits.
+        edit: DocumentEdit,
+        /// Whether the editor applied them.
+        reply: Reply<()>,
+    },
+    /// Open a file in the editor, optionally selecting a range.
+    ShowDocument {
+        /// The file.
+        path: PathBuf,
+        /// What to select or scroll to.
+        selection: Option<Range>,
+        /// Whether the editor showed it.
+        reply: Reply<()>,
+    },
+}
+
+/// The sending half of the effect stream; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct EffectSender(mpsc::UnboundedSender<Effect>);
+
+/// The receiving half, owned by the host.
+pub type EffectReceiver = mpsc::UnboundedReceiver<Effect>;
+
+impl EffectSender {
+    /// A connected sender and receiver.
+    pub fn channel() -> (Self, EffectReceiver) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self(tx), rx)
+    }
+
+    /// Queues an effect; dropped silently only when the host is gone (shutting down).
+    pub fn send(&self, effect: Effect) {
+        let _ = self.0.send(effect);
+    }
+
+    /// Queues an effect that answers, and waits for the answer.
+    pub async fn request<T>(
+        &self,
+        make: impl FnOnce(Reply<T>) -> Effect,
+    ) -> Result<T, EffectError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(make(reply));
+        answer
+            .await
+            .unwrap_or_else(|_| Err(EffectError::Transport("the editor host stopped".into())))
+    }
+
+    /// Tells the user something.
+    pub fn message(&self, level: Level, text: impl Into<String>) {
+        self.send(Effect::Message {
+            level,
+            text: text.into(),
+        });
+    }
+
+    /// Writes to the editor's log.
+    pub fn log(&self, level: Level, text: impl Into<String>) {
+        self.send(Effect::Log {
+            level,
+            text: text.into(),
+        });
+    }
+}

@@ -1,0 +1,166 @@
+//! The disk and the workspace boundary: which paths an agent may touch, reading files, and
+//! writing them atomically. Buffers are not this module's business.
+
+use std::io::Write;
+use std::path::{Component, Path, PathBuf};
+
+use thiserror::Error;
+
+/// Why a file could not be read or written.
+#[derive(Debug, Error)]
+pub enum FileError {
+    /// Agents must name files by absolute, normalised paths.
+    #[error("{0}: paths must be absolute and must not contain `..`")]
+    NotAbsolute(PathBuf),
+    /// The path (or a symlink on it) leads outside every workspace folder.
+    #[error(
+        "{0}: outside the workspace folders (set `fs.allowOutsideWorkspace = true` to permit this)"
+    )]
+    OutsideWorkspace(PathBuf),
+    /// Reading or writing the disk failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl FileError {
+    fn io(path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+
+    /// Whether the file simply does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
+/// Refuses paths that are relative, contain `..`, or resolve (through symlinks) outside every
+/// folder in `folders`. A file that does not exist yet is judged by its nearest existing
+/// ancestor. With no folders at all, only the shape of the path is checked.
+pub fn check_inside(path: &Path, folders: &[PathBuf]) -> Result<(), FileError> {
+    if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
+        return Err(FileError::NotAbsolute(path.to_owned()));
+    }
+    if folders.is_empty() {
+        return Ok(());
+    }
+    let resolved = resolve_existing_prefix(path);
+    let inside = folders.iter().any(|folder| {
+        let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.clone());
+        resolved.starts_with(&folder)
+    });
+    if inside {
+        Ok(())
+    } else {
+        Err(FileError::OutsideWorkspace(path.to_owned()))
+    }
+}
+
+/// `path` with its longest existing prefix canonicalised (symlinks resolved) and the rest kept.
+fn resolve_existing_prefix(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(canonical) = std::fs::canonicalize(&existing) {
+            return rest
+                .iter()
+                .rev()
+                .fold(canonical, |acc, part| acc.join(part));
+        }
+        match (
+            existing.file_name().map(ToOwned::to_owned),
+            existing.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// Reads a UTF-8 text file.
+pub async fn read(path: &Path) -> Result<String, FileError> {
+    tokio::fs::read_to_string(path)
+        .await
+        .map_err(|e| FileError::io(path, e))
+}
+
+/// Writes `content` to `path` atomically: a temporary file in the same directory, flushed, given
+/// the old file's permissions, then renamed over it. Readers see the old or the new file, never
+/// half of one.
+pub async fn write_atomic(path: &Path, content: &str) -> Result<(), FileError> {
+    let path_buf = path.to_owned();
+    let content = content.to_owned();
+    tokio::task::spawn_blocking(move || write_atomic_blocking(&path_buf, &content))
+        .await
+        .map_err(|e| FileError::io(path, std::io::Error::other(e)))?
+}
+
+fn write_atomic_blocking(path: &Path, content: &str) -> Result<(), FileError> {
+    let io = |e| FileError::io(path, e);
+    let dir = path
+        .parent()
+        .ok_or_else(|| FileError::NotAbsolute(path.to_owned()))?;
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let permissions = std::fs::metadata(path).ok().map(|m| m.permissions());
+    let mut temp = tempfile::Builder::new()
+        .prefix(".agentls-")
+        .tempfile_in(dir)
+        .map_err(io)?;
+    temp.write_all(content.as_bytes()).map_err(io)?;
+    temp.as_file().sync_all().map_err(io)?;
+    if let Some(permissions) = permissions {
+        temp.as_file().set_permissions(permissions).map_err(io)?;
+    }
+    temp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symlink_that_escapes_is_outside() {
+        let ws = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(other.path(), ws.path().join("link")).unwrap();
+        let folders = vec![ws.path().to_path_buf()];
+        assert!(check_inside(&ws.path().join("src/new.rs"), &folders).is_ok());
+        assert!(matches!(
+            check_inside(&ws.path().join("link/secret"), &folders),
+            Err(FileError::OutsideWorkspace(_))
+        ));
+        assert!(matches!(
+            check_inside(&ws.path().join("../x"), &folders),
+            Err(FileError::NotAbsolute(_))
+        ));
+        assert!(matches!(
+            check_inside(Path::new("/etc/passwd"), &folders),
+            Err(FileError::OutsideWorkspace(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn atomic_write_keeps_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("script.sh");
+        std::fs::write(&path, "old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o751)).unwrap();
+        write_atomic(&path, "new").await.unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o751);
+    }
+}

@@ -1,0 +1,337 @@
+//! The port: everything an agent may ask of the editor, with no ACP, MCP or LSP wire types.
+//!
+//! [`EditorAccess`] is the agents' side (read a buffer, write a file, ask for the selection);
+//! [`EditorFeed`] is the host's side (the editor opened, changed, selected). Both are cheap handles
+//! to the one task that owns [`State`].
+
+pub mod diff;
+pub mod documents;
+pub mod effects;
+pub mod files;
+pub mod position;
+pub mod selection;
+pub mod state;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use thiserror::Error;
+
+pub use documents::TextChange;
+pub use effects::{Effect, EffectError, EffectReceiver, EffectSender, Level};
+pub use files::FileError;
+pub use position::{Position, PositionEncoding, Range};
+pub use selection::Selection;
+pub use state::{State, StateGone, StateHandle};
+
+/// Why a write through the editor failed.
+#[derive(Debug, Error)]
+pub enum WriteError {
+    /// The path is not one an agent may write.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The editor did not apply the edit to its buffer.
+    #[error("{path}: {source}")]
+    Editor {
+        /// The document.
+        path: PathBuf,
+        /// What went wrong in the editor.
+        #[source]
+        source: EffectError,
+    },
+    /// agentls is shutting down.
+    #[error(transparent)]
+    Gone(#[from] StateGone),
+}
+
+/// A document the editor has open, as agents see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenDocument {
+    /// Absolute path.
+    pub path: PathBuf,
+    /// The editor's language id.
+    pub language: String,
+    /// The editor's version number.
+    pub version: i32,
+    /// Whether it is the document the user is in.
+    pub focused: bool,
+}
+
+/// Rules the port applies to agents' requests, from the config.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AccessPolicy {
+    /// Let agents touch files outside the workspace folders.
+    pub allow_outside_workspace: bool,
+}
+
+/// The whole surface an agent may use; clone it freely.
+#[derive(Debug, Clone)]
+pub struct EditorAccess {
+    state: StateHandle,
+    effects: EffectSender,
+    policy: std::sync::Arc<std::sync::RwLock<AccessPolicy>>,
+}
+
+/// The host's side: what the editor did. Every method queues synchronously, so calling them in
+/// the order messages arrived keeps that order.
+#[derive(Debug, Clone)]
+pub struct EditorFeed {
+    state: StateHandle,
+    policy: std::sync::Arc<std::sync::RwLock<AccessPolicy>>,
+}
+
+/// Starts the state task; effects for the editor arrive on the returned receiver.
+pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
+    let (effects, receiver) = EffectSender::channel();
+    let state = StateHandle::spawn(State::new(effects.clone()));
+    let policy = std::sync::Arc::default();
+    let access = EditorAccess {
+        state: state.clone(),
+        effects,
+        policy: std::sync::Arc::clone(&policy),
+    };
+    (access, EditorFeed { state, policy }, receiver)
+}
+
+impl EditorAccess {
+    /// The selection in the document the user is in.
+    pub async fn current_selection(&self) -> Option<Selection> {
+        self.state
+            .query(|s| s.selections.current().cloned())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// The latest non-empty selection, even if the user has moved on to another document.
+    pub async fn latest_selection(&self) -> Option<Selection> {
+        self.state
+            .query(|s| s.selections.latest().cloned())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// The documents the editor has open, sorted by path.
+    pub async fn open_documents(&self) -> Vec<OpenDocument> {
+        let mut docs = self
+            .state
+            .query(|s| {
+                let focused = s.selections.focused().map(Path::to_path_buf);
+                s.documents
+                    .iter()
+                    .map(|(path, doc)| OpenDocument {
+                        path: path.clone(),
+                        language: doc.language().to_owned(),
+                        version: doc.version(),
+                        focused: focused.as_ref() == Some(path),
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .unwrap_or_default();
+        docs.sort_by(|a, b| a.path.cmp(&b.path));
+        docs
+    }
+
+    /// The workspace folders.
+    pub async fn workspace_folders(&self) -> Vec<PathBuf> {
+        self.state
+            .query(|s| s.folders.clone())
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Whether the open buffer at `path` differs from the file on disk (`false` when not open).
+    pub async fn document_dirty(&self, path: &Path) -> Result<bool, FileError> {
+        let Some((buffer, _)) = self.buffer(path).await else {
+            return Ok(false);
+        };
+        match files::read(path).await {
+            Ok(disk) => Ok(disk != buffer),
+            Err(e) if e.is_not_found() => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The text of `path` as the user sees it: the open buffer's unsaved text, else the disk.
+    /// `line` (1-based) and `limit` select whole lines.
+    pub async fn read_text_file(
+        &self,
+        path: &Path,
+        line: Option<u32>,
+        limit: Option<u32>,
+    ) -> Result<String, FileError> {
+        self.check_path(path).await?;
+        let text = match self.buffer(path).await {
+            Some((text, _)) => text,
+            None => files::read(path).await?,
+        };
+        Ok(select_lines(&text, line, limit))
+    }
+
+    /// Opens `path` in the editor, selecting `selection` when given.
+    pub async fn open_file(&self, path: &Path, selection: Option<Range>) -> Result<(), WriteError> {
+        self.check_path(path).await?;
+        let path = path.to_owned();
+        self.effects
+            .request(|reply| Effect::ShowDocument {
+                path: path.clone(),
+                selection,
+                reply,
+            })
+            .await
+            .map_err(|source| WriteError::Editor { path, source })
+    }
+
+    /// Makes `path` say `content`: an open buffer gets minimal edits through the editor (one undo
+    /// step), then the disk gets the content.
+    pub async fn write_text_file(&self, path: &Path, content: &str) -> Result<(), WriteError> {
+        self.check_path(path).await?;
+        let (p, c) = (path.to_owned(), content.to_owned());
+        let label = format!("agent edit: {}", file_name(path));
+        let plan = self
+            .state
+            .query(move |s| s.plan_write(&p, &c, &label))
+            .await?;
+        if let Some(edit) = plan {
+            self.effects
+                .request(|reply| Effect::ApplyEdit { edit, reply })
+                .await
+                .map_err(|source| WriteError::Editor {
+                    path: path.to_owned(),
+                    source,
+                })?;
+        }
+        files::write_atomic(path, content).await?;
+        Ok(())
+    }
+
+    /// Saves the open buffer at `path` to disk (a no-op when it is not open).
+    pub async fn save_document(&self, path: &Path) -> Result<(), WriteError> {
+        self.check_path(path).await?;
+        if let Some((text, _)) = self.buffer(path).await {
+            files::write_atomic(path, &text).await?;
+        }
+        Ok(())
+    }
+
+    /// Tells the user something.
+    pub fn tell_user(&self, level: Level, text: impl Into<String>) {
+        self.effects.message(level, text);
+    }
+
+    /// Writes to the editor's log.
+    pub fn log(&self, level: Level, text: impl Into<String>) {
+        self.effects.log(level, text);
+    }
+
+    /// Reports progress of work `id`.
+    pub fn progress(&self, id: impl Into<String>, phase: effects::ProgressPhase) {
+        self.effects.send(Effect::Progress {
+            id: id.into(),
+            phase,
+        });
+    }
+
+    async fn buffer(&self, path: &Path) -> Option<(String, i32)> {
+        let path = path.to_owned();
+        self.state
+            .query(move |s| s.buffer(&path))
+            .await
+            .ok()
+            .flatten()
+    }
+
+    async fn check_path(&self, path: &Path) -> Result<(), FileError> {
+        let policy = *self.policy.read().unwrap_or_else(|e| e.into_inner());
+        let folders = if policy.allow_outside_workspace {
+            Vec::new()
+        } else {
+            self.workspace_folders().await
+        };
+        files::check_inside(path, &folders)
+    }
+}
+
+impl EditorFeed {
+    /// Sets the negotiated position encoding (once, at `initialize`).
+    pub fn set_encoding(&self, encoding: PositionEncoding) {
+        self.state.update(move |s| s.encoding = encoding);
+    }
+
+    /// Sets the rules for agents' requests.
+    pub fn set_policy(&self, policy: AccessPolicy) {
+        *self.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
+    }
+
+    /// The editor opened a document.
+    pub fn opened(&self, path: PathBuf, text: String, version: i32, language: String) {
+        self.state
+            .update(move |s| s.did_open(path, &text, version, &language));
+    }
+
+    /// The editor changed a document.
+    pub fn changed(&self, path: PathBuf, version: i32, changes: Vec<TextChange>) {
+        self.state
+            .update(move |s| s.did_change(&path, version, &changes));
+    }
+
+    /// The editor closed a document.
+    pub fn closed(&self, path: PathBuf) {
+        self.state.update(move |s| s.did_close(&path));
+    }
+
+    /// The user selected something.
+    pub fn selected(&self, path: PathBuf, range: Range, text: Option<String>) {
+        self.state
+            .update(move |s| s.did_change_selection(path, range, text));
+    }
+
+    /// Workspace folders changed.
+    pub fn folders_changed(&self, added: Vec<PathBuf>, removed: Vec<PathBuf>) {
+        self.state
+            .update(move |s| s.change_folders(added, &removed));
+    }
+
+    /// A question for the state, answered in order with everything fed before it.
+    pub async fn query<R: Send + 'static>(
+        &self,
+        question: impl FnOnce(&mut State) -> R + Send + 'static,
+    ) -> Result<R, StateGone> {
+        self.state.query(question).await
+    }
+}
+
+/// The file name of `path` for messages, or the whole path when it has none.
+pub fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// Lines `line..line+limit` (1-based) of `text`, line breaks kept.
+fn select_lines(text: &str, line: Option<u32>, limit: Option<u32>) -> String {
+    if line.is_none() && limit.is_none() {
+        return text.to_owned();
+    }
+    let skip = line.map_or(0, |l| l.saturating_sub(1) as usize);
+    let take = limit.map_or(usize::MAX, |l| l as usize);
+    text.split_inclusive('\n').skip(skip).take(take).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn select_lines_is_one_based_and_keeps_breaks() {
+        let text = "a\nb\nc\nd";
+        assert_eq!(select_lines(text, None, None), text);
+        assert_eq!(select_lines(text, Some(2), Some(2)), "b\nc\n");
+        assert_eq!(select_lines(text, Some(4), None), "d");
+        assert_eq!(select_lines(text, Some(9), Some(1)), "");
+        assert_eq!(select_lines(text, None, Some(1)), "a\n");
+    }
+}

@@ -1,0 +1,246 @@
+//! The one owner of editor state. A single task holds [`State`]; everyone else sends it jobs
+//! (closures run in arrival order) through a [`StateHandle`]. Sending is synchronous, so a
+//! handler that sends before its first `.await` keeps the order its messages arrived in.
+//! No I/O happens on this task: callers read and write the disk themselves.
+
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+
+use super::diff;
+use super::documents::{Document, Documents, TextChange};
+use super::effects::{DocumentEdit, EffectSender, TextEdit};
+use super::position::{PositionEncoding, Range};
+use super::selection::{Selection, Selections};
+
+/// Everything the editor has told us, owned by one task.
+#[derive(Debug)]
+pub struct State {
+    /// Open documents.
+    pub documents: Documents,
+    /// The user's selections.
+    pub selections: Selections,
+    /// Workspace folders, in the order the editor gave them.
+    pub folders: Vec<PathBuf>,
+    /// How positions count characters, as negotiated at `initialize`.
+    pub encoding: PositionEncoding,
+    /// Where effects for the editor go.
+    pub effects: EffectSender,
+}
+
+impl State {
+    /// Empty state that sends its effects to `effects`.
+    pub fn new(effects: EffectSender) -> Self {
+        Self {
+            documents: Documents::default(),
+            selections: Selections::default(),
+            folders: Vec::new(),
+            encoding: PositionEncoding::default(),
+            effects,
+        }
+    }
+
+    /// The editor opened a document; it now has the focus.
+    pub fn did_open(&mut self, path: PathBuf, text: &str, version: i32, language: &str) {
+        self.selections.focus(&path);
+        self.documents
+            .open(path, Document::new(text, version, language));
+    }
+
+    /// The editor changed a document. A change to a document we never saw opened is logged and
+    /// dropped: there is no text to apply it to.
+    pub fn did_change(&mut self, path: &Path, version: i32, changes: &[TextChange]) {
+        match self.documents.get_mut(path) {
+            Some(document) => document.apply(version, changes, self.encoding),
+            None => self.effects.log(
+                super::Level::Warning,
+                format!(
+                    "didChange for {} which is not open; ignored",
+                    path.display()
+                ),
+            ),
+        }
+    }
+
+    /// The editor closed a document.
+    pub fn did_close(&mut self, path: &Path) {
+        self.documents.close(path);
+        self.selections.forget(path);
+    }
+
+    /// The user selected `range` in `path`; `text` is what the editor says it covers, else we
+    /// read it from the buffer.
+    pub fn did_change_selection(&mut self, path: PathBuf, range: Range, text: Option<String>) {
+        let text = text.unwrap_or_else(|| {
+            self.documents
+                .get(&path)
+                .map(|doc| doc.slice(range, self.encoding))
+                .unwrap_or_default()
+        });
+        self.selections.update(Selection { path, range, text });
+    }
+
+    /// Workspace folders were added or removed.
+    pub fn change_folders(&mut self, added: Vec<PathBuf>, removed: &[PathBuf]) {
+        self.folders.retain(|f| !removed.contains(f));
+        for folder in added {
+            if !self.folders.contains(&folder) {
+                self.folders.push(folder);
+            }
+        }
+    }
+
+    /// The buffer's text and version when `path` is open.
+    pub fn buffer(&self, path: &Path) -> Option<(String, i32)> {
+        self.documents
+            .get(path)
+            .map(|doc| (doc.text(), doc.version()))
+    }
+
+    /// The edits that turn the open buffer at `path` into `content`, or `None` when the file is
+    /// not open (or already says exactly that).
+    pub fn plan_write(&self, path: &Path, content: &str, label: &str) -> Option<DocumentEdit> {
+        let document = self.documents.get(path)?;
+        let old = document.text();
+        let edits = self.text_edits(document, &old, content);
+        (!edits.is_empty()).then(|| DocumentEdit {
+            label: label.to_owned(),
+            path: path.to_owned(),
+            version: document.version(),
+            edits,
+        })
+    }
+
+    /// Minimal edits from `old` (the document's text) to `new`, as positions.
+    fn text_edits(&self, document: &Document, old: &str, new: &str) -> Vec<TextEdit> {
+        let rope = document.rope();
+        let mapper = document.mapper(self.encoding);
+        diff::minimal_edits(old, new)
+            .into_iter()
+            .map(|edit| TextEdit {
+                range: mapper
+                    .range(rope.byte_to_char(edit.range.start)..rope.byte_to_char(edit.range.end)),
+                new_text: edit.text,
+            })
+            .collect()
+    }
+
+    /// What the server believes, as JSON: for tests and `agentls.debug.state`.
+    pub fn describe(&self) -> serde_json::Value {
+        let mut documents: Vec<_> = self
+            .documents
+            .iter()
+            .map(|(path, doc)| {
+                json!({
+                    "path": path,
+                    "version": doc.version(),
+                    "languageId": doc.language(),
+                    "text": doc.text(),
+                })
+            })
+            .collect();
+        documents.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
+        json!({
+            "encoding": self.encoding,
+            "folders": self.folders,
+            "documents": documents,
+            "focused": self.selections.focused(),
+            "currentSelection": self.selections.current(),
+            "latestSelection": self.selections.latest(),
+        })
+    }
+}
+
+type Job = Box<dyn FnOnce(&mut State) + Send>;
+
+/// A cheap, clone-able way to reach the state task.
+#[derive(Debug, Clone)]
+pub struct StateHandle {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+/// The state task is gone: only while the server shuts down.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the editor state has shut down")]
+pub struct StateGone;
+
+impl StateHandle {
+    /// Starts the state task owning `state`.
+    pub fn spawn(mut state: State) -> Self {
+        let (jobs, mut queue) = mpsc::unbounded_channel::<Job>();
+        tokio::spawn(async move {
+            while let Some(job) = queue.recv().await {
+                // One buggy job must not take every editor feature down with it.
+                if std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut state))).is_err() {
+                    tracing::error!("a state job panicked; state kept as it was left");
+                }
+            }
+        });
+        Self { jobs }
+    }
+
+    /// Queues a change to the state; it runs after everything queued before it.
+    pub fn update(&self, job: impl FnOnce(&mut State) + Send + 'static) {
+        let _ = self.jobs.send(Box::new(job));
+    }
+
+    /// Queues a question about the state and waits for its answer.
+    pub async fn query<R: Send + 'static>(
+        &self,
+        question: impl FnOnce(&mut State) -> R + Send + 'static,
+    ) -> Result<R, StateGone> {
+        let (tx, rx) = oneshot::channel();
+        self.update(move |state| {
+            let _ = tx.send(question(state));
+        });
+        rx.await.map_err(|_| StateGone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::position::Position;
+    use super::*;
+
+    #[test]
+    fn plan_write_gives_small_edits_against_the_buffer_version() {
+        let (effects, _rx) = EffectSender::channel();
+        let mut state = State::new(effects);
+        let path = PathBuf::from("/ws/a.txt");
+        state.did_open(path.clone(), "one\ntwo 😀\nthree\n", 7, "text");
+        let edit = state
+            .plan_write(&path, "one\ntwo 😀!\nthree\n", "agent write")
+            .unwrap();
+        assert_eq!(edit.version, 7);
+        assert_eq!(
+            edit.edits,
+            vec![TextEdit {
+                range: Range::new(Position::new(1, 6), Position::new(1, 6)),
+                new_text: "!".into()
+            }]
+        );
+        assert!(
+            state
+                .plan_write(&path, "one\ntwo 😀\nthree\n", "x")
+                .is_none()
+        );
+        assert!(
+            state
+                .plan_write(Path::new("/ws/closed"), "x", "x")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn selection_text_comes_from_the_buffer_when_not_given() {
+        let (effects, _rx) = EffectSender::channel();
+        let mut state = State::new(effects);
+        let path = PathBuf::from("/ws/a.txt");
+        state.did_open(path.clone(), "hello 漢字 world", 1, "text");
+        let range = Range::new(Position::new(0, 6), Position::new(0, 8));
+        state.did_change_selection(path, range, None);
+        assert_eq!(state.selections.current().unwrap().text, "漢字");
+    }
+}

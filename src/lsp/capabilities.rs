@@ -1,0 +1,91 @@
+//! What the client advertised at `initialize`, boiled down to the questions agentls asks before
+//! it sends anything. Never an editor's name: only its capabilities.
+
+use tower_lsp_server::ls_types::{ClientCapabilities, PositionEncodingKind};
+
+use crate::editor::PositionEncoding;
+
+/// The client features agentls can use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientFeatures {
+    /// Position encoding chosen for the session: utf-8 when offered, else utf-16.
+    pub encoding: PositionEncoding,
+    /// `workspace/applyEdit`.
+    pub apply_edit: bool,
+    /// Versioned `documentChanges` in workspace edits.
+    pub document_changes: bool,
+    /// `window/showDocument`.
+    pub show_document: bool,
+    /// `window/workDoneProgress/create` and `$/progress`.
+    pub work_done_progress: bool,
+    /// `window/showMessageRequest`.
+    pub show_message_request: bool,
+}
+
+impl ClientFeatures {
+    /// Reads the client's capabilities.
+    pub fn from_capabilities(caps: &ClientCapabilities) -> Self {
+        let offered = caps
+            .general
+            .as_ref()
+            .and_then(|g| g.position_encodings.as_deref())
+            .unwrap_or_default();
+        let encoding = if offered.contains(&PositionEncodingKind::UTF8) {
+            PositionEncoding::Utf8
+        } else {
+            PositionEncoding::Utf16
+        };
+        let workspace = caps.workspace.as_ref();
+        let window = caps.window.as_ref();
+        Self {
+            encoding,
+            apply_edit: workspace.and_then(|w| w.apply_edit).unwrap_or(false),
+            document_changes: workspace
+                .and_then(|w| w.workspace_edit.as_ref())
+                .and_then(|e| e.document_changes)
+                .unwrap_or(false),
+            show_document: window
+                .and_then(|w| w.show_document.as_ref())
+                .is_some_and(|d| d.support),
+            work_done_progress: window.and_then(|w| w.work_done_progress).unwrap_or(false),
+            show_message_request: window.is_some_and(|w| w.show_message.is_some()),
+        }
+    }
+
+    /// The encoding as LSP names it.
+    pub fn encoding_kind(&self) -> PositionEncodingKind {
+        match self.encoding {
+            PositionEncoding::Utf8 => PositionEncodingKind::UTF8,
+            PositionEncoding::Utf16 => PositionEncodingKind::UTF16,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn features(caps: serde_json::Value) -> ClientFeatures {
+        ClientFeatures::from_capabilities(&serde_json::from_value(caps).unwrap())
+    }
+
+    #[test]
+    fn utf8_only_when_offered() {
+        let offered = json!({"general": {"positionEncodings": ["utf-32", "utf-8", "utf-16"]}});
+        assert_eq!(features(offered).encoding, PositionEncoding::Utf8);
+        assert_eq!(features(json!({})).encoding, PositionEncoding::Utf16);
+    }
+
+    #[test]
+    fn nothing_is_assumed() {
+        assert_eq!(features(json!({})), ClientFeatures::default());
+        let rich = features(json!({
+            "workspace": {"applyEdit": true, "workspaceEdit": {"documentChanges": true}},
+            "window": {"showDocument": {"support": true}, "workDoneProgress": true, "showMessage": {}}
+        }));
+        assert!(rich.apply_edit && rich.document_changes && rich.show_document);
+        assert!(rich.work_done_progress && rich.show_message_request);
+    }
+}

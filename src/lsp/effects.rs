@@ -1,0 +1,152 @@
+//! The effect runner: takes what the port asks of the editor and does it in LSP, gated on the
+//! client's capabilities. Requests to the client run in their own tasks with a timeout, so an
+//! editor that never answers stalls nothing but the one effect that waits for it.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tower_lsp_server::Client;
+use tower_lsp_server::ls_types::{
+    ApplyWorkspaceEditParams, OneOf, OptionalVersionedTextDocumentIdentifier, ShowDocumentParams,
+    TextDocumentEdit, WorkspaceEdit, request,
+};
+
+use super::capabilities::ClientFeatures;
+use super::convert;
+use super::output::{self, OutputEvent};
+use crate::editor::effects::{DocumentEdit, Reply};
+use crate::editor::{Effect, EffectError, EffectReceiver};
+
+/// How long a request to the editor may go unanswered.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs effects until the port shuts down. Waits for `initialized` first: until then the
+/// client may not be sent requests, and its capabilities are unknown.
+pub async fn run(
+    client: Client,
+    mut ready: watch::Receiver<Option<ClientFeatures>>,
+    mut effects: EffectReceiver,
+) {
+    let Ok(features) = ready
+        .wait_for(Option::is_some)
+        .await
+        .map(|f| f.unwrap_or_default())
+    else {
+        return;
+    };
+    let output = output::spawn(client.clone(), features);
+    while let Some(effect) = effects.recv().await {
+        match effect {
+            Effect::Message { level, text } => send(&output, OutputEvent::Message(level, text)),
+            Effect::Log { level, text } => send(&output, OutputEvent::Log(level, text)),
+            Effect::Progress { id, phase } => send(&output, OutputEvent::Progress(id, phase)),
+            Effect::ApplyEdit { edit, reply } => {
+                tokio::spawn(apply_edit(client.clone(), features, edit, reply));
+            }
+            Effect::ShowDocument {
+                path,
+                selection,
+                reply,
+            } => {
+                let params = convert::uri_of(&path).map(|uri| ShowDocumentParams {
+                    uri,
+                    external: None,
+                    take_focus: Some(true),
+                    selection: selection.map(convert::lsp_range),
+                });
+                tokio::spawn(show_document(client.clone(), features, params, reply));
+            }
+        }
+    }
+}
+
+fn send(output: &mpsc::UnboundedSender<OutputEvent>, event: OutputEvent) {
+    let _ = output.send(event);
+}
+
+async fn apply_edit(
+    client: Client,
+    features: ClientFeatures,
+    edit: DocumentEdit,
+    reply: Reply<()>,
+) {
+    let outcome = async {
+        if !features.apply_edit {
+            return Err(EffectError::Unsupported("workspace/applyEdit"));
+        }
+        let uri = convert::uri_of(&edit.path)
+            .ok_or_else(|| EffectError::Refused(format!("{} has no URI", edit.path.display())))?;
+        let edits: Vec<_> = edit.edits.into_iter().map(convert::text_edit).collect();
+        let workspace_edit = if features.document_changes {
+            WorkspaceEdit {
+                document_changes: Some(tower_lsp_server::ls_types::DocumentChanges::Edits(vec![
+                    TextDocumentEdit {
+                        text_document: OptionalVersionedTextDocumentIdentifier {
+                            uri,
+                            version: Some(edit.version),
+                        },
+                        edits: edits.into_iter().map(OneOf::Left).collect(),
+                    },
+                ])),
+                ..Default::default()
+            }
+        } else {
+            WorkspaceEdit {
+                changes: Some(HashMap::from([(uri, edits)])),
+                ..Default::default()
+            }
+        };
+        let params = ApplyWorkspaceEditParams {
+            label: Some(edit.label),
+            edit: workspace_edit,
+        };
+        let response = ask::<request::ApplyWorkspaceEdit>(&client, params).await?;
+        if response.applied {
+            Ok(())
+        } else {
+            let reason = response
+                .failure_reason
+                .unwrap_or_else(|| "no reason given".into());
+            Err(EffectError::Refused(reason))
+        }
+    }
+    .await;
+    let _ = reply.send(outcome);
+}
+
+async fn show_document(
+    client: Client,
+    features: ClientFeatures,
+    params: Option<ShowDocumentParams>,
+    reply: Reply<()>,
+) {
+    let outcome = async {
+        if !features.show_document {
+            return Err(EffectError::Unsupported("window/showDocument"));
+        }
+        let params = params.ok_or_else(|| EffectError::Refused("the path has no URI".into()))?;
+        let result = ask::<request::ShowDocument>(&client, params).await?;
+        if result.success {
+            Ok(())
+        } else {
+            Err(EffectError::Refused(
+                "the editor could not show the document".into(),
+            ))
+        }
+    }
+    .await;
+    let _ = reply.send(outcome);
+}
+
+/// Sends a request to the client and waits at most [`CLIENT_TIMEOUT`] for the answer.
+async fn ask<R: request::Request>(
+    client: &Client,
+    params: R::Params,
+) -> Result<R::Result, EffectError> {
+    match tokio::time::timeout(CLIENT_TIMEOUT, client.send_request::<R>(params)).await {
+        Err(_) => Err(EffectError::Timeout(CLIENT_TIMEOUT.as_secs())),
+        Ok(Err(e)) => Err(EffectError::Transport(e.message.into_owned())),
+        Ok(Ok(result)) => Ok(result),
+    }
+}

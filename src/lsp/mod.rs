@@ -1,0 +1,56 @@
+//! The host: agentls as a language server. LSP comes in and feeds the port (`editor/`); the
+//! port's effects go out as LSP, gated on what the client advertised.
+
+mod capabilities;
+mod commands;
+mod convert;
+mod effects;
+mod output;
+mod server;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::watch;
+use tower_lsp_server::{LspService, Server};
+
+pub use capabilities::ClientFeatures;
+use server::Backend;
+
+/// How the session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// `shutdown` came before `exit` (or the end of input): exit code 0.
+    Clean,
+    /// The input ended or `exit` came without `shutdown`: exit code 1.
+    Abrupt,
+}
+
+/// Serves LSP on `input`/`output` until the client says `exit` or closes the input.
+pub async fn serve(input: impl AsyncRead + Unpin, output: impl AsyncWrite) -> Ending {
+    let (editor, feed, effect_queue) = crate::editor::start();
+    let shutdown_requested = Arc::new(AtomicBool::new(false));
+    let (ready, ready_rx) = watch::channel(None);
+    let layers = server::initial_layers();
+    let flag = Arc::clone(&shutdown_requested);
+    let (service, socket) = LspService::build(move |client| {
+        tokio::spawn(effects::run(client, ready_rx, effect_queue));
+        Backend {
+            editor,
+            feed,
+            features: std::sync::OnceLock::new(),
+            ready,
+            config: std::sync::Mutex::new(layers),
+            shutdown_requested: flag,
+        }
+    })
+    .custom_method("agentls/didChangeSelection", Backend::did_change_selection)
+    .finish();
+    Server::new(input, output, socket).serve(service).await;
+    if shutdown_requested.load(Ordering::SeqCst) {
+        Ending::Clean
+    } else {
+        Ending::Abrupt
+    }
+}

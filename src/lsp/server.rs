@@ -1,0 +1,211 @@
+//! The LSP handlers. Each notification feeds the port synchronously, before any `.await`, so
+//! the port sees changes in the order the editor sent them even though tower-lsp-server runs
+//! handlers concurrently. No handler awaits the client or an agent: such work is spawned.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::Deserialize;
+use tokio::sync::watch;
+use tower_lsp_server::LanguageServer;
+use tower_lsp_server::jsonrpc::Result;
+use tower_lsp_server::ls_types::{
+    CodeActionKind, CodeActionOptions, CodeActionParams, CodeActionProviderCapability,
+    CodeActionResponse, DidChangeConfigurationParams, DidChangeTextDocumentParams,
+    DidChangeWorkspaceFoldersParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
+    DidSaveTextDocumentParams, ExecuteCommandOptions, ExecuteCommandParams, InitializeParams,
+    InitializeResult, InitializedParams, LSPAny, Range as LspRange, SaveOptions,
+    ServerCapabilities, ServerInfo, TextDocumentIdentifier, TextDocumentSyncCapability,
+    TextDocumentSyncKind, TextDocumentSyncOptions, TextDocumentSyncSaveOptions,
+    WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
+};
+
+use super::capabilities::ClientFeatures;
+use super::commands;
+use super::convert;
+use crate::config::{self, Layers};
+use crate::editor::{AccessPolicy, EditorAccess, EditorFeed, Level};
+
+/// The language server: the editor's view of agentls.
+pub struct Backend {
+    pub(super) editor: EditorAccess,
+    pub(super) feed: EditorFeed,
+    pub(super) features: std::sync::OnceLock<ClientFeatures>,
+    pub(super) ready: watch::Sender<Option<ClientFeatures>>,
+    pub(super) config: Mutex<Layers>,
+    pub(super) shutdown_requested: Arc<AtomicBool>,
+}
+
+/// Parameters of the client notification `agentls/didChangeSelection`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectionParams {
+    /// The document.
+    pub text_document: TextDocumentIdentifier,
+    /// What is selected (empty for a cursor).
+    pub selection: LspRange,
+    /// The selected text, when the client sends it.
+    pub text: Option<String>,
+}
+
+impl Backend {
+    /// Handles `agentls/didChangeSelection`.
+    pub async fn did_change_selection(&self, params: SelectionParams) {
+        if let Some(path) = convert::path_of(&params.text_document.uri) {
+            self.feed
+                .selected(path, convert::range(params.selection), params.text);
+        }
+    }
+
+    /// Merges the config layers again and applies the result; problems go to the user.
+    fn reload_config(&self, change: impl FnOnce(&mut Layers)) {
+        let loaded = {
+            let mut layers = self.config.lock().unwrap_or_else(|e| e.into_inner());
+            change(&mut layers);
+            layers.load()
+        };
+        for problem in &loaded.problems {
+            self.editor.tell_user(Level::Warning, problem.to_string());
+        }
+        self.feed.set_policy(AccessPolicy {
+            allow_outside_workspace: loaded.config.fs.allow_outside_workspace,
+        });
+    }
+}
+
+impl LanguageServer for Backend {
+    async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        let features = ClientFeatures::from_capabilities(&params.capabilities);
+        self.feed.set_encoding(features.encoding);
+        let folders = initial_folders(&params);
+        self.feed.folders_changed(folders, Vec::new());
+        self.reload_config(|layers| {
+            layers.set_initialization_options(params.initialization_options)
+        });
+        // The effect runner starts once `initialized` arrives; keep the features until then.
+        let _ = self.features.set(features);
+        Ok(InitializeResult {
+            capabilities: server_capabilities(&features),
+            server_info: Some(ServerInfo {
+                name: "agentls".into(),
+                version: Some(env!("CARGO_PKG_VERSION").into()),
+            }),
+            ..Default::default()
+        })
+    }
+
+    async fn initialized(&self, _: InitializedParams) {
+        let features = self.features.get().copied().unwrap_or_default();
+        self.ready.send_replace(Some(features));
+        tracing::info!(?features, "client initialized");
+    }
+
+    async fn shutdown(&self) -> Result<()> {
+        self.shutdown_requested.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    async fn did_open(&self, params: DidOpenTextDocumentParams) {
+        let doc = params.text_document;
+        if let Some(path) = convert::path_of(&doc.uri) {
+            self.feed
+                .opened(path, doc.text, doc.version, doc.language_id);
+        }
+    }
+
+    async fn did_change(&self, params: DidChangeTextDocumentParams) {
+        let doc = params.text_document;
+        if let Some(path) = convert::path_of(&doc.uri) {
+            let changes = params.content_changes.into_iter().map(convert::text_change);
+            self.feed.changed(path, doc.version, changes.collect());
+        }
+    }
+
+    async fn did_save(&self, _: DidSaveTextDocumentParams) {}
+
+    async fn did_close(&self, params: DidCloseTextDocumentParams) {
+        if let Some(path) = convert::path_of(&params.text_document.uri) {
+            self.feed.closed(path);
+        }
+    }
+
+    async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
+        self.reload_config(|layers| layers.set_editor_settings(params.settings));
+    }
+
+    async fn did_change_workspace_folders(&self, params: DidChangeWorkspaceFoldersParams) {
+        let paths = |folders: Vec<tower_lsp_server::ls_types::WorkspaceFolder>| {
+            folders
+                .iter()
+                .filter_map(|f| convert::path_of(&f.uri))
+                .collect::<Vec<_>>()
+        };
+        self.feed
+            .folders_changed(paths(params.event.added), paths(params.event.removed));
+    }
+
+    async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
+        // Helix tells a server the selection only through this range.
+        if let Some(path) = convert::path_of(&params.text_document.uri) {
+            self.feed.selected(path, convert::range(params.range), None);
+        }
+        Ok(None)
+    }
+
+    async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<LSPAny>> {
+        commands::execute(self, &params.command, params.arguments).await
+    }
+}
+
+/// The workspace folders from `initialize`: `workspaceFolders`, else the deprecated `rootUri`.
+fn initial_folders(params: &InitializeParams) -> Vec<std::path::PathBuf> {
+    if let Some(folders) = &params.workspace_folders {
+        return folders
+            .iter()
+            .filter_map(|f| convert::path_of(&f.uri))
+            .collect();
+    }
+    #[allow(deprecated)]
+    let root = params.root_uri.as_ref().and_then(convert::path_of);
+    root.into_iter().collect()
+}
+
+fn server_capabilities(features: &ClientFeatures) -> ServerCapabilities {
+    ServerCapabilities {
+        position_encoding: Some(features.encoding_kind()),
+        text_document_sync: Some(TextDocumentSyncCapability::Options(
+            TextDocumentSyncOptions {
+                open_close: Some(true),
+                change: Some(TextDocumentSyncKind::INCREMENTAL),
+                save: Some(TextDocumentSyncSaveOptions::SaveOptions(SaveOptions {
+                    include_text: Some(false),
+                })),
+                ..Default::default()
+            },
+        )),
+        code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+            code_action_kinds: Some(vec![CodeActionKind::QUICKFIX]),
+            ..Default::default()
+        })),
+        execute_command_provider: Some(ExecuteCommandOptions {
+            commands: commands::ADVERTISED
+                .iter()
+                .map(|c| (*c).to_owned())
+                .collect(),
+            ..Default::default()
+        }),
+        workspace: Some(WorkspaceServerCapabilities {
+            workspace_folders: Some(WorkspaceFoldersServerCapabilities {
+                supported: Some(true),
+                change_notifications: Some(tower_lsp_server::ls_types::OneOf::Left(true)),
+            }),
+            file_operations: None,
+        }),
+        ..Default::default()
+    }
+}
+
+/// Reads the user's config file for a new server.
+pub fn initial_layers() -> Layers {
+    Layers::with_file(config::file_path().as_deref())
+}

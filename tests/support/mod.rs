@@ -1,0 +1,564 @@
+//! A test LSP client: starts the real `agentls` binary over stdio, speaks framed JSON-RPC, keeps
+//! its own copy of open documents, applies `workspace/applyEdit` to them like an editor would
+//! (sending the resulting `didChange`), and records everything the server sends.
+//!
+//! Every wait has a deadline and fails with a message saying what did not arrive.
+
+#![allow(dead_code)] // each test binary uses a different part of this
+
+pub mod text;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::{Notify, oneshot};
+
+/// How long any single wait may take before the test fails.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// What the client does with a server→client request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Behave like a good editor (apply edits, accept progress tokens, …).
+    Normally,
+    /// Never answer (an editor that hangs).
+    Never,
+    /// Answer with this result.
+    With(Value),
+}
+
+/// Options for starting the server.
+#[derive(Debug, Default)]
+pub struct Options {
+    /// Contents of `$XDG_CONFIG_HOME/agentls/config.toml`.
+    pub config_toml: Option<String>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+}
+
+/// A document as the test client holds it.
+#[derive(Debug, Clone)]
+pub struct ClientDocument {
+    /// Current text.
+    pub text: String,
+    /// Current version.
+    pub version: i32,
+}
+
+struct Shared {
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    pending: Mutex<HashMap<i64, oneshot::Sender<Value>>>,
+    received: Mutex<Vec<Value>>,
+    arrived: Notify,
+    answers: Mutex<HashMap<String, Answer>>,
+    documents: Mutex<HashMap<String, ClientDocument>>,
+    encoding: Mutex<text::Encoding>,
+    next_id: AtomicI64,
+}
+
+/// The running server and our end of its pipes.
+pub struct TestClient {
+    child: Child,
+    shared: Arc<Shared>,
+    /// The isolated home directory (config, lockfiles) of this server.
+    pub home: tempfile::TempDir,
+    /// A workspace folder for the test's files.
+    pub workspace: PathBuf,
+    stderr_path: PathBuf,
+}
+
+impl TestClient {
+    /// Starts `agentls` with an isolated HOME and workspace.
+    pub async fn start(options: Options) -> Self {
+        let home = tempfile::tempdir().expect("temp home");
+        let config_dir = home.path().join("config");
+        std::fs::create_dir_all(config_dir.join("agentls")).unwrap();
+        if let Some(toml) = &options.config_toml {
+            std::fs::write(config_dir.join("agentls/config.toml"), toml).unwrap();
+        }
+        let workspace = home.path().join("workspace");
+        std::fs::create_dir_all(&workspace).unwrap();
+        let workspace = std::fs::canonicalize(workspace).unwrap();
+        let stderr_path = home.path().join("agentls.stderr");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agentls"));
+        command
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", &config_dir)
+            .env_remove("AGENTLS_CONFIG")
+            .env("AGENTLS_LOG", "debug")
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_path).unwrap())
+            .kill_on_drop(true);
+        let mut child = command.spawn().expect("spawn agentls");
+        let shared = Arc::new(Shared {
+            stdin: tokio::sync::Mutex::new(child.stdin.take()),
+            pending: Mutex::default(),
+            received: Mutex::default(),
+            arrived: Notify::new(),
+            answers: Mutex::default(),
+            documents: Mutex::default(),
+            encoding: Mutex::new(text::Encoding::Utf16),
+            next_id: AtomicI64::new(1),
+        });
+        let stdout = child.stdout.take().unwrap();
+        tokio::spawn(read_loop(BufReader::new(stdout), Arc::clone(&shared)));
+        Self {
+            child,
+            shared,
+            home,
+            workspace,
+            stderr_path,
+        }
+    }
+
+    /// `initialize` + `initialized` with the workspace as the only folder. Returns the result.
+    pub async fn initialize(
+        &self,
+        capabilities: Value,
+        initialization_options: Option<Value>,
+    ) -> Value {
+        let uri = file_uri(&self.workspace);
+        let result = self
+            .request(
+                "initialize",
+                json!({
+                    "processId": std::process::id(),
+                    "rootUri": uri,
+                    "workspaceFolders": [{"uri": uri, "name": "workspace"}],
+                    "capabilities": capabilities,
+                    "initializationOptions": initialization_options,
+                }),
+            )
+            .await
+            .expect("initialize failed");
+        let encoding = match result["capabilities"]["positionEncoding"].as_str() {
+            Some("utf-8") => text::Encoding::Utf8,
+            _ => text::Encoding::Utf16,
+        };
+        *self.shared.encoding.lock().unwrap() = encoding;
+        self.notify("initialized", json!({})).await;
+        result
+    }
+
+    /// Capabilities of a capable editor (utf-16 unless `utf8`).
+    pub fn rich_capabilities(utf8: bool) -> Value {
+        let encodings = if utf8 {
+            json!(["utf-8", "utf-16"])
+        } else {
+            json!(["utf-16"])
+        };
+        json!({
+            "general": {"positionEncodings": encodings},
+            "workspace": {"applyEdit": true, "workspaceEdit": {"documentChanges": true},
+                          "workspaceFolders": true, "configuration": true},
+            "window": {"showDocument": {"support": true}, "workDoneProgress": true,
+                       "showMessage": {"messageActionItem": {"additionalPropertiesSupport": true}}},
+            "textDocument": {"inlayHint": {}, "publishDiagnostics": {}}
+        })
+    }
+
+    /// Sends a request and waits for its response: `Ok(result)` or `Err(error object)`.
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, Value> {
+        let (id, rx) = self.send_request(method, params).await;
+        let response = tokio::time::timeout(WAIT, rx)
+            .await
+            .unwrap_or_else(|_| panic!("no response to {method} (id {id}) within {WAIT:?}"))
+            .expect("reader stopped");
+        match response.get("error") {
+            Some(error) => Err(error.clone()),
+            None => Ok(response["result"].clone()),
+        }
+    }
+
+    /// Sends a request without waiting; the receiver yields the whole response.
+    pub async fn send_request(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> (i64, oneshot::Receiver<Value>) {
+        let id = self.shared.next_id.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = oneshot::channel();
+        self.shared.pending.lock().unwrap().insert(id, tx);
+        write_message(
+            &self.shared,
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )
+        .await;
+        (id, rx)
+    }
+
+    /// Sends a notification.
+    pub async fn notify(&self, method: &str, params: Value) {
+        write_message(
+            &self.shared,
+            &json!({"jsonrpc": "2.0", "method": method, "params": params}),
+        )
+        .await;
+    }
+
+    /// Sends raw bytes (for malformed-input tests).
+    pub async fn send_raw(&self, bytes: &[u8]) {
+        let mut stdin = self.shared.stdin.lock().await;
+        let stdin = stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// Sets how server requests with `method` are answered.
+    pub fn answer(&self, method: &str, answer: Answer) {
+        self.shared
+            .answers
+            .lock()
+            .unwrap()
+            .insert(method.to_owned(), answer);
+    }
+
+    /// Writes `text` to `relative` in the workspace and opens it; returns its URI.
+    pub async fn open(&self, relative: &str, language: &str, text: &str) -> String {
+        let path = self.workspace.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        self.open_unsaved(&path, language, text).await
+    }
+
+    /// Opens `path` with `text` as the buffer (whatever the disk holds); returns its URI.
+    pub async fn open_unsaved(&self, path: &Path, language: &str, text: &str) -> String {
+        let uri = file_uri(path);
+        self.shared.documents.lock().unwrap().insert(
+            uri.clone(),
+            ClientDocument {
+                text: text.to_owned(),
+                version: 0,
+            },
+        );
+        self.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri, "languageId": language, "version": 0, "text": text}}),
+        )
+        .await;
+        uri
+    }
+
+    /// Replaces `range` (LSP JSON) of `uri` with `new_text`, in our copy and in a didChange.
+    pub async fn edit(&self, uri: &str, range: Value, new_text: &str) {
+        let edits = vec![(range, new_text.to_owned())];
+        change_document(&self.shared, uri, edits).await;
+    }
+
+    /// Our copy of a document.
+    pub fn document(&self, uri: &str) -> ClientDocument {
+        self.shared.documents.lock().unwrap()[uri].clone()
+    }
+
+    /// The encoding the server chose.
+    pub fn encoding(&self) -> text::Encoding {
+        *self.shared.encoding.lock().unwrap()
+    }
+
+    /// Waits for the first message from the server (notification or request) with `method`
+    /// matching `pred`, and removes it from the record.
+    pub async fn take(&self, method: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let found = tokio::time::timeout(WAIT, async {
+            loop {
+                let notified = self.shared.arrived.notified();
+                {
+                    let mut received = self.shared.received.lock().unwrap();
+                    if let Some(i) = received
+                        .iter()
+                        .position(|m| m["method"] == method && pred(&m["params"]))
+                    {
+                        return received.remove(i);
+                    }
+                }
+                notified.await;
+            }
+        })
+        .await;
+        found.unwrap_or_else(|_| {
+            let seen: Vec<_> = self
+                .shared
+                .received
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|m| m["method"].clone())
+                .collect();
+            panic!("no matching {method} within {WAIT:?}; unconsumed messages: {seen:?}")
+        })
+    }
+
+    /// Every message with `method` received so far (not removed).
+    pub fn received(&self, method: &str) -> Vec<Value> {
+        self.shared
+            .received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m["method"] == method)
+            .cloned()
+            .collect()
+    }
+
+    /// The server's view of the editor (`agentls.debug.state`).
+    pub async fn server_state(&self) -> Value {
+        self.request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.debug.state", "arguments": []}),
+        )
+        .await
+        .expect("agentls.debug.state")
+    }
+
+    /// `shutdown` then `exit`; returns how the process ended.
+    pub async fn shutdown(mut self) -> ExitStatus {
+        self.request("shutdown", Value::Null)
+            .await
+            .expect("shutdown");
+        self.notify("exit", Value::Null).await;
+        self.wait_exit().await
+    }
+
+    /// Closes the server's stdin, as an editor that crashed would.
+    pub async fn close_stdin(&self) {
+        self.shared.stdin.lock().await.take();
+    }
+
+    /// Waits for the process to end.
+    pub async fn wait_exit(&mut self) -> ExitStatus {
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("agentls did not exit")
+            .unwrap()
+    }
+
+    /// The server's stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// The process id of the server.
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+}
+
+impl Drop for TestClient {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("---- agentls stderr ----\n{}", self.stderr());
+        }
+    }
+}
+
+/// The `file://` URI of a path, encoded the way editors do.
+pub fn file_uri(path: &Path) -> String {
+    let mut uri = String::from("file://");
+    for byte in path.to_string_lossy().bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'.' | b'_' | b'~' => {
+                uri.push(byte as char)
+            }
+            _ => uri.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    uri
+}
+
+/// The path of a `file://` URI (percent-decoded).
+pub fn file_uri_to_path(uri: &str) -> String {
+    let encoded = uri.strip_prefix("file://").expect("a file URI").as_bytes();
+    let mut bytes = Vec::with_capacity(encoded.len());
+    let mut i = 0;
+    while i < encoded.len() {
+        if encoded[i] == b'%' {
+            let hex = std::str::from_utf8(&encoded[i + 1..i + 3]).unwrap();
+            bytes.push(u8::from_str_radix(hex, 16).unwrap());
+            i += 3;
+        } else {
+            bytes.push(encoded[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(bytes).unwrap()
+}
+
+/// Polls `condition` until it holds (returns `Some(())`) or [`WAIT`] passes (`None`). For effects
+/// that leave no message to wait for, such as a file written by the server.
+pub async fn eventually(condition: impl Fn() -> bool) -> Option<()> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tokio::time::Instant::now() < deadline {
+        if condition() {
+            return Some(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+/// An LSP range as JSON.
+pub fn range(l1: u32, c1: u32, l2: u32, c2: u32) -> Value {
+    json!({"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2}})
+}
+
+async fn write_message(shared: &Shared, message: &Value) {
+    let mut stdin = shared.stdin.lock().await;
+    write_locked(&mut stdin, message).await;
+}
+
+async fn write_locked(stdin: &mut Option<ChildStdin>, message: &Value) {
+    let Some(stdin) = stdin.as_mut() else { return };
+    let body = serde_json::to_vec(message).unwrap();
+    let header = format!("Content-Length: {}\r\n\r\n", body.len());
+    // A server that exited makes these fail; the test then fails on the missing response.
+    let _ = stdin.write_all(header.as_bytes()).await;
+    let _ = stdin.write_all(&body).await;
+    let _ = stdin.flush().await;
+}
+
+async fn read_loop(mut stdout: BufReader<tokio::process::ChildStdout>, shared: Arc<Shared>) {
+    loop {
+        let mut length = None;
+        loop {
+            let mut line = String::new();
+            if stdout.read_line(&mut line).await.unwrap_or(0) == 0 {
+                return;
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(value) = line.strip_prefix("Content-Length:") {
+                length = value.trim().parse::<usize>().ok();
+            }
+        }
+        let Some(length) = length else {
+            panic!(
+                "frame without Content-Length: the server wrote something that is not LSP to stdout"
+            );
+        };
+        let mut body = vec![0; length];
+        if stdout.read_exact(&mut body).await.is_err() {
+            return;
+        }
+        let message: Value = serde_json::from_slice(&body).expect("server sent invalid JSON");
+        dispatch(&shared, message).await;
+    }
+}
+
+async fn dispatch(shared: &Arc<Shared>, message: Value) {
+    let is_response = message.get("method").is_none();
+    if is_response {
+        let id = message["id"].as_i64().unwrap_or(-1);
+        if let Some(tx) = shared.pending.lock().unwrap().remove(&id) {
+            let _ = tx.send(message);
+        }
+        return;
+    }
+    let request_id = message.get("id").cloned();
+    let method = message["method"].as_str().unwrap_or_default().to_owned();
+    shared.received.lock().unwrap().push(message.clone());
+    shared.arrived.notify_waiters();
+    let Some(id) = request_id else { return };
+    let answer = shared
+        .answers
+        .lock()
+        .unwrap()
+        .get(&method)
+        .cloned()
+        .unwrap_or(Answer::Normally);
+    let result = match answer {
+        Answer::Never => return,
+        Answer::With(value) => value,
+        Answer::Normally => answer_normally(shared, &method, &message["params"]).await,
+    };
+    let response = json!({"jsonrpc": "2.0", "id": id, "result": result});
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move { write_message(&shared, &response).await });
+}
+
+async fn answer_normally(shared: &Arc<Shared>, method: &str, params: &Value) -> Value {
+    match method {
+        "workspace/applyEdit" => {
+            for (uri, edits) in workspace_edits(&params["edit"]) {
+                change_document(shared, &uri, edits).await;
+            }
+            json!({"applied": true})
+        }
+        "window/showDocument" => json!({"success": true}),
+        "window/showMessageRequest" => Value::Null,
+        _ => Value::Null,
+    }
+}
+
+/// The text edits of a WorkspaceEdit, per URI, as (range, new text).
+fn workspace_edits(edit: &Value) -> Vec<(String, Vec<(Value, String)>)> {
+    let mut out = Vec::new();
+    if let Some(changes) = edit["documentChanges"].as_array() {
+        for change in changes {
+            let uri = change["textDocument"]["uri"].as_str().unwrap().to_owned();
+            out.push((uri, text_edits(&change["edits"])));
+        }
+    }
+    if let Some(changes) = edit["changes"].as_object() {
+        for (uri, edits) in changes {
+            out.push((uri.clone(), text_edits(edits)));
+        }
+    }
+    out
+}
+
+fn text_edits(edits: &Value) -> Vec<(Value, String)> {
+    edits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["range"].clone(),
+                e["newText"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Applies simultaneous edits (ranges relative to the current text) to our copy and tells the
+/// server with one incremental didChange (edits sent last-first so each range stays valid).
+async fn change_document(shared: &Shared, uri: &str, mut edits: Vec<(Value, String)>) {
+    // Holding the pipe while changing our copy keeps versions in the order they are sent.
+    let mut stdin = shared.stdin.lock().await;
+    let encoding = *shared.encoding.lock().unwrap();
+    edits.sort_by_key(|(r, _)| {
+        let s = &r["start"];
+        std::cmp::Reverse((
+            s["line"].as_u64().unwrap(),
+            s["character"].as_u64().unwrap(),
+        ))
+    });
+    let version = {
+        let mut documents = shared.documents.lock().unwrap();
+        let doc = documents
+            .get_mut(uri)
+            .unwrap_or_else(|| panic!("edit for a document the client does not have open: {uri}"));
+        for (range, new_text) in &edits {
+            doc.text = text::replace(&doc.text, range, new_text, encoding);
+        }
+        doc.version += 1;
+        doc.version
+    };
+    let changes: Vec<_> = edits
+        .iter()
+        .map(|(range, text)| json!({"range": range, "text": text}))
+        .collect();
+    let did_change = json!({"jsonrpc": "2.0", "method": "textDocument/didChange",
+        "params": {"textDocument": {"uri": uri, "version": version}, "contentChanges": changes}});
+    write_locked(&mut stdin, &did_change).await;
+}
