@@ -131,6 +131,39 @@ pub fn apply(old: &str, edits: &[ByteEdit]) -> String {
     out
 }
 
+/// Three-way merge: the changes from `base` to `ours` and from `base` to `theirs`, combined.
+/// `None` when both sides changed the same lines differently (or inserted at the same place):
+/// then there is no merge that keeps both without a human choosing.
+pub fn merge3(base: &str, ours: &str, theirs: &str) -> Option<String> {
+    let side = |new: &str| -> Vec<ByteEdit> {
+        line_hunks(base, new)
+            .into_iter()
+            .map(|h| ByteEdit {
+                range: h.old,
+                text: new[h.new].to_owned(),
+            })
+            .collect()
+    };
+    let mut edits = side(ours);
+    edits.extend(side(theirs));
+    edits.sort_by_key(|e| (e.range.start, e.range.end));
+    let mut merged: Vec<ByteEdit> = Vec::with_capacity(edits.len());
+    for edit in edits {
+        if let Some(last) = merged.last() {
+            if *last == edit {
+                continue; // both sides made the same change
+            }
+            let overlaps = edit.range.start < last.range.end;
+            let same_spot = edit.range.start == last.range.start;
+            if overlaps || same_spot {
+                return None;
+            }
+        }
+        merged.push(edit);
+    }
+    Some(apply(base, &merged))
+}
+
 /// Byte offsets where each slice starts, plus the total length at the end.
 fn line_starts<'a>(slices: impl Iterator<Item = &'a str>) -> Vec<usize> {
     let mut starts = vec![0];
@@ -165,6 +198,28 @@ mod tests {
         assert_eq!(hunks.len(), 1);
         assert_eq!(hunks[0].old_lines, 1..3);
         assert_eq!(&old[hunks[0].old.clone()], "b\nc\n");
+    }
+
+    #[test]
+    fn merge3_keeps_both_sides_or_refuses() {
+        let base = "one\ntwo\nthree\nfour\n";
+        let ours = "ONE\ntwo\nthree\nfour\n";
+        let theirs = "one\ntwo\nthree\nFOUR\n";
+        assert_eq!(
+            merge3(base, ours, theirs).unwrap(),
+            "ONE\ntwo\nthree\nFOUR\n"
+        );
+        assert_eq!(merge3(base, ours, ours).unwrap(), ours);
+        assert_eq!(merge3(base, base, theirs).unwrap(), theirs);
+        assert!(merge3(base, "uno\ntwo\nthree\nfour\n", ours).is_none());
+        assert!(
+            merge3(
+                base,
+                "zero\none\ntwo\nthree\nfour\n",
+                "nil\none\ntwo\nthree\nfour\n"
+            )
+            .is_none()
+        );
     }
 
     #[test]

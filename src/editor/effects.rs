@@ -116,6 +116,15 @@ pub enum Effect {
         /// Whether the editor applied them.
         reply: Reply<()>,
     },
+    /// Ask the user to pick one of `choices` in a dialog; `Unsupported` if the editor has none.
+    AskUser {
+        /// The question.
+        text: String,
+        /// The answers to offer.
+        choices: Vec<super::Choice>,
+        /// The id of the chosen answer, `None` if dismissed.
+        reply: Reply<Option<String>>,
+    },
     /// Open a file in the editor, optionally selecting a range.
     ShowDocument {
         /// The file.

@@ -4,11 +4,13 @@
 //! [`EditorFeed`] is the host's side (the editor opened, changed, selected). Both are cheap handles
 //! to the one task that owns [`State`].
 
+pub mod actions;
 pub mod diff;
 pub mod documents;
 pub mod effects;
 pub mod files;
 pub mod position;
+pub mod questions;
 pub mod selection;
 pub mod state;
 
@@ -21,6 +23,7 @@ pub use documents::TextChange;
 pub use effects::{Effect, EffectError, EffectReceiver, EffectSender, Level};
 pub use files::FileError;
 pub use position::{Position, PositionEncoding, Range};
+pub use questions::{Choice, ChoiceKind};
 pub use selection::Selection;
 pub use state::{State, StateGone, StateHandle};
 
@@ -42,6 +45,26 @@ pub enum WriteError {
     /// agentls is shutting down.
     #[error(transparent)]
     Gone(#[from] StateGone),
+}
+
+/// Who is asking: one agent session or one connected terminal agent. Everything an origin
+/// opened (reviews, questions) is torn down together when it goes away.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Origin {
+    /// Unique among live origins, e.g. `acp:<agent>:<session>`.
+    pub key: String,
+    /// What the user calls it, e.g. the agent's name.
+    pub label: String,
+}
+
+impl Origin {
+    /// An origin from its key and label.
+    pub fn new(key: impl Into<String>, label: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            label: label.into(),
+        }
+    }
 }
 
 /// A document the editor has open, as agents see it.
@@ -215,6 +238,54 @@ impl EditorAccess {
             files::write_atomic(path, &text).await?;
         }
         Ok(())
+    }
+
+    /// Asks the user a question that is not a diff; resolves to the chosen choice's id, or
+    /// `None` when the user dismissed it or the question was withdrawn. Where the editor can
+    /// show a dialog it does; otherwise the question is offered as code actions until answered.
+    pub async fn ask_user(
+        &self,
+        origin: &Origin,
+        question: &str,
+        choices: Vec<Choice>,
+    ) -> Option<String> {
+        let text = format!("{}: {question}", origin.label);
+        let dialog = self
+            .effects
+            .request(|reply| Effect::AskUser {
+                text: text.clone(),
+                choices: choices.clone(),
+                reply,
+            })
+            .await;
+        match dialog {
+            Ok(answer) => answer,
+            Err(EffectError::Unsupported(_)) => {
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                let (origin, question) = (origin.clone(), question.to_owned());
+                self.state.update(move |s| {
+                    s.questions.ask(origin, question, choices, reply);
+                });
+                self.tell_user(
+                    Level::Warning,
+                    format!("{text} — answer with a code action (Allow… / Reject…)"),
+                );
+                answer.await.ok().flatten()
+            }
+            Err(e) => {
+                self.log(Level::Warning, format!("could not ask the user: {e}\n"));
+                None
+            }
+        }
+    }
+
+    /// Withdraws everything `origin` has open (questions now; reviews too): its askers see
+    /// "cancelled". Returns at once.
+    pub fn close_origin(&self, origin: &Origin) {
+        let origin = origin.clone();
+        self.state.update(move |s| {
+            s.questions.cancel_origin(&origin);
+        });
     }
 
     /// Tells the user something.

@@ -13,6 +13,7 @@ use super::diff;
 use super::documents::{Document, Documents, TextChange};
 use super::effects::{DocumentEdit, EffectSender, TextEdit};
 use super::position::{PositionEncoding, Range};
+use super::questions::Questions;
 use super::selection::{Selection, Selections};
 
 /// Everything the editor has told us, owned by one task.
@@ -26,6 +27,8 @@ pub struct State {
     pub folders: Vec<PathBuf>,
     /// How positions count characters, as negotiated at `initialize`.
     pub encoding: PositionEncoding,
+    /// Questions waiting for an answer through code actions.
+    pub questions: Questions,
     /// Where effects for the editor go.
     pub effects: EffectSender,
 }
@@ -38,6 +41,7 @@ impl State {
             selections: Selections::default(),
             folders: Vec::new(),
             encoding: PositionEncoding::default(),
+            questions: Questions::default(),
             effects,
         }
     }

@@ -6,13 +6,16 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
-use tower_lsp_server::ls_types::{LSPAny, Uri};
+use tower_lsp_server::ls_types::{
+    CodeAction, CodeActionKind, CodeActionOrCommand, Command, LSPAny, Uri,
+};
 
 use super::convert;
 use super::server::Backend;
 use crate::editor::Level;
+use crate::editor::actions::{ActionCommand, UserAction};
 
 /// Dump everything the server believes about the editor (documents with their text, selections,
 /// folders). For tests and for debugging a client; not advertised.
@@ -20,8 +23,30 @@ pub const DEBUG_STATE: &str = "agentls.debug.state";
 /// Write a file through the editor exactly as an agent would; not advertised.
 pub const DEBUG_WRITE: &str = "agentls.debug.write";
 
+/// Answer a question an agent asked: `[{"question": id, "choice": id}]`.
+pub const ANSWER: &str = "agentls.answer";
+
 /// Commands listed in `executeCommandProvider` (clients may offer them to the user).
-pub const ADVERTISED: &[&str] = &[];
+pub const ADVERTISED: &[&str] = &[ANSWER];
+
+/// A code action running the command behind a port action.
+pub fn code_action(action: UserAction) -> CodeActionOrCommand {
+    let (command, argument) = match &action.command {
+        ActionCommand::Answer { question, choice } => {
+            (ANSWER, json!({"question": question, "choice": choice}))
+        }
+    };
+    CodeActionOrCommand::CodeAction(CodeAction {
+        title: action.title.clone(),
+        kind: Some(CodeActionKind::QUICKFIX),
+        command: Some(Command {
+            title: action.title,
+            command: command.to_owned(),
+            arguments: Some(vec![argument]),
+        }),
+        ..Default::default()
+    })
+}
 
 /// Runs `command` with `arguments`.
 pub async fn execute(
@@ -35,11 +60,7 @@ pub async fn execute(
                 .feed
                 .query(|s| s.describe())
                 .await
-                .map_err(|e| Error {
-                    code: ErrorCode::InternalError,
-                    message: e.to_string().into(),
-                    data: None,
-                })?;
+                .map_err(internal)?;
             Ok(Some(state))
         }
         DEBUG_WRITE => {
@@ -53,14 +74,38 @@ pub async fn execute(
             });
             Ok(None)
         }
+        ANSWER => {
+            let args: AnswerArgs = first_argument(arguments)?;
+            backend
+                .feed
+                .query(move |s| s.questions.answer(args.question, &args.choice))
+                .await
+                .map_err(internal)?
+                .map_err(|e| Error::invalid_params(e.to_string()))?;
+            Ok(None)
+        }
         other => Err(Error::invalid_params(format!("unknown command `{other}`"))),
     }
+}
+
+#[derive(Debug, Deserialize)]
+struct AnswerArgs {
+    question: u64,
+    choice: String,
 }
 
 #[derive(Debug, Deserialize)]
 struct WriteArgs {
     uri: Uri,
     text: String,
+}
+
+fn internal(e: impl std::fmt::Display) -> Error {
+    Error {
+        code: ErrorCode::InternalError,
+        message: e.to_string().into(),
+        data: None,
+    }
 }
 
 /// The first argument of a command, parsed; a clear error names what is missing.

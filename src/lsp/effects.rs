@@ -8,15 +8,16 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tower_lsp_server::Client;
 use tower_lsp_server::ls_types::{
-    ApplyWorkspaceEditParams, OneOf, OptionalVersionedTextDocumentIdentifier, ShowDocumentParams,
-    TextDocumentEdit, WorkspaceEdit, request,
+    ApplyWorkspaceEditParams, MessageActionItem, MessageType, OneOf,
+    OptionalVersionedTextDocumentIdentifier, ShowDocumentParams, TextDocumentEdit, WorkspaceEdit,
+    request,
 };
 
 use super::capabilities::ClientFeatures;
 use super::convert;
 use super::output::{self, OutputEvent};
 use crate::editor::effects::{DocumentEdit, Reply};
-use crate::editor::{Effect, EffectError, EffectReceiver};
+use crate::editor::{Choice, Effect, EffectError, EffectReceiver};
 
 /// How long a request to the editor may go unanswered.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -43,6 +44,13 @@ pub async fn run(
             Effect::Progress { id, phase } => send(&output, OutputEvent::Progress(id, phase)),
             Effect::ApplyEdit { edit, reply } => {
                 tokio::spawn(apply_edit(client.clone(), features, edit, reply));
+            }
+            Effect::AskUser {
+                text,
+                choices,
+                reply,
+            } => {
+                tokio::spawn(ask_user(client.clone(), features, text, choices, reply));
             }
             Effect::ShowDocument {
                 path,
@@ -136,6 +144,40 @@ async fn show_document(
         }
     }
     .await;
+    let _ = reply.send(outcome);
+}
+
+/// Shows a dialog. No timeout: a human answers it, however long that takes; a withdrawn question
+/// simply ignores the late answer.
+async fn ask_user(
+    client: Client,
+    features: ClientFeatures,
+    text: String,
+    choices: Vec<Choice>,
+    reply: Reply<Option<String>>,
+) {
+    if !features.show_message_request {
+        let _ = reply.send(Err(EffectError::Unsupported("window/showMessageRequest")));
+        return;
+    }
+    let actions = choices
+        .iter()
+        .map(|c| MessageActionItem {
+            title: c.label.clone(),
+            properties: HashMap::new(),
+        })
+        .collect();
+    let answer = client
+        .show_message_request(MessageType::WARNING, text, Some(actions))
+        .await;
+    let outcome = match answer {
+        Ok(Some(item)) => Ok(choices
+            .into_iter()
+            .find(|c| c.label == item.title)
+            .map(|c| c.id)),
+        Ok(None) => Ok(None),
+        Err(e) => Err(EffectError::Transport(e.message.into_owned())),
+    };
     let _ = reply.send(outcome);
 }
 

@@ -145,11 +145,19 @@ impl LanguageServer for Backend {
     }
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
+        let Some(path) = convert::path_of(&params.text_document.uri) else {
+            return Ok(None);
+        };
+        let range = convert::range(params.range);
         // Helix tells a server the selection only through this range.
-        if let Some(path) = convert::path_of(&params.text_document.uri) {
-            self.feed.selected(path, convert::range(params.range), None);
-        }
-        Ok(None)
+        self.feed.selected(path.clone(), range, None);
+        let actions = self
+            .feed
+            .query(move |s| s.actions(&path, range))
+            .await
+            .unwrap_or_default();
+        let actions: CodeActionResponse = actions.into_iter().map(commands::code_action).collect();
+        Ok((!actions.is_empty()).then_some(actions))
     }
 
     async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<LSPAny>> {
