@@ -116,6 +116,14 @@ pub enum Effect {
         /// Whether the editor applied them.
         reply: Reply<()>,
     },
+    /// Tell editor plugins about an event (the host sends it as the notification
+    /// `agentls/<event>`); editors without a plugin ignore it.
+    PluginEvent {
+        /// The event name, e.g. `sessionUpdate`.
+        event: &'static str,
+        /// Its payload.
+        payload: serde_json::Value,
+    },
     /// Ask the user to pick one of `choices` in a dialog; `Unsupported` if the editor has none.
     AskUser {
         /// The question.

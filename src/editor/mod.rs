@@ -288,6 +288,12 @@ impl EditorAccess {
         });
     }
 
+    /// Tells editor plugins about `event` (sent as `agentls/<event>`; editors without a plugin
+    /// ignore it).
+    pub fn notify_plugins(&self, event: &'static str, payload: serde_json::Value) {
+        self.effects.send(Effect::PluginEvent { event, payload });
+    }
+
     /// Tells the user something.
     pub fn tell_user(&self, level: Level, text: impl Into<String>) {
         self.effects.message(level, text);

@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tower_lsp_server::Client;
+use tower_lsp_server::jsonrpc::Request;
 use tower_lsp_server::ls_types::{
     ApplyWorkspaceEditParams, MessageActionItem, MessageType, OneOf,
     OptionalVersionedTextDocumentIdentifier, ShowDocumentParams, TextDocumentEdit, WorkspaceEdit,
     request,
 };
+use tower_service::Service as _;
 
 use super::capabilities::ClientFeatures;
 use super::convert;
@@ -44,6 +46,15 @@ pub async fn run(
             Effect::Progress { id, phase } => send(&output, OutputEvent::Progress(id, phase)),
             Effect::ApplyEdit { edit, reply } => {
                 tokio::spawn(apply_edit(client.clone(), features, edit, reply));
+            }
+            Effect::PluginEvent { event, payload } => {
+                let notification = Request::build(format!("agentls/{event}"))
+                    .params(payload)
+                    .finish();
+                // Inline, not spawned: plugin events (streamed agent text) must keep their order.
+                if client.clone().call(notification).await.is_err() {
+                    tracing::debug!("plugin notification dropped: the client is gone");
+                }
             }
             Effect::AskUser {
                 text,
