@@ -43,6 +43,20 @@ pub struct DocumentEdit {
     pub edits: Vec<TextEdit>,
 }
 
+/// Something agentls wants to show at a place in a file (the host publishes it as an LSP
+/// diagnostic with source `agentls`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// Where.
+    pub range: Range,
+    /// How loud.
+    pub level: Level,
+    /// What to say.
+    pub message: String,
+    /// A code tying it to what it is about (e.g. a review id).
+    pub code: Option<String>,
+}
+
 /// A step of a long-running piece of work.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProgressPhase {
@@ -116,6 +130,17 @@ pub enum Effect {
         /// Whether the editor applied them.
         reply: Reply<()>,
     },
+    /// Replace everything agentls shows as diagnostics on `path` (an empty list clears them).
+    Diagnostics {
+        /// The file.
+        path: PathBuf,
+        /// The document version they belong to, when the file is open.
+        version: Option<i32>,
+        /// All of agentls's diagnostics for the file.
+        diagnostics: Vec<Diagnostic>,
+    },
+    /// Inlay hints changed; editors that can should ask again.
+    RefreshInlayHints,
     /// Tell editor plugins about an event (the host sends it as the notification
     /// `agentls/<event>`); editors without a plugin ignore it.
     PluginEvent {

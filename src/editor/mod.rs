@@ -11,6 +11,9 @@ pub mod effects;
 pub mod files;
 pub mod position;
 pub mod questions;
+pub mod review;
+pub mod review_view;
+pub mod reviews;
 pub mod selection;
 pub mod state;
 
@@ -24,6 +27,7 @@ pub use effects::{Effect, EffectError, EffectReceiver, EffectSender, Level};
 pub use files::FileError;
 pub use position::{Position, PositionEncoding, Range};
 pub use questions::{Choice, ChoiceKind};
+pub use review::Verdict;
 pub use selection::Selection;
 pub use state::{State, StateGone, StateHandle};
 
@@ -82,10 +86,26 @@ pub struct OpenDocument {
 }
 
 /// Rules the port applies to agents' requests, from the config.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AccessPolicy {
     /// Let agents touch files outside the workspace folders.
     pub allow_outside_workspace: bool,
+    /// Accept every review without asking (`review.autoAccept`).
+    pub auto_accept: bool,
+    /// Per-origin overrides of `auto_accept`, by origin label (`review.agents.<name>.autoAccept`).
+    pub auto_accept_for: std::collections::BTreeMap<String, bool>,
+    /// How many lines of each side a review preview shows (`review.maxPreviewLines`).
+    pub max_preview_lines: usize,
+}
+
+impl AccessPolicy {
+    /// Whether reviews from the origin labelled `label` are accepted without asking.
+    pub fn auto_accepts(&self, label: &str) -> bool {
+        self.auto_accept_for
+            .get(label)
+            .copied()
+            .unwrap_or(self.auto_accept)
+    }
 }
 
 /// The whole surface an agent may use; clone it freely.
@@ -107,7 +127,7 @@ pub struct EditorFeed {
 /// Starts the state task; effects for the editor arrive on the returned receiver.
 pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
     let (effects, receiver) = EffectSender::channel();
-    let state = StateHandle::spawn(State::new(effects.clone()));
+    let state = StateHandle::spawn(|me| State::new(effects.clone(), me));
     let policy = std::sync::Arc::default();
     let access = EditorAccess {
         state: state.clone(),
@@ -284,8 +304,63 @@ impl EditorAccess {
     pub fn close_origin(&self, origin: &Origin) {
         let origin = origin.clone();
         self.state.update(move |s| {
-            s.questions.cancel_origin(&origin);
+            let questions = s.questions.cancel_origin(&origin);
+            let reviews = s.cancel_origin_reviews(&origin);
+            if questions + reviews > 0 {
+                s.effects.message(
+                    Level::Warning,
+                    format!(
+                        "{} went away: {reviews} pending review(s) and {questions} question(s) withdrawn",
+                        origin.label
+                    ),
+                );
+            }
         });
+    }
+
+    /// Shows `origin`'s proposal for `path` as a review and waits for the user's verdict. The
+    /// proposal is diffed against what the user sees (the open buffer, else the disk; a missing
+    /// file is empty), never against what the agent believes the file says.
+    pub async fn review_diff(
+        &self,
+        origin: &Origin,
+        path: &Path,
+        new_text: &str,
+        title: &str,
+    ) -> Result<review::Verdict, FileError> {
+        self.check_path(path).await?;
+        let (base, base_version, file_existed) = match self.buffer(path).await {
+            Some((text, version)) => (text, Some(version), true),
+            None => match files::read(path).await {
+                Ok(text) => (text, None, true),
+                Err(e) if e.is_not_found() => (String::new(), None, false),
+                Err(e) => return Err(e),
+            },
+        };
+        let auto_accept = self.policy().auto_accepts(&origin.label);
+        let proposal = new_text.to_owned();
+        let (base, hunks) = tokio::task::spawn_blocking(move || {
+            let hunks = review::Review::hunks_between(&base, &proposal);
+            (base, hunks)
+        })
+        .await
+        .map_err(|e| FileError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::other(e),
+        })?;
+        let request = reviews::ReviewRequest {
+            origin: origin.clone(),
+            path: path.to_owned(),
+            title: title.to_owned(),
+            base,
+            base_version,
+            file_existed,
+            hunks,
+            auto_accept,
+        };
+        let (reply, verdict) = tokio::sync::oneshot::channel();
+        self.state.update(move |s| s.open_review(request, reply));
+        Ok(verdict.await.unwrap_or(review::Verdict::Cancelled))
     }
 
     /// Tells editor plugins about `event` (sent as `agentls/<event>`; editors without a plugin
@@ -321,8 +396,15 @@ impl EditorAccess {
             .flatten()
     }
 
+    fn policy(&self) -> AccessPolicy {
+        self.policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     async fn check_path(&self, path: &Path) -> Result<(), FileError> {
-        let policy = *self.policy.read().unwrap_or_else(|e| e.into_inner());
+        let policy = self.policy();
         let folders = if policy.allow_outside_workspace {
             Vec::new()
         } else {
@@ -340,7 +422,10 @@ impl EditorFeed {
 
     /// Sets the rules for agents' requests.
     pub fn set_policy(&self, policy: AccessPolicy) {
+        let preview_lines = policy.max_preview_lines;
         *self.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
+        self.state
+            .update(move |s| s.review_preview_lines = preview_lines.max(1));
     }
 
     /// The editor opened a document.

@@ -54,6 +54,38 @@ pub fn text_edit(edit: editor::effects::TextEdit) -> lsp::TextEdit {
     lsp::TextEdit::new(lsp_range(edit.range), edit.new_text)
 }
 
+/// A port diagnostic as LSP's, with source `agentls`.
+pub fn diagnostic(d: editor::effects::Diagnostic) -> lsp::Diagnostic {
+    let severity = match d.level {
+        Level::Error => lsp::DiagnosticSeverity::ERROR,
+        Level::Warning => lsp::DiagnosticSeverity::WARNING,
+        Level::Info => lsp::DiagnosticSeverity::INFORMATION,
+        Level::Log => lsp::DiagnosticSeverity::HINT,
+    };
+    lsp::Diagnostic {
+        range: lsp_range(d.range),
+        severity: Some(severity),
+        code: d.code.map(lsp::NumberOrString::String),
+        source: Some("agentls".into()),
+        message: d.message,
+        ..Default::default()
+    }
+}
+
+/// A port inlay hint as LSP's.
+pub fn inlay_hint(hint: editor::review_view::Hint) -> lsp::InlayHint {
+    lsp::InlayHint {
+        position: lsp_position(hint.position),
+        label: lsp::InlayHintLabel::String(hint.label),
+        kind: None,
+        text_edits: None,
+        tooltip: Some(lsp::InlayHintTooltip::String(hint.tooltip)),
+        padding_left: Some(true),
+        padding_right: Some(true),
+        data: None,
+    }
+}
+
 /// A message level as LSP's message type.
 pub fn message_type(level: Level) -> lsp::MessageType {
     match level {
