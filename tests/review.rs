@@ -382,3 +382,95 @@ async fn proposals_outside_the_workspace_are_refused() {
             .contains("outside the workspace")
     );
 }
+
+/// Accepts the first hunk of `PROPOSAL` on an open `BASE` and rejects the second; returns the
+/// expected text (the first hunk only).
+async fn accept_first_hunk_only(client: &TestClient, uri: &str) -> String {
+    propose(client, uri, PROPOSAL, "agent").await;
+    diagnostics(client, uri, 2).await;
+    let actions = code_actions(client, uri, range(1, 0, 1, 0)).await;
+    run(client, titled(&actions, "Accept change 1/2"))
+        .await
+        .unwrap();
+    let actions = code_actions(client, uri, range(5, 0, 5, 0)).await;
+    run(client, titled(&actions, "Reject change 2/2"))
+        .await
+        .unwrap();
+    let expected = BASE.replace("let x = 1", "let x = 2");
+    assert_eq!(verdict(client).await["text"], expected);
+    expected
+}
+
+/// Real agents write the file themselves after permission. Writing the whole proposal after a
+/// partial accept must still leave exactly the accepted hunk on disk.
+#[tokio::test]
+async fn an_agent_writing_its_whole_proposal_to_disk_gets_the_accepted_part() {
+    let client = started().await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    let expected = accept_first_hunk_only(&client, &uri).await;
+    let path = client.workspace.join("a.rs");
+    std::fs::write(&path, PROPOSAL).unwrap();
+    client
+        .take("window/showMessage", |p| {
+            p["message"]
+                .as_str()
+                .unwrap()
+                .contains("kept only the changes you accepted")
+        })
+        .await;
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+    assert_eq!(client.document(&uri).text, expected);
+}
+
+#[tokio::test]
+async fn an_agent_writing_its_whole_proposal_through_the_editor_gets_the_accepted_part() {
+    let client = started().await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    let expected = accept_first_hunk_only(&client, &uri).await;
+    let args = json!([{"uri": uri, "text": PROPOSAL}]);
+    client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.debug.write", "arguments": args}),
+        )
+        .await
+        .unwrap();
+    let path = client.workspace.join("a.rs");
+    support::eventually(|| std::fs::read_to_string(&path).ok().as_deref() == Some(&expected))
+        .await
+        .expect("the accepted text on disk");
+    assert_eq!(client.document(&uri).text, expected);
+    assert_eq!(
+        client.received("workspace/applyEdit").len(),
+        1,
+        "only the accept's edit"
+    );
+}
+
+/// The agent writes more than it proposed while the user has unsaved edits elsewhere: the
+/// buffer takes the agent's change and keeps the user's.
+#[tokio::test]
+async fn a_later_disk_change_is_merged_into_the_buffer_keeping_unsaved_edits() {
+    let client = started().await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    propose(&client, &uri, PROPOSAL, "agent").await;
+    diagnostics(&client, &uri, 2).await;
+    let actions = code_actions(&client, &uri, range(0, 0, 0, 0)).await;
+    run(&client, titled(&actions, "Accept all changes (2)"))
+        .await
+        .unwrap();
+    assert_eq!(verdict(&client).await["text"], PROPOSAL);
+    client.edit(&uri, range(0, 0, 0, 0), "// mine\n").await;
+    let path = client.workspace.join("a.rs");
+    std::fs::write(&path, format!("{PROPOSAL}// theirs\n")).unwrap();
+    let merged = client
+        .take("workspace/applyEdit", |p| {
+            p["label"].as_str().unwrap().starts_with("agent changed")
+        })
+        .await;
+    assert!(merged["params"]["label"].as_str().unwrap().contains("a.rs"));
+    assert_eq!(
+        client.document(&uri).text,
+        format!("// mine\n{PROPOSAL}// theirs\n")
+    );
+}

@@ -83,6 +83,8 @@ fn review_of(base: &str, proposal: &str) -> Review {
         origin: Origin::new("test", "test"),
         path: PathBuf::from("/t"),
         title: String::new(),
+        base: base.to_owned(),
+        proposal: proposal.to_owned(),
         version: None,
         file_existed: true,
         hunks: Review::hunks_between(base, proposal),
@@ -147,6 +149,7 @@ proptest! {
         }
         let result = review.accepted_text(&Rope::from_str(&base));
         prop_assert_eq!(&result, &splice_by_hand(&base, &review));
+        prop_assert_eq!(&result, &review.accepted_over_base());
         // Accepting the rest on top of the result gives the proposal.
         let rest = Review::hunks_between(&result, &proposal);
         let mut finish = review_of(&result, &proposal);

@@ -6,6 +6,7 @@
 
 pub mod actions;
 pub mod diff;
+pub mod disk_sync;
 pub mod documents;
 pub mod effects;
 pub mod files;
@@ -234,9 +235,14 @@ impl EditorAccess {
         self.check_path(path).await?;
         let (p, c) = (path.to_owned(), content.to_owned());
         let label = format!("agent edit: {}", file_name(path));
-        let plan = self
+        // After a partial accept, a write of the whole proposal writes the accepted part only.
+        let (content, plan) = self
             .state
-            .query(move |s| s.plan_write(&p, &c, &label))
+            .query(move |s| {
+                let content = s.expectations.correct(&p, &c).unwrap_or(c);
+                let plan = s.plan_write(&p, &content, &label);
+                (content, plan)
+            })
             .await?;
         if let Some(edit) = plan {
             self.effects
@@ -247,7 +253,7 @@ impl EditorAccess {
                     source,
                 })?;
         }
-        files::write_atomic(path, content).await?;
+        files::write_atomic(path, &content).await?;
         Ok(())
     }
 
@@ -352,6 +358,7 @@ impl EditorAccess {
             origin: origin.clone(),
             path: path.to_owned(),
             title: title.to_owned(),
+            proposal: new_text.to_owned(),
             base,
             base_version,
             file_existed,

@@ -43,6 +43,8 @@ impl HunkState {
 pub struct Hunk {
     /// The chars of the current text this hunk replaces.
     pub span: Range<usize>,
+    /// The chars of the review's base text it replaces (never moves).
+    pub base_span: Range<usize>,
     /// The text it replaces, as it was when proposed.
     pub old_text: String,
     /// The text it puts there.
@@ -84,6 +86,10 @@ pub struct Review {
     pub path: PathBuf,
     /// A short human title ("Edit src/main.rs").
     pub title: String,
+    /// The text the proposal was diffed against.
+    pub base: String,
+    /// The whole proposal.
+    pub proposal: String,
     /// The document version the hunks are relative to (`None` when the file is not open).
     pub version: Option<i32>,
     /// Whether the file existed when the proposal came.
@@ -107,6 +113,7 @@ impl Review {
             .into_iter()
             .map(|h| Hunk {
                 span: rope.byte_to_char(h.old.start)..rope.byte_to_char(h.old.end),
+                base_span: rope.byte_to_char(h.old.start)..rope.byte_to_char(h.old.end),
                 old_text: base[h.old].to_owned(),
                 new_text: proposal[h.new].to_owned(),
                 state: HunkState::Pending,
@@ -149,6 +156,19 @@ impl Review {
             if matches!(hunk.state, HunkState::Accepted | HunkState::Applying) {
                 text.remove(hunk.span.clone());
                 text.insert(hunk.span.start, &hunk.new_text);
+            }
+        }
+        text.to_string()
+    }
+
+    /// The base text with only the accepted hunks (what "exactly the accepted changes" means
+    /// on a disk that still says the base).
+    pub fn accepted_over_base(&self) -> String {
+        let mut text = Rope::from_str(&self.base);
+        for hunk in self.hunks.iter().rev() {
+            if hunk.state == HunkState::Accepted {
+                text.remove(hunk.base_span.clone());
+                text.insert(hunk.base_span.start, &hunk.new_text);
             }
         }
         text.to_string()

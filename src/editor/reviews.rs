@@ -9,6 +9,7 @@ use std::time::Duration;
 use ropey::Rope;
 use tokio::sync::oneshot;
 
+use super::disk_sync::Expectation;
 use super::documents::{Splice, splices_between};
 use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
 use super::review::{Hunk, HunkState, Review, Verdict};
@@ -34,6 +35,8 @@ pub struct ReviewRequest {
     pub base_version: Option<i32>,
     /// Whether the file existed.
     pub file_existed: bool,
+    /// The whole proposal.
+    pub proposal: String,
     /// The proposal as hunks over `base`.
     pub hunks: Vec<Hunk>,
     /// Accept everything without asking (config).
@@ -95,6 +98,8 @@ impl State {
             origin: request.origin,
             path: request.path.clone(),
             title: request.title,
+            base: request.base.clone(),
+            proposal: request.proposal,
             version: request.base_version,
             file_existed: request.file_existed,
             hunks: request.hunks,
@@ -469,6 +474,15 @@ impl State {
             return;
         };
         let mut review = self.reviews.remove(index);
+        if matches!(verdict, Verdict::Accepted { .. }) {
+            let expectation = Expectation {
+                label: review.origin.label.clone(),
+                accepted: review.accepted_over_base(),
+                base: std::mem::take(&mut review.base),
+                proposal: std::mem::take(&mut review.proposal),
+            };
+            self.expect_write(review.path.clone(), expectation);
+        }
         if let Some(reply) = review.verdict.take() {
             let _ = reply.send(verdict);
         }

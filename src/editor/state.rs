@@ -36,6 +36,8 @@ pub struct State {
     pub next_review_id: u64,
     /// `review.maxPreviewLines`.
     pub review_preview_lines: usize,
+    /// What accepted reviews lead us to expect agents to write.
+    pub expectations: super::disk_sync::Expectations,
     /// Where effects for the editor go.
     pub effects: EffectSender,
     /// This task's own handle, for work that reports back later (an editor's answer, a write).
@@ -54,6 +56,7 @@ impl State {
             reviews: Vec::new(),
             next_review_id: 0,
             review_preview_lines: super::review_view::DEFAULT_PREVIEW_LINES,
+            expectations: Default::default(),
             effects,
             me,
         }
