@@ -3,13 +3,14 @@
 
 use std::path::PathBuf;
 
+use serde::Serialize;
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 
 use super::position::Range;
 
 /// How loud a message is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum Level {
     /// Something failed.
     Error,
@@ -43,9 +44,9 @@ pub struct DocumentEdit {
     pub edits: Vec<TextEdit>,
 }
 
-/// Something agentls wants to show at a place in a file (the host publishes it as an LSP
-/// diagnostic with source `agentls`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A message at a place in a file: agentls's own (published as LSP diagnostics) or one the
+/// editor forwarded from its other language servers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Diagnostic {
     /// Where.
     pub range: Range,
@@ -55,6 +56,8 @@ pub struct Diagnostic {
     pub message: String,
     /// A code tying it to what it is about (e.g. a review id).
     pub code: Option<String>,
+    /// Who says it (`agentls` for ours).
+    pub source: Option<String>,
 }
 
 /// A step of a long-running piece of work.

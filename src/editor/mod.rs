@@ -5,6 +5,7 @@
 //! to the one task that owns [`State`].
 
 pub mod actions;
+pub mod context;
 pub mod diff;
 pub mod disk_sync;
 pub mod documents;
@@ -370,6 +371,24 @@ impl EditorAccess {
         Ok(verdict.await.unwrap_or(review::Verdict::Cancelled))
     }
 
+    /// Diagnostics for `path` (or every file): what the editor forwarded from its other
+    /// language servers, plus agentls's own.
+    pub async fn diagnostics(&self, path: Option<&Path>) -> Vec<context::FileDiagnostics> {
+        let path = path.map(Path::to_path_buf);
+        self.state
+            .query(move |s| s.all_diagnostics(path.as_deref()))
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Every context event from now on (selection changes, documents opened or closed,
+    /// mentions). A subscriber that falls far behind gets `Lagged` and should take the latest.
+    pub async fn watch_context(
+        &self,
+    ) -> Option<tokio::sync::broadcast::Receiver<context::ContextEvent>> {
+        self.state.query(|s| s.context.subscribe()).await.ok()
+    }
+
     /// Tells editor plugins about `event` (sent as `agentls/<event>`; editors without a plugin
     /// ignore it).
     pub fn notify_plugins(&self, event: &'static str, payload: serde_json::Value) {
@@ -456,6 +475,23 @@ impl EditorFeed {
     pub fn selected(&self, path: PathBuf, range: Range, text: Option<String>) {
         self.state
             .update(move |s| s.did_change_selection(path, range, text));
+    }
+
+    /// The editor forwarded diagnostics for `path` (replacing earlier ones).
+    pub fn diagnostics_forwarded(&self, path: PathBuf, diagnostics: Vec<effects::Diagnostic>) {
+        self.state
+            .update(move |s| s.context.set_forwarded(path, diagnostics));
+    }
+
+    /// The user pointed agents at the current selection (or at `selection`).
+    pub fn mentioned(&self, selection: Option<Selection>) {
+        self.state.update(move |s| {
+            let selection = selection.or_else(|| s.selections.current().cloned());
+            if let Some(selection) = selection {
+                s.context
+                    .publish(context::ContextEvent::Mentioned(selection));
+            }
+        });
     }
 
     /// Workspace folders changed.

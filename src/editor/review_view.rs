@@ -76,6 +76,7 @@ impl State {
                     level,
                     message,
                     code: Some(review.id.to_string()),
+                    source: Some("agentls".to_owned()),
                 });
             }
         }

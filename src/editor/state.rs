@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
+use super::context::ContextEvent;
 use super::diff;
 use super::documents::{Document, Documents, TextChange};
 use super::effects::{DocumentEdit, EffectSender, TextEdit};
@@ -36,6 +37,8 @@ pub struct State {
     pub next_review_id: u64,
     /// `review.maxPreviewLines`.
     pub review_preview_lines: usize,
+    /// Forwarded diagnostics and context events for agents.
+    pub context: super::context::Context,
     /// What accepted reviews lead us to expect agents to write.
     pub expectations: super::disk_sync::Expectations,
     /// Where effects for the editor go.
@@ -57,6 +60,7 @@ impl State {
             next_review_id: 0,
             review_preview_lines: super::review_view::DEFAULT_PREVIEW_LINES,
             expectations: Default::default(),
+            context: Default::default(),
             effects,
             me,
         }
@@ -68,6 +72,7 @@ impl State {
         self.documents
             .open(path.clone(), Document::new(text, version, language));
         self.reviews_follow_open(&path);
+        self.context.publish(ContextEvent::DocumentsChanged);
     }
 
     /// The editor changed a document. A change to a document we never saw opened is logged and
@@ -97,6 +102,7 @@ impl State {
             self.reviews_follow_close(path, doc.rope());
         }
         self.selections.forget(path);
+        self.context.publish(ContextEvent::DocumentsChanged);
     }
 
     /// The user selected `range` in `path`; `text` is what the editor says it covers, else we
@@ -108,7 +114,10 @@ impl State {
                 .map(|doc| doc.slice(range, self.encoding))
                 .unwrap_or_default()
         });
-        self.selections.update(Selection { path, range, text });
+        let selection = Selection { path, range, text };
+        self.selections.update(selection.clone());
+        self.context
+            .publish(ContextEvent::SelectionChanged(selection));
     }
 
     /// Workspace folders were added or removed.
@@ -178,6 +187,8 @@ impl State {
             "focused": self.selections.focused(),
             "currentSelection": self.selections.current(),
             "latestSelection": self.selections.latest(),
+            "diagnostics": self.all_diagnostics(None),
+            "reviews": self.reviews_summary(),
         })
     }
 }

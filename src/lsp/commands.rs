@@ -16,7 +16,7 @@ use super::convert;
 use super::server::Backend;
 use crate::editor::actions::{ActionCommand, UserAction};
 use crate::editor::reviews::Decision;
-use crate::editor::{Level, Origin};
+use crate::editor::{Level, Origin, Selection};
 
 /// Dump everything the server believes about the editor (documents with their text, selections,
 /// folders). For tests and for debugging a client; not advertised.
@@ -30,6 +30,9 @@ pub const DEBUG_REVIEW: &str = "agentls.debug.review";
 /// Make a test origin go away (its reviews and questions are withdrawn). Not advertised.
 pub const DEBUG_CLOSE_ORIGIN: &str = "agentls.debug.closeOrigin";
 
+/// Point connected agents at the current selection (`[{"uri"?, "range"?}]` for another one).
+pub const MENTION: &str = "agentls.mention";
+
 /// Answer a question an agent asked: `[{"question": id, "choice": id}]`.
 pub const ANSWER: &str = "agentls.answer";
 
@@ -39,7 +42,7 @@ pub const ACCEPT: &str = "agentls.accept";
 pub const REJECT: &str = "agentls.reject";
 
 /// Commands listed in `executeCommandProvider` (clients may offer them to the user).
-pub const ADVERTISED: &[&str] = &[ACCEPT, REJECT, ANSWER];
+pub const ADVERTISED: &[&str] = &[ACCEPT, REJECT, ANSWER, MENTION];
 
 /// A code action running the command behind a port action.
 pub fn code_action(action: UserAction) -> CodeActionOrCommand {
@@ -125,6 +128,29 @@ pub async fn execute(
             backend.editor.close_origin(&debug_origin(&args.origin));
             Ok(None)
         }
+        MENTION => {
+            let args: Option<MentionArgs> = first_argument(arguments).ok();
+            let selection = match args {
+                Some(MentionArgs {
+                    uri,
+                    range: Some(range),
+                }) => {
+                    let path = path_argument(&uri)?;
+                    let range = convert::range(range);
+                    let text = backend
+                        .editor
+                        .read_text_file(&path, None, None)
+                        .await
+                        .ok()
+                        .map(|t| slice_lines(&t, range))
+                        .unwrap_or_default();
+                    Some(Selection { path, range, text })
+                }
+                _ => None,
+            };
+            backend.feed.mentioned(selection);
+            Ok(None)
+        }
         ACCEPT | REJECT => {
             let args: DecideArgs = first_argument(arguments)?;
             let decision = match (command == ACCEPT, args.rerequest) {
@@ -158,6 +184,21 @@ pub async fn execute(
         }
         other => Err(Error::invalid_params(format!("unknown command `{other}`"))),
     }
+}
+
+#[derive(Debug, Deserialize)]
+struct MentionArgs {
+    uri: Uri,
+    range: Option<tower_lsp_server::ls_types::Range>,
+}
+
+/// The whole lines `range` covers (a mention names lines, not columns).
+fn slice_lines(text: &str, range: crate::editor::Range) -> String {
+    let (from, to) = (range.start.line as usize, range.end.line as usize);
+    text.split_inclusive('\n')
+        .skip(from)
+        .take(to.saturating_sub(from) + 1)
+        .collect()
 }
 
 #[derive(Debug, Deserialize)]

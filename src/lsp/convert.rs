@@ -66,7 +66,7 @@ pub fn diagnostic(d: editor::effects::Diagnostic) -> lsp::Diagnostic {
         range: lsp_range(d.range),
         severity: Some(severity),
         code: d.code.map(lsp::NumberOrString::String),
-        source: Some("agentls".into()),
+        source: d.source,
         message: d.message,
         ..Default::default()
     }
@@ -83,6 +83,27 @@ pub fn inlay_hint(hint: editor::review_view::Hint) -> lsp::InlayHint {
         padding_left: Some(true),
         padding_right: Some(true),
         data: None,
+    }
+}
+
+/// An LSP diagnostic (forwarded by the editor) as the port's.
+pub fn editor_diagnostic(d: lsp::Diagnostic) -> editor::effects::Diagnostic {
+    let level = match d.severity {
+        Some(lsp::DiagnosticSeverity::ERROR) => Level::Error,
+        Some(lsp::DiagnosticSeverity::WARNING) => Level::Warning,
+        Some(lsp::DiagnosticSeverity::HINT) => Level::Log,
+        _ => Level::Info,
+    };
+    let code = d.code.map(|c| match c {
+        lsp::NumberOrString::Number(n) => n.to_string(),
+        lsp::NumberOrString::String(s) => s,
+    });
+    editor::effects::Diagnostic {
+        range: range(d.range),
+        level,
+        message: d.message,
+        code,
+        source: d.source,
     }
 }
 

@@ -48,7 +48,28 @@ pub struct SelectionParams {
     pub text: Option<String>,
 }
 
+/// Parameters of the client notification `agentls/didChangeDiagnostics`: what the editor's
+/// other language servers say about a file, forwarded by a plugin.
+#[derive(Debug, Deserialize)]
+pub struct ForwardedDiagnostics {
+    /// The file.
+    pub uri: tower_lsp_server::ls_types::Uri,
+    /// All its diagnostics (replacing earlier ones).
+    pub diagnostics: Vec<tower_lsp_server::ls_types::Diagnostic>,
+}
+
 impl Backend {
+    /// Handles `agentls/didChangeDiagnostics`.
+    pub async fn did_change_diagnostics(&self, params: ForwardedDiagnostics) {
+        if let Some(path) = convert::path_of(&params.uri) {
+            let diagnostics = params
+                .diagnostics
+                .into_iter()
+                .map(convert::editor_diagnostic);
+            self.feed.diagnostics_forwarded(path, diagnostics.collect());
+        }
+    }
+
     /// Handles `agentls/didChangeSelection`.
     pub async fn did_change_selection(&self, params: SelectionParams) {
         if let Some(path) = convert::path_of(&params.text_document.uri) {
