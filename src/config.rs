@@ -99,6 +99,20 @@ impl Default for ReviewConfig {
     }
 }
 
+/// Serving terminal agents (their IDE protocol over MCP on a loopback socket).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct McpConfig {
+    /// Listen for terminal agents and write their discovery files (default true).
+    pub enabled: bool,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -111,6 +125,8 @@ pub struct Config {
     pub fs: FsConfig,
     /// How proposals are reviewed.
     pub review: ReviewConfig,
+    /// Serving terminal agents.
+    pub mcp: McpConfig,
 }
 
 /// Where a piece of configuration came from.
@@ -392,6 +408,14 @@ mod tests {
         assert!(loaded.problems[0].message.contains("argz"));
         let (_dir, layers) = layers_with_file("defaultAgent = ");
         assert!(layers.load().problems[0].message.contains("not valid TOML"));
+    }
+
+    #[test]
+    fn mcp_is_on_unless_turned_off() {
+        assert!(Layers::default().load().config.mcp.enabled);
+        let mut layers = Layers::default();
+        layers.set_initialization_options(Some(json!({"mcp": {"enabled": false}})));
+        assert!(!layers.load().config.mcp.enabled);
     }
 
     #[test]

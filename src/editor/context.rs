@@ -1,5 +1,5 @@
 //! Context that flows from the editor to agents: the diagnostics plugins forward, and events
-//! (the selection moved, documents opened or closed, the user mentioned a range) that adapters
+//! (the selection moved, documents opened or closed, folders changed, the user mentioned a range) that adapters
 //! subscribe to and pass on in their own protocol.
 
 use std::collections::HashMap;
@@ -24,6 +24,8 @@ pub enum ContextEvent {
     DocumentsChanged,
     /// The user pointed an agent at this selection.
     Mentioned(Selection),
+    /// Workspace folders were added or removed.
+    FoldersChanged,
 }
 
 /// Diagnostics of one file.

@@ -122,11 +122,15 @@ impl State {
 
     /// Workspace folders were added or removed.
     pub fn change_folders(&mut self, added: Vec<PathBuf>, removed: &[PathBuf]) {
+        let before = self.folders.clone();
         self.folders.retain(|f| !removed.contains(f));
         for folder in added {
             if !self.folders.contains(&folder) {
                 self.folders.push(folder);
             }
+        }
+        if self.folders != before {
+            self.context.publish(ContextEvent::FoldersChanged);
         }
     }
 
