@@ -1,9 +1,10 @@
 //! agentls: a language server that brings coding agents into any LSP editor.
 //!
 //! `lsp` is the host (the editor's side), `editor` the port every agent adapter goes through,
-//! `config` the user's settings. See DESIGN.md in the repository for the shape and its reasons.
+//! `mcp` serves terminal agents, `config` the user's settings. See DESIGN.md in the repository for the shape and its reasons.
 
 pub mod config;
 pub mod doctor;
 pub mod editor;
 pub mod lsp;
+pub mod mcp;

@@ -42,7 +42,13 @@ pub const ACCEPT: &str = "agentls.accept";
 pub const REJECT: &str = "agentls.reject";
 
 /// Commands listed in `executeCommandProvider` (clients may offer them to the user).
-pub const ADVERTISED: &[&str] = &[ACCEPT, REJECT, ANSWER, MENTION];
+pub const ADVERTISED: &[&str] = &[
+    ACCEPT,
+    REJECT,
+    ANSWER,
+    MENTION,
+    super::mcp_commands::TERMINAL_ENV,
+];
 
 /// A code action running the command behind a port action.
 pub fn code_action(action: UserAction) -> CodeActionOrCommand {
@@ -182,7 +188,10 @@ pub async fn execute(
                 .map_err(|e| Error::invalid_params(e.to_string()))?;
             Ok(None)
         }
-        other => Err(Error::invalid_params(format!("unknown command `{other}`"))),
+        other => match super::mcp_commands::execute(backend, other).await {
+            Some(result) => result,
+            None => Err(Error::invalid_params(format!("unknown command `{other}`"))),
+        },
     }
 }
 

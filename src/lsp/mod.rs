@@ -5,6 +5,7 @@ mod capabilities;
 mod commands;
 mod convert;
 mod effects;
+mod mcp_commands;
 mod output;
 mod server;
 
@@ -34,6 +35,8 @@ pub async fn serve(input: impl AsyncRead + Unpin, output: impl AsyncWrite) -> En
     let (ready, ready_rx) = watch::channel(None);
     let layers = server::initial_layers();
     let flag = Arc::clone(&shutdown_requested);
+    let mcp = Arc::new(mcp_commands::McpSlot::default());
+    let backend_mcp = Arc::clone(&mcp);
     let (service, socket) = LspService::build(move |client| {
         tokio::spawn(effects::run(client, ready_rx, effect_queue));
         Backend {
@@ -43,6 +46,7 @@ pub async fn serve(input: impl AsyncRead + Unpin, output: impl AsyncWrite) -> En
             ready,
             config: std::sync::Mutex::new(layers),
             shutdown_requested: flag,
+            mcp: backend_mcp,
         }
     })
     .custom_method("agentls/didChangeSelection", Backend::did_change_selection)
@@ -51,8 +55,13 @@ pub async fn serve(input: impl AsyncRead + Unpin, output: impl AsyncWrite) -> En
         Backend::did_change_diagnostics,
     )
     .finish();
-    Server::new(input, output, socket).serve(service).await;
-    if shutdown_requested.load(Ordering::SeqCst) {
+    let terminated = tokio::select! {
+        () = Server::new(input, output, socket).serve(service) => false,
+        () = mcp_commands::termination_requested() => true,
+    };
+    // Terminal agents must not find a lockfile of a server that is gone.
+    mcp.stop();
+    if shutdown_requested.load(Ordering::SeqCst) && !terminated {
         Ending::Clean
     } else {
         Ending::Abrupt

@@ -34,6 +34,7 @@ pub struct Backend {
     pub(super) ready: watch::Sender<Option<ClientFeatures>>,
     pub(super) config: Mutex<Layers>,
     pub(super) shutdown_requested: Arc<AtomicBool>,
+    pub(super) mcp: Arc<super::mcp_commands::McpSlot>,
 }
 
 /// Parameters of the client notification `agentls/didChangeSelection`.
@@ -112,6 +113,17 @@ impl LanguageServer for Backend {
         self.reload_config(|layers| {
             layers.set_initialization_options(params.initialization_options)
         });
+        if self
+            .config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .load()
+            .config
+            .mcp
+            .enabled
+        {
+            self.mcp.start(self.editor.clone());
+        }
         // The effect runner starts once `initialized` arrives; keep the features until then.
         let _ = self.features.set(features);
         Ok(InitializeResult {
@@ -132,6 +144,7 @@ impl LanguageServer for Backend {
 
     async fn shutdown(&self) -> Result<()> {
         self.shutdown_requested.store(true, Ordering::SeqCst);
+        self.mcp.stop();
         Ok(())
     }
 

@@ -6,6 +6,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part of this
 
+pub mod mcp_client;
 pub mod mock_llm;
 pub mod text;
 
@@ -93,6 +94,8 @@ impl TestClient {
             .env("HOME", home.path())
             .env("XDG_CONFIG_HOME", &config_dir)
             .env_remove("AGENTLS_CONFIG")
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env_remove("CLAUDE_CODE_SSE_PORT")
             .env("AGENTLS_LOG", "debug")
             .envs(options.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
@@ -344,6 +347,11 @@ impl TestClient {
     /// The server's stderr so far.
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Where the server writes its lockfile (`$HOME/.claude/ide` unless `CLAUDE_CONFIG_DIR`).
+    pub fn lock_dir(&self) -> PathBuf {
+        self.home.path().join(".claude/ide")
     }
 
     /// The process id of the server.

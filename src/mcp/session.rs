@@ -1,0 +1,222 @@
+//! One connected terminal agent: an MCP server session and the origin its reviews belong to.
+//! `initialize` names the origin after the client; `tools/call` runs the tools; unknown
+//! notifications (`ide_connected`, …) are logged and otherwise ignored. The session's origin
+//! is torn down when the connection ends ([`Session::close`]) or the session is dropped.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CustomNotification, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, ServerNotification,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+
+use super::context_tools as ctx;
+use super::diff_tabs::DiffTabs;
+use super::outcome::{ToolError, ToolOutcome, into_mcp};
+use super::tools::{self, DiffStyle};
+use crate::editor::{EditorAccess, Origin};
+
+/// The newest MCP version with an `initialize` handshake; what agents send today.
+const PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+/// A connected agent; cheap to clone (rmcp clones it per request).
+#[derive(Clone)]
+pub struct Session(Arc<Inner>);
+
+struct Inner {
+    editor: EditorAccess,
+    style: DiffStyle,
+    origin: Mutex<Origin>,
+    tabs: Arc<DiffTabs>,
+    context: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Session {
+    /// A session whose origin key is `key` (unique among live connections).
+    pub fn new(editor: EditorAccess, style: DiffStyle, key: String) -> Self {
+        Self(Arc::new(Inner {
+            editor,
+            style,
+            origin: Mutex::new(Origin::new(key, "terminal agent")),
+            tabs: Arc::default(),
+            context: Mutex::new(None),
+        }))
+    }
+
+    /// Who this is, as reviews and messages name it.
+    pub fn origin(&self) -> Origin {
+        self.0
+            .origin
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The connection ended: pending reviews are withdrawn, previews cleared, context stops.
+    pub fn close(&self) {
+        self.0.close();
+    }
+
+    async fn run_tool(
+        &self,
+        name: &str,
+        args: Value,
+        peer: &rmcp::Peer<RoleServer>,
+    ) -> ToolOutcome {
+        let editor = &self.0.editor;
+        let origin = self.origin();
+        let tabs = &self.0.tabs;
+        match (self.0.style, name) {
+            (DiffStyle::Blocking, "openDiff") => tabs.open_blocking(editor, &origin, args).await,
+            (DiffStyle::Blocking, "close_tab") => tabs.close_tab(editor, &origin, args),
+            (DiffStyle::Blocking, "closeAllDiffTabs") => tabs.close_all(editor, &origin),
+            (DiffStyle::Notified, "openDiff") => {
+                let peer = peer.clone();
+                let notify = Box::new(move |method: &'static str, params: Value| {
+                    tokio::spawn(async move {
+                        let note = CustomNotification::new(method, Some(params));
+                        let sent = peer
+                            .send_notification(ServerNotification::CustomNotification(note))
+                            .await;
+                        if let Err(e) = sent {
+                            tracing::info!("verdict {method} not delivered: {e}");
+                        }
+                    });
+                });
+                tabs.open_notified(editor, &origin, args, notify)
+            }
+            (DiffStyle::Notified, "closeDiff") => tabs.close_notified(editor, &origin, args),
+            (DiffStyle::Blocking, "getDiagnostics") => ctx::get_diagnostics(editor, args).await,
+            (DiffStyle::Blocking, "openFile") => ctx::open_file(editor, args).await,
+            (DiffStyle::Blocking, "getCurrentSelection") => {
+                ctx::get_current_selection(editor).await
+            }
+            (DiffStyle::Blocking, "getLatestSelection") => ctx::get_latest_selection(editor).await,
+            (DiffStyle::Blocking, "getOpenEditors") => ctx::get_open_editors(editor).await,
+            (DiffStyle::Blocking, "getWorkspaceFolders") => {
+                ctx::get_workspace_folders(editor).await
+            }
+            (DiffStyle::Blocking, "checkDocumentDirty") => {
+                ctx::check_document_dirty(editor, args).await
+            }
+            (DiffStyle::Blocking, "saveDocument") => ctx::save_document(editor, args).await,
+            (_, other) => Err(ToolError::UnknownTool(other.to_owned())),
+        }
+    }
+}
+
+impl Inner {
+    fn close(&self) {
+        if let Some(task) = self
+            .context
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            task.abort();
+        }
+        let origin = self
+            .origin
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        self.editor.close_origin(&origin);
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl ServerHandler for Session {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("agentls", env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(PROTOCOL)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&PROTOCOL))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let name = request.client_info.name.trim();
+        if !name.is_empty() {
+            self.0
+                .origin
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .label = name.to_owned();
+        }
+        tracing::info!(
+            client = %request.client_info.name,
+            version = %request.client_info.version,
+            protocol = %request.protocol_version,
+            "terminal agent connected"
+        );
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let task = tokio::spawn(super::context_push::run(
+            self.0.editor.clone(),
+            context.peer,
+            self.0.style,
+        ));
+        let old = self
+            .0
+            .context
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(task.abort_handle());
+        if let Some(old) = old {
+            old.abort();
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools::list(self.0.style)))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        tracing::debug!(tool = %request.name, "tool call");
+        let outcome = self.run_tool(&request.name, args, &context.peer).await;
+        if let Err(e) = &outcome {
+            tracing::info!(tool = %request.name, "tool call failed: {e}");
+        }
+        into_mcp(outcome).map(CallToolResponse::from)
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _: NotificationContext<RoleServer>,
+    ) {
+        tracing::info!(
+            method = %notification.method,
+            params = ?notification.params,
+            "notification from terminal agent (no action)"
+        );
+    }
+}

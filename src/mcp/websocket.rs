@@ -1,0 +1,113 @@
+//! The WebSocket listener of the IDE protocol: 127.0.0.1 on a free port; every request passes
+//! `guard::check` (Host, no Origin, the token in `x-claude-code-ide-authorization`) and must be
+//! a WebSocket upgrade; the `mcp` subprotocol is answered (agents drop the socket without it).
+//! Each socket becomes one MCP [`Session`] with its own origin, torn down when the socket closes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{WebSocket, WebSocketUpgrade};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use rmcp::ServiceExt as _;
+use tokio::sync::watch;
+
+use super::frames::{self, MAX_MESSAGE_BYTES};
+use super::guard::{self, TokenHeader, WS_TOKEN_HEADER};
+use super::session::Session;
+use super::token::AuthToken;
+use super::tools::DiffStyle;
+use crate::editor::EditorAccess;
+
+/// How long a connected socket may take to send `initialize`.
+const INITIALIZE_WITHIN: Duration = Duration::from_secs(30);
+
+/// What every connection needs.
+pub struct Listener {
+    /// The port agents reach.
+    pub port: u16,
+    /// The token they must present.
+    pub token: AuthToken,
+    /// The editor they act on.
+    pub editor: EditorAccess,
+    /// Flips to `true` when the server stops: sessions end.
+    pub stopped: watch::Receiver<bool>,
+    next_id: AtomicU64,
+}
+
+impl Listener {
+    /// State for a listener on `port`.
+    pub fn new(
+        port: u16,
+        token: AuthToken,
+        editor: EditorAccess,
+        stopped: watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            port,
+            token,
+            editor,
+            stopped,
+            next_id: AtomicU64::new(1),
+        }
+    }
+}
+
+/// The routes: every path and method reaches [`upgrade`], which refuses what it must.
+pub fn router(listener: Arc<Listener>) -> Router {
+    Router::new().fallback(upgrade).with_state(listener)
+}
+
+async fn upgrade(
+    State(listener): State<Arc<Listener>>,
+    headers: HeaderMap,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let carrier = TokenHeader::Plain(WS_TOKEN_HEADER);
+    if let Err(refusal) = guard::check(&headers, listener.port, &listener.token, carrier) {
+        tracing::warn!("refused a connection: {refusal}");
+        return (refusal.status(), refusal.to_string()).into_response();
+    }
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(rejection) => {
+            tracing::warn!("refused a request that is not a WebSocket upgrade: {rejection}");
+            return rejection.into_response();
+        }
+    };
+    ws.protocols(["mcp"])
+        .max_message_size(MAX_MESSAGE_BYTES)
+        .max_frame_size(MAX_MESSAGE_BYTES)
+        .on_failed_upgrade(|e| tracing::warn!("WebSocket upgrade failed: {e}"))
+        .on_upgrade(move |socket| serve(listener, socket))
+}
+
+/// Serves one socket until it closes or the server stops.
+async fn serve(listener: Arc<Listener>, socket: WebSocket) {
+    let id = listener.next_id.fetch_add(1, Ordering::Relaxed);
+    let key = format!("mcp-ws:{id}");
+    let session = Session::new(listener.editor.clone(), DiffStyle::Blocking, key.clone());
+    let transport = frames::transport(socket, key.clone());
+    let mut stopped = listener.stopped.clone();
+    let started = tokio::time::timeout(INITIALIZE_WITHIN, session.clone().serve(transport)).await;
+    match started {
+        Ok(Ok(running)) => {
+            let cancel = running.cancellation_token();
+            tokio::select! {
+                quit = running.waiting() => {
+                    tracing::info!(connection = %key, ?quit, "terminal agent disconnected");
+                }
+                _ = stopped.wait_for(|s| *s) => cancel.cancel(),
+            }
+        }
+        Ok(Err(e)) => tracing::warn!(connection = %key, "MCP session did not start: {e}"),
+        Err(_) => {
+            tracing::warn!(connection = %key, "no initialize within {INITIALIZE_WITHIN:?}; closed")
+        }
+    }
+    session.close();
+}

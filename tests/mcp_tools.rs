@@ -1,0 +1,501 @@
+//! Terminal agents over MCP through the real binary: the lockfile, every tool and its result
+//! shape, context notifications, and openDiff reviews decided through the editor's code actions.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt as _;
+
+use serde_json::{Value, json};
+use support::mcp_client::{McpClient, lockfile};
+use support::{Options, TestClient, file_uri, range};
+
+async fn started() -> TestClient {
+    let client = TestClient::start(Options::default()).await;
+    client
+        .initialize(TestClient::rich_capabilities(false), None)
+        .await;
+    client
+}
+
+async fn connected(client: &TestClient, name: &str) -> McpClient {
+    let lock = lockfile(&client.lock_dir()).await;
+    McpClient::connect(&lock, name).await
+}
+
+async fn code_actions(client: &TestClient, uri: &str, at: Value) -> Vec<Value> {
+    let params = json!({"textDocument": {"uri": uri}, "range": at, "context": {"diagnostics": []}});
+    let result = client
+        .request("textDocument/codeAction", params)
+        .await
+        .unwrap();
+    result.as_array().cloned().unwrap_or_default()
+}
+
+async fn run_action(client: &TestClient, uri: &str, at: Value, prefix: &str) {
+    let actions = code_actions(client, uri, at).await;
+    let action = actions
+        .iter()
+        .find(|a| a["title"].as_str().unwrap().starts_with(prefix))
+        .unwrap_or_else(|| panic!("no action {prefix:?} in {actions:#?}"));
+    client
+        .request("workspace/executeCommand", action["command"].clone())
+        .await
+        .unwrap();
+}
+
+/// Waits until agentls previews `count` changes for `uri` (the review is open).
+async fn previewed(client: &TestClient, uri: &str, count: usize) {
+    client
+        .take("textDocument/publishDiagnostics", |p| {
+            p["uri"] == uri && p["diagnostics"].as_array().unwrap().len() == count
+        })
+        .await;
+}
+
+const BASE: &str = "fn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n\nfn other() {}\n";
+const PROPOSAL: &str =
+    "fn main() {\n    let x = 2;\n    println!(\"{x}\");\n}\n\nfn other() {\n    todo!()\n}\n";
+
+fn open_diff_args(path: &str, contents: &str, tab: &str) -> Value {
+    json!({"old_file_path": path, "new_file_path": path, "new_file_contents": contents,
+           "tab_name": tab})
+}
+
+#[tokio::test]
+async fn the_lockfile_is_private_and_names_this_server() {
+    let client = started().await;
+    let lock = lockfile(&client.lock_dir()).await;
+    let token = lock.token();
+    assert_eq!(token.len(), 32);
+    assert_eq!(
+        lock.json,
+        json!({"pid": client.pid(), "workspaceFolders": [client.workspace], "ideName": "agentls",
+               "transport": "ws", "runningInWindows": false, "authToken": token})
+    );
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&lock.path), 0o600);
+    assert_eq!(mode(&client.lock_dir()), 0o700);
+
+    // A new workspace folder is written into the lockfile.
+    let extra = client.home.path().join("second");
+    std::fs::create_dir_all(&extra).unwrap();
+    client
+        .notify(
+            "workspace/didChangeWorkspaceFolders",
+            json!({"event": {"added": [{"uri": file_uri(&extra), "name": "second"}], "removed": []}}),
+        )
+        .await;
+    let path = lock.path.clone();
+    support::eventually(|| {
+        let json: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        json["workspaceFolders"].as_array().unwrap().len() == 2
+    })
+    .await
+    .expect("lockfile rewritten with the new folder");
+
+    // The terminal env names the port.
+    let env = client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.terminalEnv", "arguments": []}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(env["CLAUDE_CODE_SSE_PORT"], lock.port.to_string());
+
+    assert!(client.shutdown().await.success());
+    assert!(!lock.path.exists(), "lockfile removed on shutdown");
+}
+
+#[tokio::test]
+async fn initialize_and_list_every_tool() {
+    let client = started().await;
+    let mcp = connected(&client, "test-agent").await;
+    let info = mcp.server_info();
+    assert_eq!(info["protocolVersion"], "2025-11-25");
+    assert_eq!(info["serverInfo"]["name"], "agentls");
+    assert!(info["capabilities"]["tools"].is_object());
+    let mut names = mcp.tool_names().await;
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "checkDocumentDirty",
+            "closeAllDiffTabs",
+            "close_tab",
+            "getCurrentSelection",
+            "getDiagnostics",
+            "getLatestSelection",
+            "getOpenEditors",
+            "getWorkspaceFolders",
+            "openDiff",
+            "openFile",
+            "saveDocument"
+        ]
+    );
+    let unknown = mcp.call("executeCode", json!({})).await.unwrap_err();
+    assert!(unknown.contains("no tool named"), "{unknown}");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn context_tools_answer_in_the_shapes_agents_parse() {
+    let client = started().await;
+    let mcp = connected(&client, "test-agent").await;
+    let ws = client.workspace.display().to_string();
+
+    assert_eq!(
+        mcp.json("getCurrentSelection", json!({})).await,
+        json!({"success": false, "message": "No active editor found"})
+    );
+    assert_eq!(
+        mcp.json("getLatestSelection", json!({})).await,
+        json!({"success": false, "message": "No selection available"})
+    );
+    assert_eq!(
+        mcp.json("getWorkspaceFolders", json!({})).await,
+        json!({"success": true, "rootPath": ws,
+               "folders": [{"name": "workspace", "uri": file_uri(&client.workspace), "path": ws}]})
+    );
+
+    let uri = client.open("src/a.rs", "rust", "one\ntwo\nthree\n").await;
+    let path = support::file_uri_to_path(&uri);
+    client
+        .notify(
+            "agentls/didChangeSelection",
+            json!({"textDocument": {"uri": uri}, "selection": range(1, 0, 2, 0)}),
+        )
+        .await;
+    let expected = json!({
+        "text": "two\n", "filePath": path, "fileUrl": uri,
+        "selection": {"start": {"line": 1, "character": 0}, "end": {"line": 2, "character": 0},
+                      "isEmpty": false}
+    });
+    assert_eq!(
+        mcp.take_notification("selection_changed", |_| true).await,
+        expected
+    );
+    let mut current = expected.clone();
+    current["success"] = json!(true);
+    assert_eq!(mcp.json("getCurrentSelection", json!({})).await, current);
+    assert_eq!(mcp.json("getLatestSelection", json!({})).await, expected);
+
+    let editors = mcp.json("getOpenEditors", json!({})).await;
+    assert_eq!(
+        editors,
+        json!({"tabs": [{
+            "uri": uri, "isActive": true, "isPinned": false, "isPreview": false, "isDirty": false,
+            "label": "a.rs", "groupIndex": 0, "viewColumn": 1, "isGroupActive": true,
+            "fileName": path, "languageId": "rust", "lineCount": 3, "isUntitled": false,
+            "selection": {"start": {"line": 1, "character": 0}, "end": {"line": 2, "character": 0},
+                          "isReversed": false}
+        }]})
+    );
+
+    // Dirty, then saved.
+    assert_eq!(
+        mcp.json("checkDocumentDirty", json!({"filePath": path}))
+            .await,
+        json!({"success": true, "filePath": path, "isDirty": false, "isUntitled": false})
+    );
+    client.edit(&uri, range(0, 0, 0, 0), "zero\n").await;
+    // The MCP socket is another channel: make sure the server has seen the edit.
+    client.server_state().await;
+    assert_eq!(
+        mcp.json("checkDocumentDirty", json!({"filePath": path}))
+            .await["isDirty"],
+        true
+    );
+    assert_eq!(
+        mcp.json("saveDocument", json!({"filePath": path})).await,
+        json!({"success": true, "filePath": path, "saved": true,
+               "message": "Document saved successfully"})
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "zero\none\ntwo\nthree\n"
+    );
+    let missing = format!("{ws}/nope.rs");
+    assert_eq!(
+        mcp.json("checkDocumentDirty", json!({"filePath": missing}))
+            .await,
+        json!({"success": false, "message": format!("Document not open: {missing}")})
+    );
+
+    // openFile shows the document, with whole lines selected.
+    let opened = mcp
+        .texts(
+            "openFile",
+            json!({"filePath": path, "startLine": 2, "endLine": 3}),
+        )
+        .await;
+    assert_eq!(opened, ["Opened file and selected lines 2 to 3"]);
+    let shown = client.take("window/showDocument", |_| true).await;
+    assert_eq!(shown["params"]["uri"], uri);
+    assert_eq!(shown["params"]["selection"], range(1, 0, 3, 0));
+    let opened = mcp
+        .texts("openFile", json!({"filePath": path, "startText": "three"}))
+        .await;
+    assert_eq!(opened, ["Opened file and selected text \"three\""]);
+    let shown = client.take("window/showDocument", |_| true).await;
+    assert_eq!(shown["params"]["selection"], range(3, 0, 4, 0));
+    let failed = mcp
+        .call("openFile", json!({"filePath": missing}))
+        .await
+        .unwrap();
+    assert_eq!(failed["isError"], true);
+
+    // Diagnostics the editor forwarded.
+    let diagnostic = json!({"range": range(0, 0, 0, 4), "severity": 2, "message": "unused",
+                            "source": "rust-analyzer", "code": "W1"});
+    client
+        .notify(
+            "agentls/didChangeDiagnostics",
+            json!({"uri": uri, "diagnostics": [diagnostic]}),
+        )
+        .await;
+    client.server_state().await;
+    let expected = json!([{"uri": uri, "diagnostics": [{
+        "message": "unused", "severity": "Warning", "source": "rust-analyzer", "code": "W1",
+        "range": range(0, 0, 0, 4)}]}]);
+    assert_eq!(mcp.json("getDiagnostics", json!({})).await, expected);
+    assert_eq!(
+        mcp.json("getDiagnostics", json!({"uri": uri})).await,
+        expected
+    );
+    let other = file_uri(&client.workspace.join("other.rs"));
+    assert_eq!(
+        mcp.json("getDiagnostics", json!({"uri": other})).await,
+        json!([])
+    );
+
+    // A mention names whole lines, 0-based.
+    client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.mention", "arguments": []}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        mcp.take_notification("at_mentioned", |_| true).await,
+        json!({"filePath": path, "lineStart": 1, "lineEnd": 1})
+    );
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn selection_changes_are_debounced_to_the_last() {
+    let client = started().await;
+    let mcp = connected(&client, "test-agent").await;
+    let uri = client.open("b.txt", "text", "abcdef\n").await;
+    for end in 1..=5 {
+        client
+            .notify(
+                "agentls/didChangeSelection",
+                json!({"textDocument": {"uri": uri}, "selection": range(0, 0, 0, end)}),
+            )
+            .await;
+    }
+    let last = mcp.take_notification("selection_changed", |_| true).await;
+    assert_eq!(last["text"], "abcde");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        mcp.notifications("selection_changed").is_empty(),
+        "one notification for a burst"
+    );
+}
+
+#[tokio::test]
+async fn open_diff_accepted_whole_answers_file_saved_with_the_text() {
+    let client = started().await;
+    let mcp = connected(&client, "test-agent").await;
+    let uri = client.open("src/main.rs", "rust", BASE).await;
+    let path = support::file_uri_to_path(&uri);
+    let call = {
+        let args = open_diff_args(&path, PROPOSAL, "✻ [test] main.rs ⧉");
+        async move { mcp.texts("openDiff", args).await }
+    };
+    let decide = async {
+        previewed(&client, &uri, 2).await;
+        let shown = client
+            .take("window/showMessage", |p| {
+                p["message"].as_str().unwrap().contains("proposes")
+            })
+            .await;
+        assert!(
+            shown["params"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("test-agent proposes 2 changes"),
+            "the origin is named after the client: {shown}"
+        );
+        run_action(&client, &uri, range(0, 0, 0, 0), "Accept all changes").await;
+    };
+    let (texts, ()) = tokio::join!(call, decide);
+    assert_eq!(texts, ["FILE_SAVED", PROPOSAL]);
+    assert_eq!(client.document(&uri).text, PROPOSAL);
+}
+
+#[tokio::test]
+async fn open_diff_partly_accepted_answers_exactly_the_accepted_text() {
+    let client = started().await;
+    let mcp = connected(&client, "test-agent").await;
+    let uri = client.open("src/main.rs", "rust", BASE).await;
+    let path = support::file_uri_to_path(&uri);
+    let call = mcp.texts("openDiff", open_diff_args(&path, PROPOSAL, "tab"));
+    let decide = async {
+        previewed(&client, &uri, 2).await;
+        run_action(&client, &uri, range(1, 8, 1, 9), "Accept change 1/2").await;
+        previewed(&client, &uri, 1).await;
+        run_action(&client, &uri, range(5, 0, 5, 3), "Reject change 2/2").await;
+    };
+    let (texts, ()) = tokio::join!(call, decide);
+    let expected = BASE.replace("let x = 1", "let x = 2");
+    assert_eq!(texts, ["FILE_SAVED", expected.as_str()]);
+}
+
+#[tokio::test]
+async fn open_diff_rejected_answers_diff_rejected_and_touches_nothing() {
+    let client = started().await;
+    let mcp = connected(&client, "test-agent").await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    let path = support::file_uri_to_path(&uri);
+    let call = mcp.texts("openDiff", open_diff_args(&path, PROPOSAL, "tab-1"));
+    let decide = async {
+        previewed(&client, &uri, 2).await;
+        run_action(&client, &uri, range(0, 0, 0, 0), "Reject all changes").await;
+    };
+    let (texts, ()) = tokio::join!(call, decide);
+    assert_eq!(texts, ["DIFF_REJECTED", "tab-1"]);
+    assert_eq!(client.document(&uri).text, BASE);
+    assert!(client.received("workspace/applyEdit").is_empty());
+}
+
+#[tokio::test]
+async fn closing_tabs_withdraws_pending_reviews_as_rejected() {
+    let client = started().await;
+    let mcp = std::sync::Arc::new(connected(&client, "test-agent").await);
+    let uri = client.open("a.rs", "rust", BASE).await;
+    let path = support::file_uri_to_path(&uri);
+    let pending = tokio::spawn({
+        let (mcp, path) = (mcp.clone(), path.clone());
+        async move {
+            mcp.texts("openDiff", open_diff_args(&path, PROPOSAL, "t1"))
+                .await
+        }
+    });
+    previewed(&client, &uri, 2).await;
+    // A blocked openDiff does not block other calls.
+    assert_eq!(
+        mcp.json("getWorkspaceFolders", json!({})).await["success"],
+        true
+    );
+    assert_eq!(
+        mcp.texts("close_tab", json!({"tab_name": "t1"})).await,
+        ["TAB_CLOSED"]
+    );
+    assert_eq!(pending.await.unwrap(), ["DIFF_REJECTED", "t1"]);
+    previewed(&client, &uri, 0).await;
+
+    // closeAllDiffTabs counts what it closed.
+    let other = client.open("b.rs", "rust", BASE).await;
+    let other_path = support::file_uri_to_path(&other);
+    let pending = tokio::spawn({
+        let mcp = mcp.clone();
+        async move {
+            mcp.texts("openDiff", open_diff_args(&other_path, PROPOSAL, "t2"))
+                .await
+        }
+    });
+    previewed(&client, &other, 2).await;
+    assert_eq!(
+        mcp.texts("closeAllDiffTabs", json!({})).await,
+        ["CLOSED_1_DIFF_TABS"]
+    );
+    assert_eq!(pending.await.unwrap(), ["DIFF_REJECTED", "t2"]);
+    assert_eq!(
+        mcp.texts("closeAllDiffTabs", json!({})).await,
+        ["CLOSED_0_DIFF_TABS"]
+    );
+}
+
+#[tokio::test]
+async fn a_disconnected_agent_has_its_reviews_withdrawn() {
+    let client = started().await;
+    let mcp = connected(&client, "test-agent").await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    let path = support::file_uri_to_path(&uri);
+    let call = mcp.call("openDiff", open_diff_args(&path, PROPOSAL, "t"));
+    tokio::select! {
+        _ = call => panic!("openDiff answered before the user decided"),
+        () = previewed(&client, &uri, 2) => {}
+    }
+    mcp.close().await;
+    // The preview is cleared and the user is told.
+    previewed(&client, &uri, 0).await;
+    client
+        .take("window/showMessage", |p| {
+            p["message"]
+                .as_str()
+                .unwrap()
+                .contains("test-agent went away: 1 pending review(s)")
+        })
+        .await;
+    assert_eq!(client.server_state().await["reviews"], json!([]));
+}
+
+#[tokio::test]
+async fn two_agents_at_once_each_with_its_own_reviews() {
+    let client = started().await;
+    let first = connected(&client, "agent-one").await;
+    let second = connected(&client, "agent-two").await;
+    let a = client.open("a.rs", "rust", BASE).await;
+    let b = client.open("b.rs", "rust", BASE).await;
+    let (pa, pb) = (support::file_uri_to_path(&a), support::file_uri_to_path(&b));
+    let one = first.texts("openDiff", open_diff_args(&pa, PROPOSAL, "x"));
+    let two = second.texts("openDiff", open_diff_args(&pb, PROPOSAL, "x"));
+    let decide = async {
+        previewed(&client, &a, 2).await;
+        previewed(&client, &b, 2).await;
+        // Both agents are served while both wait.
+        assert_eq!(
+            first.json("getWorkspaceFolders", json!({})).await["success"],
+            true
+        );
+        assert_eq!(
+            second.json("getWorkspaceFolders", json!({})).await["success"],
+            true
+        );
+        run_action(
+            &client,
+            &b,
+            range(0, 0, 0, 0),
+            "Reject all changes (2) from agent-two",
+        )
+        .await;
+        run_action(
+            &client,
+            &a,
+            range(0, 0, 0, 0),
+            "Accept all changes (2) from agent-one",
+        )
+        .await;
+    };
+    let (one, two, ()) = tokio::join!(one, two, decide);
+    assert_eq!(one, ["FILE_SAVED", PROPOSAL]);
+    assert_eq!(two, ["DIFF_REJECTED", "x"]);
+    // Selections reach both.
+    client
+        .notify(
+            "agentls/didChangeSelection",
+            json!({"textDocument": {"uri": a}, "selection": range(0, 0, 0, 2)}),
+        )
+        .await;
+    first
+        .take_notification("selection_changed", |p| p["text"] == "fn")
+        .await;
+    second
+        .take_notification("selection_changed", |p| p["text"] == "fn")
+        .await;
+}
