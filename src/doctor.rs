@@ -1,5 +1,7 @@
 //! `agentls doctor`: what agentls would run with, in words a user can check — the config file it
-//! read and from where, the problems in it, and whether each agent's command can be found.
+//! read and from where, the problems in it, whether each agent's command can be found, and the
+//! discovery files terminal agents would find (ours and other IDEs', with whether their process
+//! is alive).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -56,7 +58,39 @@ pub fn report() -> String {
             let _ = writeln!(out, "  env {key}={value}");
         }
     }
+    let _ = writeln!(out, "mcp.enabled: {}", config.mcp.enabled);
+    write_discovery_files(&mut out, &crate::mcp::discovery_files());
     out
+}
+
+/// One line per discovery file: where, whose, for which folders, and whether it is live.
+fn write_discovery_files(out: &mut String, found: &[crate::mcp::Found]) {
+    if found.is_empty() {
+        let _ = writeln!(out, "terminal-agent lockfiles: none");
+    }
+    for file in found {
+        let name = file.contents["ideName"].as_str().unwrap_or("?");
+        let folders = file.contents["workspaceFolders"]
+            .as_array()
+            .map(|f| {
+                f.iter()
+                    .filter_map(|v| v.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
+        let pid = file.pid.map_or("?".to_owned(), |p| p.to_string());
+        let state = match (file.alive, file.ours) {
+            (true, _) => "alive",
+            (false, true) => "DEAD (stale; removed when agentls next starts)",
+            (false, false) => "DEAD (stale)",
+        };
+        let _ = writeln!(
+            out,
+            "lockfile {}: {name}, pid {pid} {state}, folders [{folders}]",
+            file.path.display()
+        );
+    }
 }
 
 /// Where `command` would be found: itself if it contains a slash, else the first match on PATH.

@@ -1,0 +1,271 @@
+//! What may not reach the terminal-agent socket, and the lockfile's life: requests without the
+//! token, with a wrong one, from a web page (Origin), through another Host name, plain HTTP,
+//! oversized frames and malformed JSON are all refused, and the server keeps serving; the
+//! lockfile goes away on SIGTERM/SIGINT, and stale ones of dead servers are cleaned at start.
+
+mod support;
+
+use std::time::Duration;
+
+use futures::{SinkExt as _, StreamExt as _};
+use serde_json::{Value, json};
+use support::mcp_client::{McpClient, lockfile, read_locks, websocket};
+use support::{Options, TestClient};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio_tungstenite::tungstenite::Message;
+
+async fn started(options: Options) -> TestClient {
+    let client = TestClient::start(options).await;
+    client
+        .initialize(TestClient::rich_capabilities(false), None)
+        .await;
+    client
+}
+
+const UPGRADE: &str = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+                       Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: mcp\r\n";
+
+/// Sends a raw HTTP request to 127.0.0.1:`port`; the status code of the answer (0 if none).
+async fn status(port: u16, request: String) -> u16 {
+    let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = vec![0; 4096];
+    let n = tokio::time::timeout(support::WAIT, socket.read(&mut answer))
+        .await
+        .expect("an answer")
+        .unwrap_or(0);
+    let head = String::from_utf8_lossy(&answer[..n]);
+    head.split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+fn request(host: &str, extra: &str) -> String {
+    format!("GET / HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n")
+}
+
+#[tokio::test]
+async fn only_the_token_holder_from_loopback_may_connect() {
+    let client = started(Options::default()).await;
+    let lock = lockfile(&client.lock_dir()).await;
+    let (port, token) = (lock.port, lock.token());
+    let host = format!("127.0.0.1:{port}");
+    let auth = format!("x-claude-code-ide-authorization: {token}\r\n");
+
+    // The well-formed upgrade is accepted (101), as a control.
+    assert_eq!(
+        status(port, request(&host, &format!("{UPGRADE}{auth}"))).await,
+        101
+    );
+    // No token, a wrong token, a token with an Origin, another Host name: 4xx, no socket.
+    assert_eq!(status(port, request(&host, UPGRADE)).await, 401);
+    let wrong = "x-claude-code-ide-authorization: 00000000000000000000000000000000\r\n";
+    assert_eq!(
+        status(port, request(&host, &format!("{UPGRADE}{wrong}"))).await,
+        401
+    );
+    let origin = format!("{UPGRADE}{auth}Origin: https://evil.example\r\n");
+    assert_eq!(status(port, request(&host, &origin)).await, 403);
+    let rebound = format!("evil.example:{port}");
+    assert_eq!(
+        status(port, request(&rebound, &format!("{UPGRADE}{auth}"))).await,
+        403
+    );
+    let other_port = format!("127.0.0.1:{}", port.wrapping_add(1));
+    assert_eq!(
+        status(port, request(&other_port, &format!("{UPGRADE}{auth}"))).await,
+        403
+    );
+    // Plain HTTP, even with the token: not a socket.
+    let plain = status(port, request(&host, &auth)).await;
+    assert!((400..500).contains(&plain), "plain GET got {plain}");
+    let post = format!("POST / HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Length: 2\r\n\r\n{{}}");
+    let posted = status(port, post).await;
+    assert!((400..500).contains(&posted), "POST got {posted}");
+
+    let stderr = client.stderr();
+    assert!(
+        stderr.contains("refused a connection: wrong authorization token"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Origin"), "{stderr}");
+
+    // Still serving.
+    let mcp = McpClient::connect(&lock, "after").await;
+    assert_eq!(
+        mcp.json("getWorkspaceFolders", json!({})).await["success"],
+        true
+    );
+    assert!(!stderr.contains(&token), "the token never reaches the log");
+}
+
+#[tokio::test]
+async fn malformed_frames_get_errors_and_oversized_ones_close_only_that_socket() {
+    let client = started(Options::default()).await;
+    let lock = lockfile(&client.lock_dir()).await;
+
+    let mut socket = websocket(lock.port, &lock.token()).await;
+    socket.send(Message::Text("{nope".into())).await.unwrap();
+    let answer = next_json(&mut socket).await;
+    assert_eq!(answer["error"]["code"], -32700);
+    socket
+        .send(Message::Text(r#"{"hello": 1}"#.into()))
+        .await
+        .unwrap();
+    assert_eq!(next_json(&mut socket).await["error"]["code"], -32600);
+    // The same socket still speaks MCP.
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    socket
+        .send(Message::Text(initialize.to_string().into()))
+        .await
+        .unwrap();
+    let answer = next_json(&mut socket).await;
+    assert_eq!(answer["id"], 1);
+    assert_eq!(answer["result"]["protocolVersion"], "2025-11-25");
+
+    // A frame over the limit (16 MiB) ends that socket.
+    let huge = "x".repeat(17 << 20);
+    let _ = socket.send(Message::Text(huge.into())).await;
+    let closed = tokio::time::timeout(support::WAIT, async {
+        loop {
+            match socket.next().await {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "oversized frame did not close the socket");
+
+    // Others are served as before, and so is the editor.
+    let mcp = McpClient::connect(&lock, "after").await;
+    assert_eq!(
+        mcp.json("getWorkspaceFolders", json!({})).await["success"],
+        true
+    );
+    client.server_state().await;
+    assert!(client.stderr().contains("refused a frame: not JSON"));
+}
+
+async fn next_json<S>(socket: &mut S) -> Value
+where
+    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    loop {
+        let frame = tokio::time::timeout(support::WAIT, socket.next())
+            .await
+            .expect("a frame in time")
+            .expect("socket open")
+            .expect("a frame");
+        if let Message::Text(text) = frame {
+            return serde_json::from_str(text.as_str()).unwrap();
+        }
+    }
+}
+
+async fn terminated_by(signal: &str) {
+    let mut client = started(Options::default()).await;
+    let lock = lockfile(&client.lock_dir()).await;
+    let killed = std::process::Command::new("kill")
+        .args([signal, &client.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = client.wait_exit().await;
+    assert!(!status.success(), "a signalled server exits non-zero");
+    assert!(!lock.path.exists(), "lockfile left behind after {signal}");
+}
+
+#[tokio::test]
+async fn sigterm_removes_the_lockfile() {
+    terminated_by("-TERM").await;
+}
+
+#[tokio::test]
+async fn sigint_removes_the_lockfile() {
+    terminated_by("-INT").await;
+}
+
+#[tokio::test]
+async fn stale_lockfiles_of_ours_are_cleaned_at_start_and_others_kept() {
+    let config = tempfile::tempdir().unwrap();
+    let dir = config.path().join("ide");
+    std::fs::create_dir_all(&dir).unwrap();
+    // pids above any pid_max never run.
+    let dead = json!({"pid": 2_000_000_000u32, "workspaceFolders": [], "ideName": "agentls",
+                      "transport": "ws", "runningInWindows": false, "authToken": "x"});
+    std::fs::write(dir.join("1.lock"), dead.to_string()).unwrap();
+    let mut foreign = dead.clone();
+    foreign["ideName"] = json!("Some Other IDE");
+    std::fs::write(dir.join("2.lock"), foreign.to_string()).unwrap();
+    let options = Options {
+        env: vec![(
+            "CLAUDE_CONFIG_DIR".into(),
+            config.path().display().to_string(),
+        )],
+        ..Options::default()
+    };
+    let client = started(options).await;
+    support::eventually(|| read_locks(&dir).len() == 2 && !dir.join("1.lock").exists())
+        .await
+        .expect("the stale lockfile of ours is removed, ours written");
+    assert!(
+        dir.join("2.lock").exists(),
+        "another IDE's file is not ours to clean"
+    );
+    let ours = read_locks(&dir)
+        .into_iter()
+        .find(|l| l.json["pid"] == client.pid())
+        .expect("our lockfile in CLAUDE_CONFIG_DIR/ide");
+    assert!(!client.lock_dir().exists(), "nothing written under HOME");
+
+    // doctor shows both, alive and dead.
+    let doctor = std::process::Command::new(env!("CARGO_BIN_EXE_agentls"))
+        .arg("doctor")
+        .env("HOME", client.home.path())
+        .env("CLAUDE_CONFIG_DIR", config.path())
+        .output()
+        .unwrap();
+    let report = String::from_utf8(doctor.stdout).unwrap();
+    let ours_line = format!(
+        "lockfile {}: agentls, pid {} alive",
+        ours.path.display(),
+        client.pid()
+    );
+    assert!(report.contains(&ours_line), "{report}");
+    assert!(
+        report.contains("Some Other IDE, pid 2000000000 DEAD (stale)"),
+        "{report}"
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(client.shutdown().await.success());
+    assert!(!ours.path.exists());
+}
+
+#[tokio::test]
+async fn mcp_can_be_turned_off() {
+    let client = started(Options {
+        config_toml: Some("[mcp]\nenabled = false\n".into()),
+        ..Options::default()
+    })
+    .await;
+    client.server_state().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(read_locks(&client.lock_dir()).is_empty());
+    let env = client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.terminalEnv", "arguments": []}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        env["message"].as_str().unwrap().contains("mcp.enabled"),
+        "{env}"
+    );
+}
