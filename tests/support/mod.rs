@@ -8,6 +8,7 @@
 
 pub mod mcp_client;
 pub mod mock_llm;
+pub mod pty;
 pub mod text;
 
 use std::collections::HashMap;

@@ -1,0 +1,222 @@
+//! The real `claude` CLI (npm `@anthropic-ai/claude-code`, pinned in scripts/test-tools.sh) as a
+//! terminal agent beside agentls: offline against the mock Anthropic API, interactive in a
+//! pseudo-terminal (it connects to an IDE only then). It must find agentls's lockfile, connect,
+//! send its Write through `openDiff`, which the user accepts with agentls's code action, write
+//! the accepted text, and ask agentls for diagnostics.
+//!
+//! The CLI comes from `AGENTLS_TEST_CLAUDE`; without it the test skips with a message, except
+//! under CI, where a missing peer is a failure.
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::mcp_client::lockfile;
+use support::mock_llm::{Anthropic, MockLlm};
+use support::pty::Pty;
+use support::{Options, TestClient, file_uri, range};
+
+/// The `claude` binary, or `None` (with the reason on stderr) when the test must skip.
+fn claude() -> Option<PathBuf> {
+    let Some(path) = std::env::var_os("AGENTLS_TEST_CLAUDE").filter(|p| !p.is_empty()) else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("claude missing under CI: set AGENTLS_TEST_CLAUDE (scripts/test-tools.sh)");
+        }
+        eprintln!("SKIPPED mcp_claude: AGENTLS_TEST_CLAUDE is not set; run scripts/test-tools.sh");
+        return None;
+    };
+    let path = PathBuf::from(path);
+    assert!(
+        path.is_file(),
+        "AGENTLS_TEST_CLAUDE={} is not a file",
+        path.display()
+    );
+    Some(path)
+}
+
+const API_KEY: &str = "sk-ant-api03-agentls-test-key-0123456789abcdefghij";
+
+/// A config dir the CLI accepts without questions: onboarding done, the key approved, the
+/// workspace trusted.
+fn seed_config(config: &std::path::Path, workspace: &std::path::Path) {
+    std::fs::create_dir_all(config).unwrap();
+    let last20 = &API_KEY[API_KEY.len() - 20..];
+    let mut projects = serde_json::Map::new();
+    projects.insert(
+        workspace.display().to_string(),
+        json!({"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true,
+               "allowedTools": []}),
+    );
+    let settings = json!({
+        "hasCompletedOnboarding": true,
+        "theme": "dark",
+        "customApiKeyResponses": {"approved": [last20], "rejected": []},
+        "projects": projects,
+        "autoConnectIde": true,
+    });
+    std::fs::write(config.join(".claude.json"), settings.to_string()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_writes_through_an_accepted_review_and_reads_diagnostics() {
+    let Some(claude) = claude() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("claude-config");
+    let client = TestClient::start(Options {
+        env: vec![("CLAUDE_CONFIG_DIR".into(), config.display().to_string())],
+        ..Options::default()
+    })
+    .await;
+    client
+        .initialize(TestClient::rich_capabilities(false), None)
+        .await;
+    let lock = lockfile(&config.join("ide")).await;
+    seed_config(&config, &client.workspace);
+
+    // The editor knows a diagnostic the agent should be able to read.
+    let existing = client.open("main.rs", "rust", "fn main() {}\n").await;
+    let diagnostic = json!({"range": range(0, 3, 0, 7), "severity": 1, "message": "mock error",
+                            "source": "mock-analyzer"});
+    client
+        .notify(
+            "agentls/didChangeDiagnostics",
+            json!({"uri": existing, "diagnostics": [diagnostic]}),
+        )
+        .await;
+
+    let target = client.workspace.join("hello.txt");
+    let uri = file_uri(&target);
+    let mock = MockLlm::start(Anthropic::write_file(&target, "hello from claude\n")).await;
+    let env = client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.terminalEnv", "arguments": []}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(env["CLAUDE_CODE_SSE_PORT"], lock.port.to_string());
+
+    let mut command = std::process::Command::new(&claude);
+    // Ask before writing (auto mode would write without a review).
+    command
+        .args(["--permission-mode", "default"])
+        .current_dir(&client.workspace)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("TERM", "xterm-256color")
+        .env("CLAUDE_CONFIG_DIR", &config)
+        .env("ANTHROPIC_BASE_URL", mock.url())
+        .env("ANTHROPIC_API_KEY", API_KEY)
+        .env("ENABLE_TOOL_SEARCH", "false")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("IS_SANDBOX", "1");
+    for (name, value) in env.as_object().unwrap() {
+        command.env(name, value.as_str().unwrap());
+    }
+    let mut pty = Pty::spawn(&mut command);
+    let report = |pty: &Pty, what: &str| -> String {
+        format!(
+            "{what}\n---- screen ----\n{}\n---- mock ----\n{}\n---- agentls ----\n{}",
+            pty.screen(),
+            mock.summary(),
+            client.stderr()
+        )
+    };
+
+    // Connected: agentls logs the session with the client's name.
+    let connected =
+        support::eventually(|| client.stderr().contains("terminal agent connected")).await;
+    assert!(
+        connected.is_some(),
+        "{}",
+        report(&pty, "claude never connected")
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    pty.type_text("write hello.txt");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    pty.type_text("\r");
+
+    // The Write arrives as a review; the user accepts it in the editor.
+    let previewed = support::eventually(|| {
+        client
+            .received("textDocument/publishDiagnostics")
+            .iter()
+            .any(|m| {
+                m["params"]["uri"] == uri
+                    && m["params"]["diagnostics"].as_array().unwrap().len() == 1
+            })
+    })
+    .await;
+    assert!(
+        previewed.is_some(),
+        "{}",
+        report(&pty, "no review for the Write")
+    );
+    let params = json!({"textDocument": {"uri": uri}, "range": range(0, 0, 0, 0),
+                        "context": {"diagnostics": []}});
+    let actions = client
+        .request("textDocument/codeAction", params)
+        .await
+        .unwrap();
+    let accept = actions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| {
+            a["title"]
+                .as_str()
+                .unwrap()
+                .starts_with("Accept all changes")
+        })
+        .unwrap_or_else(|| panic!("no accept action in {actions:#}"))
+        .clone();
+    client
+        .request("workspace/executeCommand", accept["command"].clone())
+        .await
+        .unwrap();
+
+    // The CLI takes FILE_SAVED, the model sees the tool result, and the turn ends.
+    let tool_result = || {
+        mock.requests_to("/v1/messages").iter().find_map(|r| {
+            let body: Value = r.json();
+            let last = body["messages"].as_array()?.last()?.clone();
+            let content = last["content"].as_array()?;
+            content.iter().find(|b| b["type"] == "tool_result").cloned()
+        })
+    };
+    let finished = support::eventually(|| tool_result().is_some()).await;
+    assert!(
+        finished.is_some(),
+        "{}",
+        report(&pty, "no tool_result reached the model")
+    );
+    let result = tool_result().unwrap();
+    assert_ne!(
+        result["is_error"],
+        true,
+        "{}",
+        report(&pty, &format!("the Write failed: {result}"))
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "hello from claude\n"
+    );
+    let stderr = client.stderr();
+    let called = |tool: &str| stderr.contains(&format!("tool call tool={tool}"));
+    assert!(
+        called("openDiff") && called("close_tab"),
+        "{}",
+        report(&pty, "no openDiff")
+    );
+    let diagnostics = support::eventually(|| client.stderr().contains("tool=getDiagnostics")).await;
+    assert!(
+        diagnostics.is_some(),
+        "{}",
+        report(&pty, "no getDiagnostics call")
+    );
+    drop(pty);
+}
