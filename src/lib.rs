@@ -3,6 +3,7 @@
 //! `lsp` is the host (the editor's side), `editor` the port every agent adapter goes through,
 //! `config` the user's settings. See DESIGN.md in the repository for the shape and its reasons.
 
+pub mod acp;
 pub mod config;
 pub mod doctor;
 pub mod editor;

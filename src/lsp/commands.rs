@@ -12,6 +12,7 @@ use tower_lsp_server::ls_types::{
     CodeAction, CodeActionKind, CodeActionOrCommand, Command, LSPAny, Uri,
 };
 
+use super::agent_commands;
 use super::convert;
 use super::server::Backend;
 use crate::editor::Level;
@@ -27,7 +28,14 @@ pub const DEBUG_WRITE: &str = "agentls.debug.write";
 pub const ANSWER: &str = "agentls.answer";
 
 /// Commands listed in `executeCommandProvider` (clients may offer them to the user).
-pub const ADVERTISED: &[&str] = &[ANSWER];
+pub const ADVERTISED: &[&str] = &[
+    ANSWER,
+    agent_commands::PROMPT,
+    agent_commands::CANCEL,
+    agent_commands::NEW_SESSION,
+    agent_commands::SET_MODE,
+    agent_commands::STATUS,
+];
 
 /// A code action running the command behind a port action.
 pub fn code_action(action: UserAction) -> CodeActionOrCommand {
@@ -84,7 +92,10 @@ pub async fn execute(
                 .map_err(|e| Error::invalid_params(e.to_string()))?;
             Ok(None)
         }
-        other => Err(Error::invalid_params(format!("unknown command `{other}`"))),
+        other => match agent_commands::execute(backend, other, arguments).await {
+            Some(result) => result,
+            None => Err(Error::invalid_params(format!("unknown command `{other}`"))),
+        },
     }
 }
 

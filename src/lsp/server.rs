@@ -34,6 +34,8 @@ pub struct Backend {
     pub(super) ready: watch::Sender<Option<ClientFeatures>>,
     pub(super) config: Mutex<Layers>,
     pub(super) shutdown_requested: Arc<AtomicBool>,
+    pub(super) agents: crate::acp::Agents,
+    pub(super) agent_config: watch::Sender<config::Config>,
 }
 
 /// Parameters of the client notification `agentls/didChangeSelection`.
@@ -70,6 +72,7 @@ impl Backend {
         self.feed.set_policy(AccessPolicy {
             allow_outside_workspace: loaded.config.fs.allow_outside_workspace,
         });
+        self.agent_config.send_replace(loaded.config);
     }
 }
 
@@ -102,6 +105,7 @@ impl LanguageServer for Backend {
 
     async fn shutdown(&self) -> Result<()> {
         self.shutdown_requested.store(true, Ordering::SeqCst);
+        self.agents.shutdown().await;
         Ok(())
     }
 
