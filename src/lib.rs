@@ -5,6 +5,7 @@
 
 pub mod acp;
 pub mod config;
+pub mod demo_agent;
 pub mod doctor;
 pub mod editor;
 pub mod lsp;

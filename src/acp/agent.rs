@@ -61,6 +61,8 @@ pub struct RunningAgent {
     pub active_turns: AtomicUsize,
     /// agentls is stopping it on purpose.
     pub stopping: AtomicBool,
+    /// A turn already told the user that the process died.
+    pub death_reported: AtomicBool,
     cx: ConnectionTo<Agent>,
     current: Mutex<Option<String>>,
     stop: Mutex<Option<oneshot::Sender<()>>>,
@@ -111,6 +113,7 @@ impl RunningAgent {
             },
             active_turns: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
+            death_reported: AtomicBool::new(false),
             cx,
             current: Mutex::new(None),
             stop: Mutex::new(Some(stop)),

@@ -86,11 +86,25 @@ pub fn describe(error: &Error) -> String {
     }
 }
 
+/// The last few stderr lines, shortened, for a one-line message (`agentls.status` and the log
+/// keep more).
 fn stderr_tail(lines: &[String]) -> String {
-    match lines.len() {
-        0 => String::new(),
-        _ => format!("; last stderr: {}", lines.join(" ⏎ ")),
+    const SHOWN: usize = 3;
+    const CHARS: usize = 200;
+    if lines.is_empty() {
+        return String::new();
     }
+    let shown: Vec<String> = lines[lines.len().saturating_sub(SHOWN)..]
+        .iter()
+        .map(|line| {
+            let mut short: String = line.chars().take(CHARS).collect();
+            if short.len() < line.len() {
+                short.push('…');
+            }
+            short
+        })
+        .collect();
+    format!("; last stderr: {}", shown.join(" ⏎ "))
 }
 
 /// The error an agent receives when the port refused a file operation.

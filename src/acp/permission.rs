@@ -80,13 +80,6 @@ async fn decide(
     if let Some(diff) = diff {
         let verdict =
             review_proposed_edit(&link.editor, &origin, &diff.path, &diff.new_text, title).await;
-        if verdict == EditVerdict::Accepted {
-            link.with_session(session, |s| {
-                if let Some(turn) = s.turn.as_mut() {
-                    turn.files.insert(diff.path.clone());
-                }
-            });
-        }
         return match verdict {
             EditVerdict::Accepted => pick(
                 options,

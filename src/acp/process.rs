@@ -236,10 +236,20 @@ mod tests {
     async fn terminate_kills_the_group_and_reaps() {
         let spec = AgentSpec {
             command: "sh".into(),
-            args: vec!["-c".into(), "trap '' TERM; sleep 30 & wait".into()],
+            args: vec![
+                "-c".into(),
+                "trap '' TERM; sleep 30 & echo ready; wait".into(),
+            ],
             env: Default::default(),
         };
-        let (process, _pipes) = spawn_agent("t", &spec, Path::new("/")).unwrap();
+        let (process, pipes) = spawn_agent("t", &spec, Path::new("/")).unwrap();
+        // Signal only once the shell ignores SIGTERM.
+        let mut ready = String::new();
+        tokio::io::BufReader::new(pipes.stdout)
+            .read_line(&mut ready)
+            .await
+            .unwrap();
+        assert_eq!(ready, "ready\n");
         let status = process.terminate(Duration::from_millis(100)).await;
         assert_eq!(status.signal(), Some(libc::SIGKILL));
     }

@@ -53,8 +53,10 @@ pub struct Turn {
     pub tool_calls: BTreeMap<String, String>,
     /// Titles of tool calls that failed.
     pub failed: BTreeSet<String>,
-    /// Files the agent changed or proposed to change.
+    /// Files the agent changed (written through agentls, or by an edit tool call that completed).
     pub files: BTreeSet<PathBuf>,
+    /// Files each pending edit tool call is about, by tool call id.
+    pub editing: BTreeMap<String, Vec<PathBuf>>,
     /// The agent's current (latest) message.
     pub message: String,
     /// Whether the next text chunk starts a new message.

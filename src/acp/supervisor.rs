@@ -340,7 +340,9 @@ async fn watch_death(inner: Arc<Inner>, slot: Arc<Slot>, agent: Arc<RunningAgent
     let failure = agent.process.died(status);
     slot.crashed(&failure);
     tracing::warn!(agent = agent.name(), "{failure}");
-    if agent.active_turns.load(Ordering::SeqCst) == 0 {
+    let quiet = agent.active_turns.load(Ordering::SeqCst) > 0
+        || agent.death_reported.load(Ordering::SeqCst);
+    if !quiet {
         inner.editor.tell_user(
             Level::Error,
             format!("{}: {failure}; the next prompt restarts it", agent.name()),

@@ -40,8 +40,16 @@ pub fn lines(
         writer.flush().await?;
         Ok::<_, std::io::Error>(writer)
     });
+    Lines::new(sink, incoming_messages(incoming, on_skipped))
+}
+
+/// The JSON message lines of `incoming`; everything else goes to `on_skipped`.
+pub fn incoming_messages(
+    incoming: impl AsyncRead + Unpin + Send + 'static,
+    on_skipped: OnSkipped,
+) -> impl Stream<Item = std::io::Result<String>> + Send + 'static {
     let reader = BufReader::with_capacity(64 * 1024, incoming);
-    let stream = futures::stream::unfold(
+    Box::pin(futures::stream::unfold(
         (reader, on_skipped),
         |(mut reader, on_skipped)| async move {
             loop {
@@ -53,8 +61,7 @@ pub fn lines(
                 }
             }
         },
-    );
-    Lines::new(sink, Box::pin(stream))
+    ))
 }
 
 /// The next line that looks like a JSON message (`Ok(Some(Ok))`), a skipped line

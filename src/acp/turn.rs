@@ -75,6 +75,10 @@ pub async fn run_and_report(
 ) {
     agent.active_turns.fetch_add(1, Ordering::SeqCst);
     let (end, turn) = run(agent, text, context, progress_id).await;
+    if matches!(end, TurnEnd::Failed(AgentFailure::ProcessDied { .. })) {
+        // Before the count drops: the death watcher then knows it need not tell.
+        agent.death_reported.store(true, Ordering::SeqCst);
+    }
     tell(agent, &end, turn.as_ref(), progress_id);
     agent.active_turns.fetch_sub(1, Ordering::SeqCst);
 }

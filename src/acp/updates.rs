@@ -45,14 +45,19 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
             turn.message_done = true;
             turn.tool_calls
                 .insert(call.tool_call_id.to_string(), call.title.clone());
+            let id = call.tool_call_id.to_string();
+            let mut paths: Vec<_> = diff_paths(&call.content).collect();
             if matches!(
                 call.kind,
                 ToolKind::Edit | ToolKind::Delete | ToolKind::Move
             ) {
-                turn.files
-                    .extend(call.locations.iter().map(|l| l.path.clone()));
+                paths.extend(call.locations.iter().map(|l| l.path.clone()));
             }
-            turn.files.extend(diff_paths(&call.content));
+            if call.status == ToolCallStatus::Completed {
+                turn.files.extend(paths);
+            } else if !paths.is_empty() {
+                turn.editing.entry(id).or_default().extend(paths);
+            }
             if call.status == ToolCallStatus::Failed {
                 turn.failed.insert(call.title.clone());
             }
@@ -69,7 +74,18 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
                 turn.tool_calls.insert(id.clone(), title.clone());
             }
             if let Some(content) = &fields.content {
-                turn.files.extend(diff_paths(content));
+                let paths = diff_paths(content);
+                turn.editing.entry(id.clone()).or_default().extend(paths);
+            }
+            match fields.status {
+                Some(ToolCallStatus::Completed) => {
+                    let paths = turn.editing.remove(&id).unwrap_or_default();
+                    turn.files.extend(paths);
+                }
+                Some(ToolCallStatus::Failed) => {
+                    turn.editing.remove(&id);
+                }
+                _ => {}
             }
             let title = turn.tool_calls.get(&id).cloned().unwrap_or(id);
             if fields.status == Some(ToolCallStatus::Failed) {

@@ -6,6 +6,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part of this
 
+pub mod agents;
 pub mod text;
 
 use std::collections::HashMap;

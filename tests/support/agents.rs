@@ -1,0 +1,120 @@
+//! Helpers for driving agents through the test client: the agent commands, waiting for a turn's
+//! summary, and answering questions through code actions.
+
+use serde_json::{Value, json};
+
+use super::TestClient;
+
+/// Capabilities of an editor without `window/showMessageRequest` (like Helix): questions come as
+/// code actions.
+pub fn capabilities_without_dialogs() -> Value {
+    let mut caps = TestClient::rich_capabilities(false);
+    caps["window"]
+        .as_object_mut()
+        .unwrap()
+        .remove("showMessage");
+    caps
+}
+
+impl TestClient {
+    /// Runs `workspace/executeCommand`.
+    pub async fn execute(&self, command: &str, argument: Value) -> Result<Value, Value> {
+        let arguments = if argument.is_null() {
+            json!([])
+        } else {
+            json!([argument])
+        };
+        self.request(
+            "workspace/executeCommand",
+            json!({"command": command, "arguments": arguments}),
+        )
+        .await
+    }
+
+    /// `agentls.prompt` with `text` to the default agent.
+    pub async fn prompt(&self, text: &str) {
+        self.execute("agentls.prompt", json!({"text": text}))
+            .await
+            .expect("agentls.prompt");
+    }
+
+    /// `agentls.status`.
+    pub async fn agent_status(&self) -> Value {
+        self.execute("agentls.status", Value::Null)
+            .await
+            .expect("agentls.status")
+    }
+
+    /// Waits for a `window/showMessage` whose text contains `needle`; returns the text.
+    pub async fn take_message(&self, needle: &str) -> String {
+        let message = self
+            .take("window/showMessage", |p| {
+                p["message"].as_str().unwrap_or_default().contains(needle)
+            })
+            .await;
+        message["params"]["message"].as_str().unwrap().to_owned()
+    }
+
+    /// Waits until the log has said `needle`, then returns everything logged so far, joined.
+    pub async fn take_log_until(&self, needle: &str) -> String {
+        let last = self
+            .take("window/logMessage", |p| {
+                p["message"].as_str().unwrap_or_default().contains(needle)
+            })
+            .await;
+        let last = last["params"]["message"].as_str().unwrap_or_default();
+        format!("{}\n{last}", self.log_text())
+    }
+
+    /// Everything logged so far that was not taken, joined.
+    pub fn log_text(&self) -> String {
+        self.received("window/logMessage")
+            .iter()
+            .map(|m| {
+                m["params"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The code actions offered at the start of `uri`.
+    pub async fn code_actions(&self, uri: &str) -> Vec<Value> {
+        let params = json!({"textDocument": {"uri": uri}, "range": super::range(0, 0, 0, 0),
+                            "context": {"diagnostics": []}});
+        let actions = self
+            .request("textDocument/codeAction", params)
+            .await
+            .expect("codeAction");
+        actions.as_array().cloned().unwrap_or_default()
+    }
+
+    /// Runs the command of the code action at `uri` whose title starts with `prefix`.
+    pub async fn run_code_action(&self, uri: &str, prefix: &str) {
+        let actions = self.code_actions(uri).await;
+        let action = actions
+            .iter()
+            .find(|a| a["title"].as_str().unwrap_or_default().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no code action starting with {prefix:?}: {actions:?}"));
+        let command = &action["command"];
+        self.request(
+            "workspace/executeCommand",
+            json!({"command": command["command"], "arguments": command["arguments"]}),
+        )
+        .await
+        .expect("code action command");
+    }
+
+    /// The pid of agent `name` from `agentls.status`.
+    pub async fn agent_pid(&self, name: &str) -> Option<i32> {
+        let status = self.agent_status().await;
+        status["agents"]
+            .as_array()?
+            .iter()
+            .find(|a| a["name"] == name)?["pid"]
+            .as_i64()
+            .map(|p| p as i32)
+    }
+}
