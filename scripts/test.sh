@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/test-tools.sh)"
-cargo test --all-targets "$@"
+cargo test "$@"

@@ -69,6 +69,36 @@ pub struct FsConfig {
     pub allow_outside_workspace: bool,
 }
 
+/// Per-agent review settings.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ReviewOverride {
+    /// Overrides `review.autoAccept` for this agent.
+    pub auto_accept: Option<bool>,
+}
+
+/// How agents' proposals are reviewed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ReviewConfig {
+    /// Apply every proposal without asking (default false).
+    pub auto_accept: bool,
+    /// Lines of each side shown in a change's preview (default 8).
+    pub max_preview_lines: usize,
+    /// Overrides by agent name (for terminal agents: the name they connect as).
+    pub agents: BTreeMap<String, ReviewOverride>,
+}
+
+impl Default for ReviewConfig {
+    fn default() -> Self {
+        Self {
+            auto_accept: false,
+            max_preview_lines: 8,
+            agents: BTreeMap::new(),
+        }
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -79,6 +109,8 @@ pub struct Config {
     pub agents: BTreeMap<String, AgentSpec>,
     /// File access rules.
     pub fs: FsConfig,
+    /// How proposals are reviewed.
+    pub review: ReviewConfig,
 }
 
 /// The name of the built-in demo agent, used when no agent is configured.

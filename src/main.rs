@@ -81,7 +81,10 @@ fn demo_agent() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(agentls::demo_agent::run());
+    let result = runtime.block_on(agentls::demo_agent::run(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    ));
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     match result {
         Ok(()) => ExitCode::SUCCESS,

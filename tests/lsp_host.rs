@@ -373,3 +373,31 @@ async fn wait_for_file(path: &std::path::Path, expected: &str) {
         .await
         .unwrap_or_else(|| panic!("{} never said {expected:?}", path.display()));
 }
+
+/// Plugins forward the editor's other diagnostics; agentls keeps them for agents.
+#[tokio::test]
+async fn forwarded_diagnostics_are_kept_per_file() {
+    let client = started(false).await;
+    let uri = client.open("d.rs", "rust", "fn main() {}\n").await;
+    let diagnostic = json!({"range": range(0, 3, 0, 7), "severity": 1, "message": "unused",
+                            "source": "rust-analyzer", "code": "E0001"});
+    client
+        .notify(
+            "agentls/didChangeDiagnostics",
+            json!({"uri": uri, "diagnostics": [diagnostic]}),
+        )
+        .await;
+    let state = client.server_state().await;
+    let forwarded = &state["diagnostics"][0];
+    assert_eq!(forwarded["path"], support::file_uri_to_path(&uri));
+    assert_eq!(forwarded["diagnostics"][0]["message"], "unused");
+    assert_eq!(forwarded["diagnostics"][0]["level"], "Error");
+    assert_eq!(forwarded["diagnostics"][0]["source"], "rust-analyzer");
+    client
+        .notify(
+            "agentls/didChangeDiagnostics",
+            json!({"uri": uri, "diagnostics": []}),
+        )
+        .await;
+    assert_eq!(client.server_state().await["diagnostics"], json!([]));
+}

@@ -26,7 +26,7 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
     Agent, Client, Error, Lines, on_receive_notification, on_receive_request,
 };
-use tokio::io::AsyncWriteExt as _;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
 
 use crate::acp::transport;
@@ -37,18 +37,22 @@ type Modes = Arc<Mutex<HashMap<String, String>>>;
 /// The size of the `@bigline` chunk and noise line.
 const BIG_LINE: usize = 10 * 1024 * 1024;
 
-type SharedStdout = Arc<tokio::sync::Mutex<tokio::io::Stdout>>;
+/// The protocol output, shared so that test hooks can write raw lines between messages.
+type SharedStdout = Arc<tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>>;
 type Turns = Arc<Mutex<HashMap<String, CancellationToken>>>;
 
-/// Serves ACP on stdin/stdout until stdin closes.
-pub async fn run() -> Result<(), Error> {
-    let stdout: SharedStdout = Arc::new(tokio::sync::Mutex::new(tokio::io::stdout()));
+/// Serves ACP on `input`/`output` (the process's stdin/stdout) until the input closes.
+pub async fn run(
+    input: impl AsyncRead + Send + Unpin + 'static,
+    output: impl AsyncWrite + Send + Unpin + 'static,
+) -> Result<(), Error> {
+    let stdout: SharedStdout = Arc::new(tokio::sync::Mutex::new(Box::new(output)));
     let sink = futures::sink::unfold(Arc::clone(&stdout), |out, line: String| async move {
         write_line(&out, &line).await?;
         Ok::<_, std::io::Error>(out)
     });
     let incoming = transport::incoming_messages(
-        tokio::io::stdin(),
+        input,
         Arc::new(|skipped| tracing::warn!(?skipped, "demo agent: skipped input")),
     );
     let turns: Turns = Arc::default();
@@ -186,7 +190,7 @@ async fn run_turn(
         turn.say(chunk)?;
     }
     if script.crash {
-        eprintln!("demo-agent: crashing on purpose (@crash)");
+        tracing::error!("demo-agent: crashing on purpose (@crash)");
         std::process::exit(3);
     }
     if script.big_line {

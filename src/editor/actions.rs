@@ -20,6 +20,17 @@ pub enum ActionCommand {
         /// The chosen answer's id.
         choice: String,
     },
+    /// Accept or reject a review's hunk (or all its open hunks).
+    Decide {
+        /// The review.
+        review: u64,
+        /// One hunk, or all open ones.
+        hunk: Option<usize>,
+        /// Accept (else reject).
+        accept: bool,
+        /// Reject and ask the agent to propose again.
+        rerequest: bool,
+    },
 }
 
 /// One action to offer, with its title.
@@ -32,9 +43,15 @@ pub struct UserAction {
 }
 
 impl State {
-    /// The actions to offer for `range` of `path`. Open questions are offered everywhere: the
-    /// user should not have to find the right file to answer one.
-    pub fn actions(&self, _path: &Path, _range: Range) -> Vec<UserAction> {
+    /// The actions to offer for `range` of `path`: review changes there, then open questions,
+    /// which are offered everywhere (the user should not have to find the right file to answer).
+    pub fn actions(&self, path: &Path, range: Range) -> Vec<UserAction> {
+        let mut actions = self.review_actions(path, range);
+        actions.extend(self.question_actions());
+        actions
+    }
+
+    fn question_actions(&self) -> Vec<UserAction> {
         self.questions
             .open()
             .iter()

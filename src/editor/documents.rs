@@ -68,20 +68,67 @@ impl Document {
         self.text.slice(span).to_string()
     }
 
-    /// Applies the editor's changes in order and takes the new version.
-    pub fn apply(&mut self, version: i32, changes: &[TextChange], encoding: PositionEncoding) {
+    /// Applies the editor's changes in order and takes the new version. With `track`, returns
+    /// what each change did as [`Splice`]s, in order, each relative to the text just before it
+    /// (a whole-text replacement is broken into the minimal splices, so a review over the text
+    /// can follow it).
+    pub fn apply(
+        &mut self,
+        version: i32,
+        changes: &[TextChange],
+        encoding: PositionEncoding,
+        track: bool,
+    ) -> Vec<Splice> {
+        let mut splices = Vec::new();
         for change in changes {
             match change.range {
-                None => self.text = Rope::from_str(&change.text),
+                None => {
+                    if track {
+                        splices.extend(splices_between(&self.text.to_string(), &change.text));
+                    }
+                    self.text = Rope::from_str(&change.text);
+                }
                 Some(range) => {
                     let span = self.mapper(encoding).char_range(range);
                     self.text.remove(span.clone());
                     self.text.insert(span.start, &change.text);
+                    if track {
+                        let inserted = change.text.chars().count();
+                        splices.push(Splice {
+                            removed: span,
+                            inserted,
+                        });
+                    }
                 }
             }
         }
         self.version = version;
+        splices
     }
+}
+
+/// One change of a text: the chars `removed` replaced by `inserted` chars.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Splice {
+    /// Char offsets replaced, in the text just before this splice.
+    pub removed: std::ops::Range<usize>,
+    /// How many chars replace them.
+    pub inserted: usize,
+}
+
+/// The minimal splices turning `old` into `new`, in an order where each is relative to the
+/// text left by the ones before it (last in the text first).
+pub fn splices_between(old: &str, new: &str) -> Vec<Splice> {
+    let rope = Rope::from_str(old);
+    let mut splices: Vec<Splice> = super::diff::minimal_edits(old, new)
+        .into_iter()
+        .map(|edit| Splice {
+            removed: rope.byte_to_char(edit.range.start)..rope.byte_to_char(edit.range.end),
+            inserted: edit.text.chars().count(),
+        })
+        .collect();
+    splices.reverse();
+    splices
 }
 
 /// All open documents.
@@ -132,8 +179,18 @@ mod tests {
     #[test]
     fn incremental_changes_in_utf16_splice_the_right_chars() {
         let mut doc = Document::new("a😀b\n漢字\n", 1, "text");
-        doc.apply(2, &[change(0, 3, 0, 4, "B")], PositionEncoding::Utf16);
-        doc.apply(3, &[change(1, 1, 1, 2, "語")], PositionEncoding::Utf16);
+        doc.apply(
+            2,
+            &[change(0, 3, 0, 4, "B")],
+            PositionEncoding::Utf16,
+            false,
+        );
+        doc.apply(
+            3,
+            &[change(1, 1, 1, 2, "語")],
+            PositionEncoding::Utf16,
+            false,
+        );
         assert_eq!(doc.text(), "a😀B\n漢語\n");
         assert_eq!(doc.version(), 3);
     }
@@ -145,21 +202,37 @@ mod tests {
             2,
             &[change(0, 5, 0, 6, "c"), change(0, 0, 0, 0, ">")],
             PositionEncoding::Utf8,
+            false,
         );
         assert_eq!(doc.text(), ">a😀c");
     }
 
     #[test]
-    fn full_sync_replaces_the_text() {
-        let mut doc = Document::new("old", 1, "text");
-        doc.apply(
+    fn full_sync_replaces_the_text_and_reports_minimal_splices() {
+        let mut doc = Document::new("one\ntwo\nthree\n", 1, "text");
+        let splices = doc.apply(
             2,
             &[TextChange {
                 range: None,
-                text: "new".into(),
+                text: "ONE\ntwo\nthree!\n".into(),
             }],
             PositionEncoding::Utf16,
+            true,
         );
-        assert_eq!(doc.text(), "new");
+        assert_eq!(doc.text(), "ONE\ntwo\nthree!\n");
+        // Last first, so each splice is relative to the text the previous ones left.
+        assert_eq!(
+            splices,
+            vec![
+                Splice {
+                    removed: 13..13,
+                    inserted: 1
+                },
+                Splice {
+                    removed: 0..3,
+                    inserted: 3
+                },
+            ]
+        );
     }
 }

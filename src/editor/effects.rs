@@ -3,13 +3,14 @@
 
 use std::path::PathBuf;
 
+use serde::Serialize;
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 
 use super::position::Range;
 
 /// How loud a message is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum Level {
     /// Something failed.
     Error,
@@ -41,6 +42,22 @@ pub struct DocumentEdit {
     pub version: i32,
     /// Non-overlapping edits, in document order.
     pub edits: Vec<TextEdit>,
+}
+
+/// A message at a place in a file: agentls's own (published as LSP diagnostics) or one the
+/// editor forwarded from its other language servers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    /// Where.
+    pub range: Range,
+    /// How loud.
+    pub level: Level,
+    /// What to say.
+    pub message: String,
+    /// A code tying it to what it is about (e.g. a review id).
+    pub code: Option<String>,
+    /// Who says it (`agentls` for ours).
+    pub source: Option<String>,
 }
 
 /// A step of a long-running piece of work.
@@ -116,6 +133,17 @@ pub enum Effect {
         /// Whether the editor applied them.
         reply: Reply<()>,
     },
+    /// Replace everything agentls shows as diagnostics on `path` (an empty list clears them).
+    Diagnostics {
+        /// The file.
+        path: PathBuf,
+        /// The document version they belong to, when the file is open.
+        version: Option<i32>,
+        /// All of agentls's diagnostics for the file.
+        diagnostics: Vec<Diagnostic>,
+    },
+    /// Inlay hints changed; editors that can should ask again.
+    RefreshInlayHints,
     /// Tell editor plugins about an event (the host sends it as the notification
     /// `agentls/<event>`); editors without a plugin ignore it.
     PluginEvent {

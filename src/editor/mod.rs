@@ -5,12 +5,17 @@
 //! to the one task that owns [`State`].
 
 pub mod actions;
+pub mod context;
 pub mod diff;
+pub mod disk_sync;
 pub mod documents;
 pub mod effects;
 pub mod files;
 pub mod position;
 pub mod questions;
+pub mod review;
+pub mod review_view;
+pub mod reviews;
 pub mod selection;
 pub mod state;
 
@@ -24,6 +29,7 @@ pub use effects::{Effect, EffectError, EffectReceiver, EffectSender, Level};
 pub use files::FileError;
 pub use position::{Position, PositionEncoding, Range};
 pub use questions::{Choice, ChoiceKind};
+pub use review::Verdict;
 pub use selection::Selection;
 pub use state::{State, StateGone, StateHandle};
 
@@ -82,10 +88,26 @@ pub struct OpenDocument {
 }
 
 /// Rules the port applies to agents' requests, from the config.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AccessPolicy {
     /// Let agents touch files outside the workspace folders.
     pub allow_outside_workspace: bool,
+    /// Accept every review without asking (`review.autoAccept`).
+    pub auto_accept: bool,
+    /// Per-origin overrides of `auto_accept`, by origin label (`review.agents.<name>.autoAccept`).
+    pub auto_accept_for: std::collections::BTreeMap<String, bool>,
+    /// How many lines of each side a review preview shows (`review.maxPreviewLines`).
+    pub max_preview_lines: usize,
+}
+
+impl AccessPolicy {
+    /// Whether reviews from the origin labelled `label` are accepted without asking.
+    pub fn auto_accepts(&self, label: &str) -> bool {
+        self.auto_accept_for
+            .get(label)
+            .copied()
+            .unwrap_or(self.auto_accept)
+    }
 }
 
 /// The whole surface an agent may use; clone it freely.
@@ -107,7 +129,7 @@ pub struct EditorFeed {
 /// Starts the state task; effects for the editor arrive on the returned receiver.
 pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
     let (effects, receiver) = EffectSender::channel();
-    let state = StateHandle::spawn(State::new(effects.clone()));
+    let state = StateHandle::spawn(|me| State::new(effects.clone(), me));
     let policy = std::sync::Arc::default();
     let access = EditorAccess {
         state: state.clone(),
@@ -214,9 +236,17 @@ impl EditorAccess {
         self.check_path(path).await?;
         let (p, c) = (path.to_owned(), content.to_owned());
         let label = format!("agent edit: {}", file_name(path));
-        let plan = self
+        // After a partial accept, a write of the whole proposal writes the accepted part only;
+        // the buffer already holds the accepted hunks (and the user's edits) and stays as is.
+        let (content, plan) = self
             .state
-            .query(move |s| s.plan_write(&p, &c, &label))
+            .query(move |s| match s.expectations.correct(&p, &c) {
+                Some(accepted) => (accepted, None),
+                None => {
+                    let plan = s.plan_write(&p, &c, &label);
+                    (c, plan)
+                }
+            })
             .await?;
         if let Some(edit) = plan {
             self.effects
@@ -227,7 +257,7 @@ impl EditorAccess {
                     source,
                 })?;
         }
-        files::write_atomic(path, content).await?;
+        files::write_atomic(path, &content).await?;
         Ok(())
     }
 
@@ -284,8 +314,82 @@ impl EditorAccess {
     pub fn close_origin(&self, origin: &Origin) {
         let origin = origin.clone();
         self.state.update(move |s| {
-            s.questions.cancel_origin(&origin);
+            let questions = s.questions.cancel_origin(&origin);
+            let reviews = s.cancel_origin_reviews(&origin);
+            if questions + reviews > 0 {
+                s.effects.message(
+                    Level::Warning,
+                    format!(
+                        "{} went away: {reviews} pending review(s) and {questions} question(s) withdrawn",
+                        origin.label
+                    ),
+                );
+            }
         });
+    }
+
+    /// Shows `origin`'s proposal for `path` as a review and waits for the user's verdict. The
+    /// proposal is diffed against what the user sees (the open buffer, else the disk; a missing
+    /// file is empty), never against what the agent believes the file says.
+    pub async fn review_diff(
+        &self,
+        origin: &Origin,
+        path: &Path,
+        new_text: &str,
+        title: &str,
+    ) -> Result<review::Verdict, FileError> {
+        self.check_path(path).await?;
+        let (base, base_version, file_existed) = match self.buffer(path).await {
+            Some((text, version)) => (text, Some(version), true),
+            None => match files::read(path).await {
+                Ok(text) => (text, None, true),
+                Err(e) if e.is_not_found() => (String::new(), None, false),
+                Err(e) => return Err(e),
+            },
+        };
+        let auto_accept = self.policy().auto_accepts(&origin.label);
+        let proposal = new_text.to_owned();
+        let (base, hunks) = tokio::task::spawn_blocking(move || {
+            let hunks = review::Review::hunks_between(&base, &proposal);
+            (base, hunks)
+        })
+        .await
+        .map_err(|e| FileError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::other(e),
+        })?;
+        let request = reviews::ReviewRequest {
+            origin: origin.clone(),
+            path: path.to_owned(),
+            title: title.to_owned(),
+            proposal: new_text.to_owned(),
+            base,
+            base_version,
+            file_existed,
+            hunks,
+            auto_accept,
+        };
+        let (reply, verdict) = tokio::sync::oneshot::channel();
+        self.state.update(move |s| s.open_review(request, reply));
+        Ok(verdict.await.unwrap_or(review::Verdict::Cancelled))
+    }
+
+    /// Diagnostics for `path` (or every file): what the editor forwarded from its other
+    /// language servers, plus agentls's own.
+    pub async fn diagnostics(&self, path: Option<&Path>) -> Vec<context::FileDiagnostics> {
+        let path = path.map(Path::to_path_buf);
+        self.state
+            .query(move |s| s.all_diagnostics(path.as_deref()))
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Every context event from now on (selection changes, documents opened or closed,
+    /// mentions). A subscriber that falls far behind gets `Lagged` and should take the latest.
+    pub async fn watch_context(
+        &self,
+    ) -> Option<tokio::sync::broadcast::Receiver<context::ContextEvent>> {
+        self.state.query(|s| s.context.subscribe()).await.ok()
     }
 
     /// Tells editor plugins about `event` (sent as `agentls/<event>`; editors without a plugin
@@ -321,8 +425,15 @@ impl EditorAccess {
             .flatten()
     }
 
+    fn policy(&self) -> AccessPolicy {
+        self.policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     async fn check_path(&self, path: &Path) -> Result<(), FileError> {
-        let policy = *self.policy.read().unwrap_or_else(|e| e.into_inner());
+        let policy = self.policy();
         let folders = if policy.allow_outside_workspace {
             Vec::new()
         } else {
@@ -340,7 +451,10 @@ impl EditorFeed {
 
     /// Sets the rules for agents' requests.
     pub fn set_policy(&self, policy: AccessPolicy) {
+        let preview_lines = policy.max_preview_lines;
         *self.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
+        self.state
+            .update(move |s| s.review_preview_lines = preview_lines.max(1));
     }
 
     /// The editor opened a document.
@@ -364,6 +478,23 @@ impl EditorFeed {
     pub fn selected(&self, path: PathBuf, range: Range, text: Option<String>) {
         self.state
             .update(move |s| s.did_change_selection(path, range, text));
+    }
+
+    /// The editor forwarded diagnostics for `path` (replacing earlier ones).
+    pub fn diagnostics_forwarded(&self, path: PathBuf, diagnostics: Vec<effects::Diagnostic>) {
+        self.state
+            .update(move |s| s.context.set_forwarded(path, diagnostics));
+    }
+
+    /// The user pointed agents at the current selection (or at `selection`).
+    pub fn mentioned(&self, selection: Option<Selection>) {
+        self.state.update(move |s| {
+            let selection = selection.or_else(|| s.selections.current().cloned());
+            if let Some(selection) = selection {
+                s.context
+                    .publish(context::ContextEvent::Mentioned(selection));
+            }
+        });
     }
 
     /// Workspace folders changed.

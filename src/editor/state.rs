@@ -9,11 +9,13 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
+use super::context::ContextEvent;
 use super::diff;
 use super::documents::{Document, Documents, TextChange};
 use super::effects::{DocumentEdit, EffectSender, TextEdit};
 use super::position::{PositionEncoding, Range};
 use super::questions::Questions;
+use super::review::Review;
 use super::selection::{Selection, Selections};
 
 /// Everything the editor has told us, owned by one task.
@@ -29,20 +31,38 @@ pub struct State {
     pub encoding: PositionEncoding,
     /// Questions waiting for an answer through code actions.
     pub questions: Questions,
+    /// Open reviews, oldest first.
+    pub reviews: Vec<Review>,
+    /// The last review id handed out.
+    pub next_review_id: u64,
+    /// `review.maxPreviewLines`.
+    pub review_preview_lines: usize,
+    /// Forwarded diagnostics and context events for agents.
+    pub context: super::context::Context,
+    /// What accepted reviews lead us to expect agents to write.
+    pub expectations: super::disk_sync::Expectations,
     /// Where effects for the editor go.
     pub effects: EffectSender,
+    /// This task's own handle, for work that reports back later (an editor's answer, a write).
+    pub me: StateHandle,
 }
 
 impl State {
-    /// Empty state that sends its effects to `effects`.
-    pub fn new(effects: EffectSender) -> Self {
+    /// Empty state that sends its effects to `effects` and reaches itself through `me`.
+    pub fn new(effects: EffectSender, me: StateHandle) -> Self {
         Self {
             documents: Documents::default(),
             selections: Selections::default(),
             folders: Vec::new(),
             encoding: PositionEncoding::default(),
             questions: Questions::default(),
+            reviews: Vec::new(),
+            next_review_id: 0,
+            review_preview_lines: super::review_view::DEFAULT_PREVIEW_LINES,
+            expectations: Default::default(),
+            context: Default::default(),
             effects,
+            me,
         }
     }
 
@@ -50,18 +70,26 @@ impl State {
     pub fn did_open(&mut self, path: PathBuf, text: &str, version: i32, language: &str) {
         self.selections.focus(&path);
         self.documents
-            .open(path, Document::new(text, version, language));
+            .open(path.clone(), Document::new(text, version, language));
+        self.reviews_follow_open(&path);
+        self.context.publish(ContextEvent::DocumentsChanged);
     }
 
     /// The editor changed a document. A change to a document we never saw opened is logged and
     /// dropped: there is no text to apply it to.
     pub fn did_change(&mut self, path: &Path, version: i32, changes: &[TextChange]) {
+        let track = self.reviews.iter().any(|r| r.path == path);
         match self.documents.get_mut(path) {
-            Some(document) => document.apply(version, changes, self.encoding),
+            Some(document) => {
+                let splices = document.apply(version, changes, self.encoding, track);
+                if track {
+                    self.rebase_reviews(path, &splices, version);
+                }
+            }
             None => self.effects.log(
                 super::Level::Warning,
                 format!(
-                    "didChange for {} which is not open; ignored",
+                    "didChange for {} which is not open; ignored\n",
                     path.display()
                 ),
             ),
@@ -70,8 +98,11 @@ impl State {
 
     /// The editor closed a document.
     pub fn did_close(&mut self, path: &Path) {
-        self.documents.close(path);
+        if let Some(doc) = self.documents.close(path) {
+            self.reviews_follow_close(path, doc.rope());
+        }
         self.selections.forget(path);
+        self.context.publish(ContextEvent::DocumentsChanged);
     }
 
     /// The user selected `range` in `path`; `text` is what the editor says it covers, else we
@@ -83,7 +114,10 @@ impl State {
                 .map(|doc| doc.slice(range, self.encoding))
                 .unwrap_or_default()
         });
-        self.selections.update(Selection { path, range, text });
+        let selection = Selection { path, range, text };
+        self.selections.update(selection.clone());
+        self.context
+            .publish(ContextEvent::SelectionChanged(selection));
     }
 
     /// Workspace folders were added or removed.
@@ -153,6 +187,8 @@ impl State {
             "focused": self.selections.focused(),
             "currentSelection": self.selections.current(),
             "latestSelection": self.selections.latest(),
+            "diagnostics": self.all_diagnostics(None),
+            "reviews": self.reviews_summary(),
         })
     }
 }
@@ -171,9 +207,11 @@ pub struct StateHandle {
 pub struct StateGone;
 
 impl StateHandle {
-    /// Starts the state task owning `state`.
-    pub fn spawn(mut state: State) -> Self {
+    /// Starts the state task owning the state `make` builds (it gets the task's own handle).
+    pub fn spawn(make: impl FnOnce(StateHandle) -> State) -> Self {
         let (jobs, mut queue) = mpsc::unbounded_channel::<Job>();
+        let handle = Self { jobs };
+        let mut state = make(handle.clone());
         tokio::spawn(async move {
             while let Some(job) = queue.recv().await {
                 // One buggy job must not take every editor feature down with it.
@@ -182,7 +220,7 @@ impl StateHandle {
                 }
             }
         });
-        Self { jobs }
+        handle
     }
 
     /// Queues a change to the state; it runs after everything queued before it.
@@ -208,10 +246,16 @@ mod tests {
     use super::super::position::Position;
     use super::*;
 
+    /// A state for tests, with a handle that goes nowhere.
+    pub(crate) fn test_state() -> (State, super::super::EffectReceiver) {
+        let (effects, rx) = EffectSender::channel();
+        let (jobs, _queue) = mpsc::unbounded_channel();
+        (State::new(effects, StateHandle { jobs }), rx)
+    }
+
     #[test]
     fn plan_write_gives_small_edits_against_the_buffer_version() {
-        let (effects, _rx) = EffectSender::channel();
-        let mut state = State::new(effects);
+        let (mut state, _rx) = test_state();
         let path = PathBuf::from("/ws/a.txt");
         state.did_open(path.clone(), "one\ntwo 😀\nthree\n", 7, "text");
         let edit = state
@@ -239,8 +283,7 @@ mod tests {
 
     #[test]
     fn selection_text_comes_from_the_buffer_when_not_given() {
-        let (effects, _rx) = EffectSender::channel();
-        let mut state = State::new(effects);
+        let (mut state, _rx) = test_state();
         let path = PathBuf::from("/ws/a.txt");
         state.did_open(path.clone(), "hello 漢字 world", 1, "text");
         let range = Range::new(Position::new(0, 6), Position::new(0, 8));

@@ -20,6 +20,10 @@ pub struct ClientFeatures {
     pub work_done_progress: bool,
     /// `window/showMessageRequest`.
     pub show_message_request: bool,
+    /// `textDocument/inlayHint`.
+    pub inlay_hints: bool,
+    /// `workspace/inlayHint/refresh`.
+    pub inlay_hint_refresh: bool,
 }
 
 impl ClientFeatures {
@@ -49,6 +53,14 @@ impl ClientFeatures {
                 .is_some_and(|d| d.support),
             work_done_progress: window.and_then(|w| w.work_done_progress).unwrap_or(false),
             show_message_request: window.is_some_and(|w| w.show_message.is_some()),
+            inlay_hints: caps
+                .text_document
+                .as_ref()
+                .is_some_and(|t| t.inlay_hint.is_some()),
+            inlay_hint_refresh: workspace
+                .and_then(|w| w.inlay_hint.as_ref())
+                .and_then(|h| h.refresh_support)
+                .unwrap_or(false),
         }
     }
 

@@ -15,8 +15,9 @@ use tower_lsp_server::ls_types::{
 use super::agent_commands;
 use super::convert;
 use super::server::Backend;
-use crate::editor::Level;
 use crate::editor::actions::{ActionCommand, UserAction};
+use crate::editor::reviews::Decision;
+use crate::editor::{Level, Origin, Selection};
 
 /// Dump everything the server believes about the editor (documents with their text, selections,
 /// folders). For tests and for debugging a client; not advertised.
@@ -24,12 +25,29 @@ pub const DEBUG_STATE: &str = "agentls.debug.state";
 /// Write a file through the editor exactly as an agent would; not advertised.
 pub const DEBUG_WRITE: &str = "agentls.debug.write";
 
+/// Propose `text` for a file as a review from a test origin, exactly as an agent would; the
+/// verdict is logged as `agentls.debug.review verdict: <json>`. Not advertised.
+pub const DEBUG_REVIEW: &str = "agentls.debug.review";
+/// Make a test origin go away (its reviews and questions are withdrawn). Not advertised.
+pub const DEBUG_CLOSE_ORIGIN: &str = "agentls.debug.closeOrigin";
+
+/// Point connected agents at the current selection (`[{"uri"?, "range"?}]` for another one).
+pub const MENTION: &str = "agentls.mention";
+
 /// Answer a question an agent asked: `[{"question": id, "choice": id}]`.
 pub const ANSWER: &str = "agentls.answer";
 
+/// Accept review changes: `[{"review": id, "hunk"?: index}]` (no hunk: all open ones).
+pub const ACCEPT: &str = "agentls.accept";
+/// Reject review changes: `[{"review": id, "hunk"?: index, "rerequest"?: bool}]`.
+pub const REJECT: &str = "agentls.reject";
+
 /// Commands listed in `executeCommandProvider` (clients may offer them to the user).
 pub const ADVERTISED: &[&str] = &[
+    ACCEPT,
+    REJECT,
     ANSWER,
+    MENTION,
     agent_commands::PROMPT,
     agent_commands::CANCEL,
     agent_commands::NEW_SESSION,
@@ -42,6 +60,21 @@ pub fn code_action(action: UserAction) -> CodeActionOrCommand {
     let (command, argument) = match &action.command {
         ActionCommand::Answer { question, choice } => {
             (ANSWER, json!({"question": question, "choice": choice}))
+        }
+        ActionCommand::Decide {
+            review,
+            hunk,
+            accept,
+            rerequest,
+        } => {
+            let mut argument = json!({"review": review});
+            if let Some(hunk) = hunk {
+                argument["hunk"] = json!(hunk);
+            }
+            if *rerequest {
+                argument["rerequest"] = json!(true);
+            }
+            (if *accept { ACCEPT } else { REJECT }, argument)
         }
     };
     CodeActionOrCommand::CodeAction(CodeAction {
@@ -82,6 +115,74 @@ pub async fn execute(
             });
             Ok(None)
         }
+        DEBUG_REVIEW => {
+            let args: ReviewArgs = first_argument(arguments)?;
+            let path = path_argument(&args.uri)?;
+            let editor = backend.editor.clone();
+            let origin = debug_origin(&args.origin);
+            tokio::spawn(async move {
+                let title = format!("Edit {}", path.display());
+                let verdict = editor.review_diff(&origin, &path, &args.text, &title).await;
+                let json = match verdict {
+                    Ok(v) => serde_json::to_string(&v).unwrap_or_default(),
+                    Err(e) => json!({"error": e.to_string()}).to_string(),
+                };
+                editor.log(
+                    Level::Info,
+                    format!("agentls.debug.review verdict: {json}\n"),
+                );
+            });
+            Ok(None)
+        }
+        DEBUG_CLOSE_ORIGIN => {
+            let args: OriginArgs = first_argument(arguments)?;
+            backend.editor.close_origin(&debug_origin(&args.origin));
+            Ok(None)
+        }
+        MENTION => {
+            let args: Option<MentionArgs> = first_argument(arguments).ok();
+            let selection = match args {
+                Some(MentionArgs {
+                    uri,
+                    range: Some(range),
+                }) => {
+                    let path = path_argument(&uri)?;
+                    let range = convert::range(range);
+                    let text = backend
+                        .editor
+                        .read_text_file(&path, None, None)
+                        .await
+                        .ok()
+                        .map(|t| slice_lines(&t, range))
+                        .unwrap_or_default();
+                    Some(Selection { path, range, text })
+                }
+                _ => None,
+            };
+            backend.feed.mentioned(selection);
+            Ok(None)
+        }
+        ACCEPT | REJECT => {
+            let args: DecideArgs = first_argument(arguments)?;
+            let decision = match (command == ACCEPT, args.rerequest) {
+                (true, _) => Decision::Accept,
+                (false, true) => Decision::Rerequest,
+                (false, false) => Decision::Reject,
+            };
+            let outcome = backend
+                .feed
+                .query(move |s| s.decide(args.review, args.hunk, decision))
+                .await
+                .map_err(internal)?;
+            if let Err(e) = outcome {
+                // Say it where the user looks: Helix and eglot drop command errors quietly.
+                backend
+                    .editor
+                    .tell_user(Level::Warning, format!("agentls: {e}"));
+                return Err(Error::invalid_params(e.to_string()));
+            }
+            Ok(None)
+        }
         ANSWER => {
             let args: AnswerArgs = first_argument(arguments)?;
             backend
@@ -97,6 +198,51 @@ pub async fn execute(
             None => Err(Error::invalid_params(format!("unknown command `{other}`"))),
         },
     }
+}
+
+#[derive(Debug, Deserialize)]
+struct MentionArgs {
+    uri: Uri,
+    range: Option<tower_lsp_server::ls_types::Range>,
+}
+
+/// The whole lines `range` covers (a mention names lines, not columns).
+fn slice_lines(text: &str, range: crate::editor::Range) -> String {
+    let (from, to) = (range.start.line as usize, range.end.line as usize);
+    text.split_inclusive('\n')
+        .skip(from)
+        .take(to.saturating_sub(from) + 1)
+        .collect()
+}
+
+#[derive(Debug, Deserialize)]
+struct ReviewArgs {
+    uri: Uri,
+    text: String,
+    #[serde(default = "default_debug_origin")]
+    origin: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct OriginArgs {
+    #[serde(default = "default_debug_origin")]
+    origin: String,
+}
+
+fn default_debug_origin() -> String {
+    "test-agent".to_owned()
+}
+
+fn debug_origin(name: &str) -> Origin {
+    Origin::new(format!("debug:{name}"), name)
+}
+
+#[derive(Debug, Deserialize)]
+struct DecideArgs {
+    review: u64,
+    hunk: Option<usize>,
+    #[serde(default)]
+    rerequest: bool,
 }
 
 #[derive(Debug, Deserialize)]

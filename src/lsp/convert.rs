@@ -54,6 +54,59 @@ pub fn text_edit(edit: editor::effects::TextEdit) -> lsp::TextEdit {
     lsp::TextEdit::new(lsp_range(edit.range), edit.new_text)
 }
 
+/// A port diagnostic as LSP's, with source `agentls`.
+pub fn diagnostic(d: editor::effects::Diagnostic) -> lsp::Diagnostic {
+    let severity = match d.level {
+        Level::Error => lsp::DiagnosticSeverity::ERROR,
+        Level::Warning => lsp::DiagnosticSeverity::WARNING,
+        Level::Info => lsp::DiagnosticSeverity::INFORMATION,
+        Level::Log => lsp::DiagnosticSeverity::HINT,
+    };
+    lsp::Diagnostic {
+        range: lsp_range(d.range),
+        severity: Some(severity),
+        code: d.code.map(lsp::NumberOrString::String),
+        source: d.source,
+        message: d.message,
+        ..Default::default()
+    }
+}
+
+/// A port inlay hint as LSP's.
+pub fn inlay_hint(hint: editor::review_view::Hint) -> lsp::InlayHint {
+    lsp::InlayHint {
+        position: lsp_position(hint.position),
+        label: lsp::InlayHintLabel::String(hint.label),
+        kind: None,
+        text_edits: None,
+        tooltip: Some(lsp::InlayHintTooltip::String(hint.tooltip)),
+        padding_left: Some(true),
+        padding_right: Some(true),
+        data: None,
+    }
+}
+
+/// An LSP diagnostic (forwarded by the editor) as the port's.
+pub fn editor_diagnostic(d: lsp::Diagnostic) -> editor::effects::Diagnostic {
+    let level = match d.severity {
+        Some(lsp::DiagnosticSeverity::ERROR) => Level::Error,
+        Some(lsp::DiagnosticSeverity::WARNING) => Level::Warning,
+        Some(lsp::DiagnosticSeverity::HINT) => Level::Log,
+        _ => Level::Info,
+    };
+    let code = d.code.map(|c| match c {
+        lsp::NumberOrString::Number(n) => n.to_string(),
+        lsp::NumberOrString::String(s) => s,
+    });
+    editor::effects::Diagnostic {
+        range: range(d.range),
+        level,
+        message: d.message,
+        code,
+        source: d.source,
+    }
+}
+
 /// A message level as LSP's message type.
 pub fn message_type(level: Level) -> lsp::MessageType {
     match level {

@@ -3,9 +3,10 @@
 //! editor that never answers stalls nothing but the one effect that waits for it.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tower_lsp_server::Client;
 use tower_lsp_server::jsonrpc::Request;
 use tower_lsp_server::ls_types::{
@@ -39,8 +40,26 @@ pub async fn run(
         return;
     };
     let output = output::spawn(client.clone(), features);
+    let hints_changed = Arc::new(Notify::new());
+    if features.inlay_hint_refresh {
+        tokio::spawn(refresh_inlay_hints(
+            client.clone(),
+            Arc::clone(&hints_changed),
+        ));
+    }
     while let Some(effect) = effects.recv().await {
         match effect {
+            Effect::Diagnostics {
+                path,
+                version,
+                diagnostics,
+            } => {
+                if let Some(uri) = convert::uri_of(&path) {
+                    let diagnostics = diagnostics.into_iter().map(convert::diagnostic).collect();
+                    client.publish_diagnostics(uri, diagnostics, version).await;
+                }
+            }
+            Effect::RefreshInlayHints => hints_changed.notify_one(),
             Effect::Message { level, text } => send(&output, OutputEvent::Message(level, text)),
             Effect::Log { level, text } => send(&output, OutputEvent::Log(level, text)),
             Effect::Progress { id, phase } => send(&output, OutputEvent::Progress(id, phase)),
@@ -156,6 +175,18 @@ async fn show_document(
     }
     .await;
     let _ = reply.send(outcome);
+}
+
+/// Asks the editor to re-request inlay hints, at most ten times a second however often they
+/// change (a review follows every keystroke in its file).
+async fn refresh_inlay_hints(client: Client, changed: Arc<Notify>) {
+    loop {
+        changed.notified().await;
+        if let Err(e) = ask::<request::InlayHintRefreshRequest>(&client, ()).await {
+            tracing::debug!("inlay hint refresh failed: {e}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Shows a dialog. No timeout: a human answers it, however long that takes; a withdrawn question

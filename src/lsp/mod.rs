@@ -51,6 +51,10 @@ pub async fn serve(input: impl AsyncRead + Unpin, output: impl AsyncWrite) -> En
         }
     })
     .custom_method("agentls/didChangeSelection", Backend::did_change_selection)
+    .custom_method(
+        "agentls/didChangeDiagnostics",
+        Backend::did_change_diagnostics,
+    )
     .finish();
     Server::new(input, output, socket).serve(service).await;
     if shutdown_requested.load(Ordering::SeqCst) {

@@ -14,10 +14,10 @@ use tower_lsp_server::ls_types::{
     CodeActionResponse, DidChangeConfigurationParams, DidChangeTextDocumentParams,
     DidChangeWorkspaceFoldersParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
     DidSaveTextDocumentParams, ExecuteCommandOptions, ExecuteCommandParams, InitializeParams,
-    InitializeResult, InitializedParams, LSPAny, Range as LspRange, SaveOptions,
-    ServerCapabilities, ServerInfo, TextDocumentIdentifier, TextDocumentSyncCapability,
-    TextDocumentSyncKind, TextDocumentSyncOptions, TextDocumentSyncSaveOptions,
-    WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
+    InitializeResult, InitializedParams, InlayHint, InlayHintParams, LSPAny, OneOf,
+    Range as LspRange, SaveOptions, ServerCapabilities, ServerInfo, TextDocumentIdentifier,
+    TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
+    TextDocumentSyncSaveOptions, WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
 };
 
 use super::capabilities::ClientFeatures;
@@ -50,7 +50,28 @@ pub struct SelectionParams {
     pub text: Option<String>,
 }
 
+/// Parameters of the client notification `agentls/didChangeDiagnostics`: what the editor's
+/// other language servers say about a file, forwarded by a plugin.
+#[derive(Debug, Deserialize)]
+pub struct ForwardedDiagnostics {
+    /// The file.
+    pub uri: tower_lsp_server::ls_types::Uri,
+    /// All its diagnostics (replacing earlier ones).
+    pub diagnostics: Vec<tower_lsp_server::ls_types::Diagnostic>,
+}
+
 impl Backend {
+    /// Handles `agentls/didChangeDiagnostics`.
+    pub async fn did_change_diagnostics(&self, params: ForwardedDiagnostics) {
+        if let Some(path) = convert::path_of(&params.uri) {
+            let diagnostics = params
+                .diagnostics
+                .into_iter()
+                .map(convert::editor_diagnostic);
+            self.feed.diagnostics_forwarded(path, diagnostics.collect());
+        }
+    }
+
     /// Handles `agentls/didChangeSelection`.
     pub async fn did_change_selection(&self, params: SelectionParams) {
         if let Some(path) = convert::path_of(&params.text_document.uri) {
@@ -69,8 +90,17 @@ impl Backend {
         for problem in &loaded.problems {
             self.editor.tell_user(Level::Warning, problem.to_string());
         }
+        let config = &loaded.config;
         self.feed.set_policy(AccessPolicy {
-            allow_outside_workspace: loaded.config.fs.allow_outside_workspace,
+            allow_outside_workspace: config.fs.allow_outside_workspace,
+            auto_accept: config.review.auto_accept,
+            auto_accept_for: config
+                .review
+                .agents
+                .iter()
+                .filter_map(|(name, o)| Some((name.clone(), o.auto_accept?)))
+                .collect(),
+            max_preview_lines: config.review.max_preview_lines,
         });
         self.agent_config.send_replace(loaded.config);
     }
@@ -164,6 +194,19 @@ impl LanguageServer for Backend {
         Ok((!actions.is_empty()).then_some(actions))
     }
 
+    async fn inlay_hint(&self, params: InlayHintParams) -> Result<Option<Vec<InlayHint>>> {
+        let Some(path) = convert::path_of(&params.text_document.uri) else {
+            return Ok(None);
+        };
+        let range = convert::range(params.range);
+        let hints = self
+            .feed
+            .query(move |s| s.review_hints(&path, range))
+            .await
+            .unwrap_or_default();
+        Ok(Some(hints.into_iter().map(convert::inlay_hint).collect()))
+    }
+
     async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<LSPAny>> {
         commands::execute(self, &params.command, params.arguments).await
     }
@@ -199,6 +242,7 @@ fn server_capabilities(features: &ClientFeatures) -> ServerCapabilities {
             code_action_kinds: Some(vec![CodeActionKind::QUICKFIX]),
             ..Default::default()
         })),
+        inlay_hint_provider: features.inlay_hints.then_some(OneOf::Left(true)),
         execute_command_provider: Some(ExecuteCommandOptions {
             commands: commands::ADVERTISED
                 .iter()
@@ -209,7 +253,7 @@ fn server_capabilities(features: &ClientFeatures) -> ServerCapabilities {
         workspace: Some(WorkspaceServerCapabilities {
             workspace_folders: Some(WorkspaceFoldersServerCapabilities {
                 supported: Some(true),
-                change_notifications: Some(tower_lsp_server::ls_types::OneOf::Left(true)),
+                change_notifications: Some(OneOf::Left(true)),
             }),
             file_operations: None,
         }),

@@ -45,14 +45,19 @@ impl TestClient {
             .expect("agentls.status")
     }
 
-    /// Waits for a `window/showMessage` whose text contains `needle`; returns the text.
+    /// Waits until the user was told something containing `needle`, as a `window/showMessage`
+    /// or (when popups were rate-limited) in the log; returns that line.
     pub async fn take_message(&self, needle: &str) -> String {
-        let message = self
-            .take("window/showMessage", |p| {
-                p["message"].as_str().unwrap_or_default().contains(needle)
-            })
-            .await;
-        message["params"]["message"].as_str().unwrap().to_owned()
+        let matches = |p: &Value| p["message"].as_str().unwrap_or_default().contains(needle);
+        let message = tokio::select! {
+            m = self.take("window/showMessage", matches) => m,
+            m = self.take("window/logMessage", matches) => m,
+        };
+        let text = message["params"]["message"].as_str().unwrap();
+        text.lines()
+            .find(|line| line.contains(needle))
+            .unwrap_or(text)
+            .to_owned()
     }
 
     /// Waits until the log has said `needle`, then returns everything logged so far, joined.

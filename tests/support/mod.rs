@@ -7,6 +7,7 @@
 #![allow(dead_code)] // each test binary uses a different part of this
 
 pub mod agents;
+pub mod mock_llm;
 pub mod text;
 
 use std::collections::HashMap;

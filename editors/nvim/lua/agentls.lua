@@ -1,0 +1,297 @@
+-- agentls for Neovim: starts the agentls language server for your files and tells it what you
+-- select (the `agentls/didChangeSelection` notification), so an agent can see "the code I
+-- selected". Neovim 0.11+ uses vim.lsp.config/vim.lsp.enable; 0.8-0.10 fall back to
+-- vim.lsp.start from a FileType autocmd.
+--
+--   vim.opt.rtp:append('/path/to/agentls/editors/nvim')
+--   require('agentls').setup({})
+--
+-- See README.md next to this directory for the options.
+
+local M = {}
+
+local uv = vim.uv or vim.loop
+local has_011 = vim.fn.has('nvim-0.11') == 1
+local NAME = 'agentls'
+local METHOD = 'agentls/didChangeSelection'
+
+--- The options `setup` understands, with their defaults.
+M.defaults = {
+  -- How to run the server.
+  cmd = { 'agentls' },
+  -- Extra environment for the server process.
+  cmd_env = nil,
+  -- File types to attach to; nil attaches to every file buffer, whatever its type.
+  filetypes = nil,
+  -- Files or directories that mark the workspace root (sent as the workspace folder).
+  root_markers = { '.git' },
+  -- Passed through to the client unchanged.
+  init_options = nil,
+  settings = nil,
+  flags = nil,
+  handlers = nil,
+  -- The selection notifier: false turns it off; debounce_ms waits for the selection to settle.
+  selection = { debounce_ms = 100 },
+}
+
+local function get_clients(filter)
+  return (vim.lsp.get_clients or vim.lsp.get_active_clients)(filter)
+end
+
+local function notify(client, method, params)
+  if has_011 then
+    return client:notify(method, params)
+  end
+  return client.notify(method, params)
+end
+
+--- The attached agentls client of `bufnr`, if any.
+local function client_of(bufnr)
+  return get_clients({ bufnr = bufnr, name = NAME })[1]
+end
+
+-- Position math ------------------------------------------------------------------------------
+
+--- `byte_col` (0-based, at a character boundary) of `line`, in the client's offset encoding.
+local function to_encoding(line, byte_col, encoding)
+  byte_col = math.min(byte_col, #line)
+  if encoding == 'utf-8' then
+    return byte_col
+  end
+  if has_011 then
+    return vim.str_utfindex(line, encoding, byte_col, false)
+  end
+  local utf32, utf16 = vim.str_utfindex(line, byte_col)
+  return encoding == 'utf-32' and utf32 or utf16
+end
+
+local function line_at(bufnr, row)
+  return vim.api.nvim_buf_get_lines(bufnr, row, row + 1, false)[1] or ''
+end
+
+--- The byte just after the character (with its composing characters) that starts at `col`.
+local function char_end(line, col)
+  if col >= #line then
+    return #line
+  end
+  return col + #vim.fn.strpart(line, col, 1, 1)
+end
+
+-- Visual and select modes: charwise, linewise, blockwise (CTRL-V is \22, CTRL-S is \19).
+local VISUAL = { v = true, V = true, ['\22'] = true, s = true, S = true, ['\19'] = true }
+
+local function is_visual(mode)
+  return VISUAL[mode:sub(1, 1)] == true
+end
+
+--- The selection of the current window as an LSP range, in (0-based row, byte column) pairs.
+--- Visual mode covers whole characters up to and including the one under the far end; a
+--- linewise selection covers whole lines with their line breaks. A block selection is reported
+--- as the characterwise span between its corners.
+local function current_span(bufnr, mode)
+  local cursor = vim.api.nvim_win_get_cursor(0) -- {1-based row, byte col}
+  if not is_visual(mode) then
+    local row, col = cursor[1] - 1, cursor[2]
+    return row, col, row, col
+  end
+  local v, c = vim.fn.getpos('v'), vim.fn.getpos('.')
+  local a = { v[2] - 1, v[3] - 1 }
+  local b = { c[2] - 1, c[3] - 1 }
+  local cursor_last = true
+  if a[1] > b[1] or (a[1] == b[1] and a[2] > b[2]) then
+    a, b, cursor_last = b, a, false
+  end
+  local first = mode:sub(1, 1)
+  if first == 'V' or first == 'S' then
+    local last_row = vim.api.nvim_buf_line_count(bufnr) - 1
+    if b[1] == last_row and not vim.bo[bufnr].eol then
+      return a[1], 0, b[1], #line_at(bufnr, b[1])
+    end
+    return a[1], 0, b[1] + 1, 0
+  end
+  local line = line_at(bufnr, b[1])
+  -- `$` in visual mode (the cursor wants the end of the line) and an empty line select the break.
+  local to_eol = cursor_last and vim.fn.getcurpos()[5] >= 2147483647
+  if b[2] >= #line or to_eol then
+    if b[1] + 1 < vim.api.nvim_buf_line_count(bufnr) or vim.bo[bufnr].eol then
+      return a[1], a[2], b[1] + 1, 0
+    end
+    return a[1], a[2], b[1], #line
+  end
+  return a[1], a[2], b[1], char_end(line, b[2])
+end
+
+--- `agentls/didChangeSelection` params for the current window and the id of the client to send
+--- them to, or nil when agentls is not attached to the window's buffer.
+function M.selection_params()
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = client_of(bufnr)
+  if not client then
+    return nil
+  end
+  local encoding = client.offset_encoding or 'utf-16'
+  local srow, scol, erow, ecol = current_span(bufnr, vim.fn.mode())
+  local function position(row, col)
+    return { line = row, character = to_encoding(line_at(bufnr, row), col, encoding) }
+  end
+  return {
+    textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+    selection = { start = position(srow, scol), ['end'] = position(erow, ecol) },
+  }, client.id
+end
+
+-- The selection notifier ---------------------------------------------------------------------
+
+local pending -- the latest captured selection, not sent yet
+local last_sent -- the params sent last, to skip repeats
+local timer
+
+local function flush()
+  if timer then
+    timer:stop()
+  end
+  local p = pending
+  pending = nil
+  if not p or vim.deep_equal(p.params, last_sent) then
+    return
+  end
+  local client = vim.lsp.get_client_by_id(p.client_id)
+  if client then
+    notify(client, METHOD, p.params)
+    last_sent = p.params
+  end
+end
+
+local function capture(debounce_ms)
+  local bufnr = vim.api.nvim_get_current_buf()
+  if pending and pending.bufnr ~= bufnr then
+    -- The user left that buffer: what it had selected last is final.
+    flush()
+  end
+  local params, client_id = M.selection_params()
+  if not params then
+    return
+  end
+  pending = { params = params, client_id = client_id, bufnr = bufnr }
+  if debounce_ms <= 0 then
+    return flush()
+  end
+  timer = timer or uv.new_timer()
+  timer:stop()
+  timer:start(debounce_ms, 0, vim.schedule_wrap(flush))
+end
+
+local function enable_selection(opts)
+  local debounce_ms = opts.debounce_ms or M.defaults.selection.debounce_ms
+  local group = vim.api.nvim_create_augroup('agentls.selection', { clear = true })
+  vim.api.nvim_create_autocmd({ 'CursorMoved', 'BufEnter' }, {
+    group = group,
+    callback = function()
+      capture(debounce_ms)
+    end,
+  })
+  vim.api.nvim_create_autocmd('ModeChanged', {
+    group = group,
+    callback = function()
+      -- Leaving visual mode (after `y`, `d`, <Esc>) must not lose the selection still waiting
+      -- for its debounce: that is the one the user meant.
+      local old = vim.v.event and vim.v.event.old_mode or ''
+      if is_visual(old) and pending then
+        flush()
+      end
+      capture(debounce_ms)
+    end,
+  })
+end
+
+-- Starting the client ------------------------------------------------------------------------
+
+local function client_config(opts)
+  return {
+    cmd = opts.cmd,
+    cmd_env = opts.cmd_env,
+    init_options = opts.init_options,
+    settings = opts.settings,
+    flags = opts.flags,
+    handlers = opts.handlers,
+  }
+end
+
+--- The file `bufnr` holds, or nil for a buffer that is not a file (no name, a `scheme://` view,
+--- a special buftype): agentls only serves files.
+local function file_of(bufnr)
+  if vim.bo[bufnr].buftype ~= '' then
+    return nil
+  end
+  local name = vim.api.nvim_buf_get_name(bufnr)
+  if name == '' or (name:match('^%a[%w+.-]*://') and not name:match('^file://')) then
+    return nil
+  end
+  return name
+end
+
+--- The directory holding one of `markers` above `file`, or nil.
+local function root_of(file, markers)
+  local marker = vim.fs.find(markers or {}, { upward = true, path = vim.fs.dirname(file) })[1]
+  return marker and vim.fs.dirname(marker) or nil
+end
+
+--- Starts (or reuses) the client for `bufnr` directly, without vim.lsp.enable.
+local function start_in(bufnr, opts)
+  local file = file_of(bufnr)
+  if not file then
+    return
+  end
+  -- On 0.11 start from the resolved vim.lsp.config, so later vim.lsp.config('agentls', …)
+  -- calls apply here too.
+  local config = has_011 and vim.deepcopy(vim.lsp.config[NAME]) or client_config(opts)
+  config.name = NAME
+  config.root_dir = root_of(file, opts.root_markers)
+  vim.lsp.start(config, { bufnr = bufnr })
+end
+
+--- Starts agentls for matching buffers and, unless `opts.selection == false`, reports selections.
+function M.setup(opts)
+  opts = vim.tbl_extend('keep', opts or {}, M.defaults)
+  local group = vim.api.nvim_create_augroup('agentls.start', { clear = true })
+  if has_011 then
+    local config = client_config(opts)
+    config.filetypes = opts.filetypes
+    -- A function rather than root_markers: not calling on_dir keeps the client off buffers that
+    -- are not files (with filetypes = nil, even the empty [No Name] buffer would match).
+    config.root_dir = function(bufnr, on_dir)
+      local file = file_of(bufnr)
+      if file then
+        on_dir(root_of(file, opts.root_markers))
+      end
+    end
+    vim.lsp.config(NAME, config)
+    vim.lsp.enable(NAME)
+  else
+    vim.api.nvim_create_autocmd('FileType', {
+      group = group,
+      pattern = opts.filetypes or '*',
+      callback = function(args)
+        start_in(args.buf, opts)
+      end,
+    })
+  end
+  if opts.filetypes == nil then
+    -- FileType never fires for a file Neovim has no type for; attach to those as well.
+    vim.api.nvim_create_autocmd({ 'BufReadPost', 'BufNewFile' }, {
+      group = group,
+      callback = function(args)
+        vim.schedule(function()
+          if vim.api.nvim_buf_is_valid(args.buf) and vim.bo[args.buf].filetype == '' then
+            start_in(args.buf, opts)
+          end
+        end)
+      end,
+    })
+  end
+  if opts.selection ~= false then
+    enable_selection(opts.selection or {})
+  end
+end
+
+return M

@@ -1,0 +1,97 @@
+//! Context that flows from the editor to agents: the diagnostics plugins forward, and events
+//! (the selection moved, documents opened or closed, the user mentioned a range) that adapters
+//! subscribe to and pass on in their own protocol.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use super::effects::Diagnostic;
+use super::selection::Selection;
+use super::state::State;
+
+/// How many events a slow subscriber may fall behind before it skips to the latest.
+const BACKLOG: usize = 256;
+
+/// Something agents may want to know about, as it happens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContextEvent {
+    /// The user's selection changed.
+    SelectionChanged(Selection),
+    /// A document was opened or closed.
+    DocumentsChanged,
+    /// The user pointed an agent at this selection.
+    Mentioned(Selection),
+}
+
+/// Diagnostics of one file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileDiagnostics {
+    /// The file.
+    pub path: PathBuf,
+    /// Its diagnostics.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Diagnostics the editor forwarded, and the event stream.
+#[derive(Debug)]
+pub struct Context {
+    forwarded: HashMap<PathBuf, Vec<Diagnostic>>,
+    events: broadcast::Sender<ContextEvent>,
+}
+
+impl Default for Context {
+    fn default() -> Self {
+        Self {
+            forwarded: HashMap::new(),
+            events: broadcast::channel(BACKLOG).0,
+        }
+    }
+}
+
+impl Context {
+    /// A receiver of every event from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<ContextEvent> {
+        self.events.subscribe()
+    }
+
+    /// Tells subscribers (there may be none).
+    pub fn publish(&self, event: ContextEvent) {
+        let _ = self.events.send(event);
+    }
+
+    /// Replaces what the editor says about `path`.
+    pub fn set_forwarded(&mut self, path: PathBuf, diagnostics: Vec<Diagnostic>) {
+        if diagnostics.is_empty() {
+            self.forwarded.remove(&path);
+        } else {
+            self.forwarded.insert(path, diagnostics);
+        }
+    }
+}
+
+impl State {
+    /// Diagnostics for `path` (or every file): those the editor forwarded plus agentls's own,
+    /// sorted by path.
+    pub fn all_diagnostics(&self, path: Option<&Path>) -> Vec<FileDiagnostics> {
+        let mut paths: Vec<PathBuf> = self.context.forwarded.keys().cloned().collect();
+        paths.extend(self.reviews.iter().map(|r| r.path.clone()));
+        paths.sort();
+        paths.dedup();
+        paths
+            .into_iter()
+            .filter(|p| path.is_none_or(|wanted| wanted == p))
+            .map(|p| {
+                let mut diagnostics = self.context.forwarded.get(&p).cloned().unwrap_or_default();
+                diagnostics.extend(self.diagnostics(&p));
+                FileDiagnostics {
+                    path: p,
+                    diagnostics,
+                }
+            })
+            .filter(|f| !f.diagnostics.is_empty())
+            .collect()
+    }
+}

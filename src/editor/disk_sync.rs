@@ -1,0 +1,166 @@
+//! After a review is accepted, the agent usually writes the file itself (through
+//! `fs/write_text_file` or straight to disk). This module makes that write land as the user
+//! decided: a write of the whole proposal after a partial accept is turned into exactly the
+//! accepted hunks, and any other change on disk is merged into the open buffer without losing
+//! the user's unsaved edits (or left alone, with a message, when it cannot merge).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use super::state::{State, StateHandle};
+use super::{EffectSender, Level, diff, file_name, files};
+
+/// How long after a verdict agentls watches for the agent's own write.
+const WATCH_FOR: Duration = Duration::from_secs(30);
+/// How often it looks.
+const POLL_EVERY: Duration = Duration::from_millis(100);
+
+/// What an accepted review leads agentls to expect on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expectation {
+    /// Who proposed (for messages).
+    pub label: String,
+    /// The text the proposal was diffed against.
+    pub base: String,
+    /// `base` with only the accepted hunks.
+    pub accepted: String,
+    /// The whole proposal.
+    pub proposal: String,
+}
+
+/// Expectations by path, with what the file should become.
+#[derive(Debug, Default)]
+pub struct Expectations {
+    targets: HashMap<PathBuf, (Expectation, String)>,
+}
+
+impl Expectations {
+    /// What a write of `content` to `path` should really write: the accepted hunks instead of a
+    /// whole proposal the user accepted only part of.
+    pub fn correct(&self, path: &Path, content: &str) -> Option<String> {
+        let (expectation, target) = self.targets.get(path)?;
+        (content == expectation.proposal && content != target).then(|| target.clone())
+    }
+}
+
+impl State {
+    /// Starts watching `path` after an accepted review. Until the watcher has read the disk,
+    /// the target is the accepted text itself, so a write arriving at once is corrected too.
+    pub fn expect_write(&mut self, path: PathBuf, expectation: Expectation) {
+        let provisional = (expectation.clone(), expectation.accepted.clone());
+        self.expectations.targets.insert(path.clone(), provisional);
+        let me = self.me.clone();
+        let effects = self.effects.clone();
+        tokio::spawn(watch(path, expectation, me, effects));
+    }
+}
+
+/// Watches the disk for the agent's write and makes it what the user accepted.
+async fn watch(path: PathBuf, expectation: Expectation, me: StateHandle, effects: EffectSender) {
+    let before = files::read(&path).await.unwrap_or_default();
+    // The disk before the agent's write, plus the accepted hunks.
+    let target = if before == expectation.base {
+        expectation.accepted.clone()
+    } else {
+        diff::merge3(&expectation.base, &before, &expectation.accepted)
+            .unwrap_or_else(|| expectation.accepted.clone())
+    };
+    let key = path.clone();
+    let entry = (expectation.clone(), target.clone());
+    me.update(move |s| {
+        s.expectations.targets.insert(key, entry);
+    });
+    let deadline = tokio::time::Instant::now() + WATCH_FOR;
+    let mut seen = (stamp(&path), before);
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(POLL_EVERY).await;
+        let now = stamp(&path);
+        if now == seen.0 {
+            continue;
+        }
+        let Ok(disk) = files::read(&path).await else {
+            continue;
+        };
+        seen = (now, disk.clone());
+        if disk == target {
+            continue;
+        }
+        if disk == expectation.proposal {
+            if files::write_atomic(&path, &target).await.is_ok() {
+                seen = (stamp(&path), target.clone());
+                effects.message(
+                    Level::Info,
+                    format!(
+                        "{} wrote its whole proposal to {}; agentls kept only the changes you accepted",
+                        expectation.label,
+                        file_name(&path)
+                    ),
+                );
+            }
+            continue;
+        }
+        merge_into_buffer(&path, &target, &disk, &expectation.label, &me, &effects).await;
+    }
+    let key = path.clone();
+    me.update(move |s| {
+        s.expectations.targets.remove(&key);
+    });
+}
+
+/// The disk changed in some other way: bring the open buffer along, keeping the user's edits.
+async fn merge_into_buffer(
+    path: &Path,
+    base: &str,
+    disk: &str,
+    label: &str,
+    me: &StateHandle,
+    effects: &EffectSender,
+) {
+    let owned = path.to_owned();
+    let Ok(Some((buffer, _))) = me.query(move |s| s.buffer(&owned)).await else {
+        return; // not open: the disk is all there is
+    };
+    let Some(merged) = diff::merge3(base, &buffer, disk) else {
+        effects.message(
+            Level::Warning,
+            format!(
+                "{label} changed {} on disk in a way that conflicts with your unsaved edits; \
+                 the buffer was left as it is",
+                file_name(path)
+            ),
+        );
+        return;
+    };
+    if merged == buffer {
+        return;
+    }
+    let (owned, label) = (
+        path.to_owned(),
+        format!("{label} changed {}", file_name(path)),
+    );
+    let Ok(Some(edit)) = me
+        .query(move |s| s.plan_write(&owned, &merged, &label))
+        .await
+    else {
+        return;
+    };
+    let applied = effects
+        .request(|reply| super::Effect::ApplyEdit { edit, reply })
+        .await;
+    if let Err(e) = applied {
+        effects.message(
+            Level::Warning,
+            format!(
+                "could not bring {} in line with the disk: {e}",
+                file_name(path)
+            ),
+        );
+    }
+}
+
+/// Size and modification time: a cheap way to notice a change without reading the file.
+fn stamp(path: &Path) -> Option<(u64, SystemTime)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
+}

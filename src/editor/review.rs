@@ -1,0 +1,215 @@
+//! A review: an agent's proposed text for one file, as hunks over the current text, each
+//! accepted or rejected by the user. This module is the model only (no effects): splitting a
+//! proposal into hunks, following the user's edits (rebase), and the text that results.
+//!
+//! Hunk spans are char offsets of the *current* text: the open buffer's, or for a file that is
+//! not open, the review's own copy of the disk text.
+
+use std::ops::Range;
+use std::path::PathBuf;
+
+use ropey::Rope;
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+use super::Origin;
+use super::diff;
+
+/// Where a hunk stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HunkState {
+    /// Waiting for the user.
+    Pending,
+    /// Accepted; the edit is on its way to the editor.
+    Applying,
+    /// Accepted and applied.
+    Accepted,
+    /// Rejected: the text keeps what it had.
+    Rejected,
+    /// The user edited the same text since the proposal: it cannot be applied as proposed.
+    Conflict,
+}
+
+impl HunkState {
+    /// Whether the user still has to decide (or the decision is still being applied).
+    pub fn is_open(self) -> bool {
+        matches!(self, Self::Pending | Self::Applying | Self::Conflict)
+    }
+}
+
+/// One contiguous change of a proposal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunk {
+    /// The chars of the current text this hunk replaces.
+    pub span: Range<usize>,
+    /// The chars of the review's base text it replaces (never moves).
+    pub base_span: Range<usize>,
+    /// The text it replaces, as it was when proposed.
+    pub old_text: String,
+    /// The text it puts there.
+    pub new_text: String,
+    /// Where it stands.
+    pub state: HunkState,
+}
+
+/// How a review ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict", rename_all = "camelCase")]
+pub enum Verdict {
+    /// Some or all hunks were accepted; `text` is what the file now says (the buffer when the
+    /// file is open, with the user's own unsaved edits). `rejected` describes the hunks the user
+    /// turned down, for telling the agent.
+    Accepted {
+        /// The resulting text of the file.
+        text: String,
+        /// One line per rejected hunk.
+        rejected: Vec<String>,
+    },
+    /// Nothing was accepted.
+    Rejected {
+        /// Why, when there is more to say than "the user said no".
+        reason: Option<String>,
+    },
+    /// The review was withdrawn: its origin went away or shut down.
+    Cancelled,
+}
+
+/// A pending review.
+#[derive(Debug)]
+pub struct Review {
+    /// Identifies the review in commands and diagnostics.
+    pub id: u64,
+    /// Who proposed it.
+    pub origin: Origin,
+    /// The file.
+    pub path: PathBuf,
+    /// A short human title ("Edit src/main.rs").
+    pub title: String,
+    /// The text the proposal was diffed against.
+    pub base: String,
+    /// The whole proposal.
+    pub proposal: String,
+    /// The document version the hunks are relative to (`None` when the file is not open).
+    pub version: Option<i32>,
+    /// Whether the file existed when the proposal came.
+    pub file_existed: bool,
+    /// The hunks, in text order.
+    pub hunks: Vec<Hunk>,
+    /// For a file that is not open: the text the hunks are relative to.
+    pub closed_text: Option<Rope>,
+    /// The highest document version an accepted edit was computed against: the verdict waits
+    /// until the editor reports a later version, so its text includes the edit.
+    pub applied_after: Option<i32>,
+    /// Where the verdict goes.
+    pub verdict: Option<oneshot::Sender<Verdict>>,
+}
+
+impl Review {
+    /// Hunks turning `base` into `proposal`, as char spans of `base`.
+    pub fn hunks_between(base: &str, proposal: &str) -> Vec<Hunk> {
+        let rope = Rope::from_str(base);
+        diff::line_hunks(base, proposal)
+            .into_iter()
+            .map(|h| Hunk {
+                span: rope.byte_to_char(h.old.start)..rope.byte_to_char(h.old.end),
+                base_span: rope.byte_to_char(h.old.start)..rope.byte_to_char(h.old.end),
+                old_text: base[h.old].to_owned(),
+                new_text: proposal[h.new].to_owned(),
+                state: HunkState::Pending,
+            })
+            .collect()
+    }
+
+    /// Follows one change of the current text: chars `removed` replaced by `inserted` chars.
+    /// Hunks after it move; a pending hunk the change touches inside becomes a conflict.
+    /// Returns whether any hunk newly became a conflict.
+    pub fn rebase(&mut self, removed: Range<usize>, inserted: usize) -> bool {
+        let delta = inserted as isize - removed.len() as isize;
+        let shift = |at: usize| (at as isize + delta) as usize;
+        let mut conflicted = false;
+        for hunk in &mut self.hunks {
+            let span = hunk.span.clone();
+            if removed.end <= span.start {
+                // Wholly before (touching counts: the hunk's own text is intact).
+                hunk.span = shift(span.start)..shift(span.end);
+            } else if removed.start >= span.end {
+                // Wholly after: nothing moves.
+            } else {
+                // The change rewrites text the hunk replaces.
+                if hunk.state == HunkState::Pending {
+                    hunk.state = HunkState::Conflict;
+                    conflicted = true;
+                }
+                let start = span.start.min(removed.start);
+                hunk.span = start..shift(span.end.max(removed.end)).max(start);
+            }
+        }
+        conflicted
+    }
+
+    /// The text that results from applying the accepted hunks to `current`, for a file that is
+    /// not open (the hunks' spans index `current`).
+    pub fn accepted_text(&self, current: &Rope) -> String {
+        let mut text = current.clone();
+        for hunk in self.hunks.iter().rev() {
+            if matches!(hunk.state, HunkState::Accepted | HunkState::Applying) {
+                text.remove(hunk.span.clone());
+                text.insert(hunk.span.start, &hunk.new_text);
+            }
+        }
+        text.to_string()
+    }
+
+    /// The base text with only the accepted hunks (what "exactly the accepted changes" means
+    /// on a disk that still says the base).
+    pub fn accepted_over_base(&self) -> String {
+        let mut text = Rope::from_str(&self.base);
+        for hunk in self.hunks.iter().rev() {
+            if hunk.state == HunkState::Accepted {
+                text.remove(hunk.base_span.clone());
+                text.insert(hunk.base_span.start, &hunk.new_text);
+            }
+        }
+        text.to_string()
+    }
+
+    /// One line per rejected hunk, for telling the agent what the user turned down.
+    pub fn rejected_descriptions(&self, line_of: impl Fn(usize) -> usize) -> Vec<String> {
+        self.hunks
+            .iter()
+            .filter(|h| h.state == HunkState::Rejected)
+            .map(|h| {
+                format!(
+                    "line {}: kept {:?} instead of {:?}",
+                    line_of(h.span.start) + 1,
+                    shorten(&h.old_text),
+                    shorten(&h.new_text)
+                )
+            })
+            .collect()
+    }
+
+    /// Whether every hunk is decided and applied.
+    pub fn is_decided(&self) -> bool {
+        !self.hunks.iter().any(|h| h.state.is_open())
+    }
+
+    /// How many hunks still wait for the user.
+    pub fn open_count(&self) -> usize {
+        self.hunks
+            .iter()
+            .filter(|h| matches!(h.state, HunkState::Pending | HunkState::Conflict))
+            .count()
+    }
+}
+
+/// The first line of `text`, cut to 60 chars.
+fn shorten(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("");
+    let mut short: String = line.chars().take(60).collect();
+    if short.len() < text.trim_end_matches('\n').len() {
+        short.push('…');
+    }
+    short
+}

@@ -1,0 +1,270 @@
+//! How pending reviews look in the editor, with standard LSP only: one diagnostic per open hunk
+//! (the change, compactly, at the text it replaces), inlay hints with the inserted text, code
+//! actions to accept or reject, and a JSON summary for plugins and `agentls.status`.
+
+use std::path::Path;
+
+use ropey::Rope;
+use serde_json::{Value, json};
+
+use super::actions::{ActionCommand, UserAction};
+use super::effects::{Diagnostic, Effect};
+use super::position::{Position, PositionMapper, Range};
+use super::review::{Hunk, HunkState, Review};
+use super::state::State;
+use super::{Level, file_name};
+
+/// Default for `review.maxPreviewLines`.
+pub const DEFAULT_PREVIEW_LINES: usize = 8;
+
+/// An inlay hint: text shown at a position without being in the buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hint {
+    /// Where it shows.
+    pub position: Position,
+    /// What it says.
+    pub label: String,
+    /// Hover text with the whole change.
+    pub tooltip: String,
+}
+
+impl State {
+    /// Publishes everything agentls shows on `path` and tells plugins the reviews changed.
+    pub fn present(&self, path: &Path) {
+        let version = self.documents.get(path).map(|d| d.version());
+        self.effects.send(Effect::Diagnostics {
+            path: path.to_owned(),
+            version,
+            diagnostics: self.diagnostics(path),
+        });
+        self.effects.send(Effect::RefreshInlayHints);
+        self.effects.send(Effect::PluginEvent {
+            event: "reviewChanged",
+            payload: json!({ "reviews": self.reviews_summary() }),
+        });
+    }
+
+    /// agentls's diagnostics for `path`: one per open hunk of every review on it.
+    pub fn diagnostics(&self, path: &Path) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        for review in self.reviews.iter().filter(|r| r.path == path) {
+            let Some(rope) = self.review_rope(review) else {
+                continue;
+            };
+            let mapper = PositionMapper::new(&rope, self.encoding);
+            let count = review.hunks.len();
+            for (i, hunk) in review.hunks.iter().enumerate() {
+                let level = match hunk.state {
+                    HunkState::Pending => Level::Info,
+                    HunkState::Conflict => Level::Warning,
+                    _ => continue,
+                };
+                let conflict = if hunk.state == HunkState::Conflict {
+                    "CONFLICT with your edit — reject it or ask for it again. "
+                } else {
+                    ""
+                };
+                let message = format!(
+                    "{conflict}{} proposes (change {}/{count} of review {}):\n{}",
+                    review.origin.label,
+                    i + 1,
+                    review.id,
+                    preview(hunk, self.review_preview_lines)
+                );
+                out.push(Diagnostic {
+                    range: mapper.range(hunk.span.clone()),
+                    level,
+                    message,
+                    code: Some(review.id.to_string()),
+                    source: Some("agentls".to_owned()),
+                });
+            }
+        }
+        out
+    }
+
+    /// Inlay hints in `range` of `path`: the text each open hunk would insert.
+    pub fn review_hints(&self, path: &Path, range: Range) -> Vec<Hint> {
+        let mut out = Vec::new();
+        for review in self.reviews.iter().filter(|r| r.path == path) {
+            let Some(rope) = self.review_rope(review) else {
+                continue;
+            };
+            let mapper = PositionMapper::new(&rope, self.encoding);
+            for hunk in review
+                .hunks
+                .iter()
+                .filter(|h| h.state == HunkState::Pending)
+            {
+                if hunk.new_text.is_empty() {
+                    continue;
+                }
+                let position = mapper.position(hunk.span.start);
+                if !range.touches(&Range::new(position, position)) {
+                    continue;
+                }
+                out.push(Hint {
+                    position,
+                    label: format!("+ {}", one_line(&hunk.new_text, 60)),
+                    tooltip: preview(hunk, self.review_preview_lines),
+                });
+            }
+        }
+        out
+    }
+
+    /// Code actions for reviews at `range` of `path`: per hunk touching the range, then for
+    /// each whole review on the file.
+    pub fn review_actions(&self, path: &Path, range: Range) -> Vec<UserAction> {
+        let mut per_hunk = Vec::new();
+        let mut per_review = Vec::new();
+        for review in self.reviews.iter().filter(|r| r.path == path) {
+            let Some(rope) = self.review_rope(review) else {
+                continue;
+            };
+            let mapper = PositionMapper::new(&rope, self.encoding);
+            let count = review.hunks.len();
+            let label = &review.origin.label;
+            for (i, hunk) in review.hunks.iter().enumerate() {
+                let span = mapper.range(hunk.span.clone());
+                if !span.touches(&range) {
+                    continue;
+                }
+                let what = format!("change {}/{count} from {label}: {}", i + 1, summary(hunk));
+                let decide = |accept: bool, rerequest: bool| ActionCommand::Decide {
+                    review: review.id,
+                    hunk: (!rerequest).then_some(i),
+                    accept,
+                    rerequest,
+                };
+                match hunk.state {
+                    HunkState::Pending => {
+                        per_hunk.push(action(format!("Accept {what}"), decide(true, false)));
+                        per_hunk.push(action(format!("Reject {what}"), decide(false, false)));
+                    }
+                    HunkState::Conflict => {
+                        per_hunk.push(action(
+                            format!("Reject conflicting {what}"),
+                            decide(false, false),
+                        ));
+                        per_hunk.push(action(
+                            format!("Ask {label} to propose {} again", file_name(path)),
+                            decide(false, true),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            let open = review.open_count();
+            if open > 0 {
+                let all = |accept| ActionCommand::Decide {
+                    review: review.id,
+                    hunk: None,
+                    accept,
+                    rerequest: false,
+                };
+                per_review.push(action(
+                    format!("Accept all changes ({open}) from {label}"),
+                    all(true),
+                ));
+                per_review.push(action(
+                    format!("Reject all changes ({open}) from {label}"),
+                    all(false),
+                ));
+            }
+        }
+        per_hunk.extend(per_review);
+        per_hunk
+    }
+
+    /// Every open review as JSON (for `agentls/reviewChanged` and `agentls.status`).
+    pub fn reviews_summary(&self) -> Value {
+        let reviews: Vec<Value> = self
+            .reviews
+            .iter()
+            .map(|review| summarize(review, self.review_rope(review), self))
+            .collect();
+        Value::Array(reviews)
+    }
+}
+
+fn summarize(review: &Review, rope: Option<Rope>, state: &State) -> Value {
+    let hunks: Vec<Value> = review
+        .hunks
+        .iter()
+        .enumerate()
+        .map(|(i, hunk)| {
+            let range = rope
+                .as_ref()
+                .map(|r| PositionMapper::new(r, state.encoding).range(hunk.span.clone()));
+            json!({
+                "index": i,
+                "state": hunk.state,
+                "range": range,
+                "oldText": hunk.old_text,
+                "newText": hunk.new_text,
+            })
+        })
+        .collect();
+    json!({
+        "id": review.id,
+        "origin": review.origin,
+        "path": review.path,
+        "title": review.title,
+        "version": review.version,
+        "fileExisted": review.file_existed,
+        "hunks": hunks,
+    })
+}
+
+fn action(title: String, command: ActionCommand) -> UserAction {
+    UserAction { title, command }
+}
+
+/// `- old` / `+ new` lines, at most `max_lines` of each, with a count of what was cut.
+fn preview(hunk: &Hunk, max_lines: usize) -> String {
+    let mut out = String::new();
+    for (sign, text) in [('-', &hunk.old_text), ('+', &hunk.new_text)] {
+        let lines: Vec<&str> = text.lines().collect();
+        for line in lines.iter().take(max_lines) {
+            out.push(sign);
+            out.push(' ');
+            out.push_str(&one_line(line, 120));
+            out.push('\n');
+        }
+        if lines.len() > max_lines {
+            out.push_str(&format!(
+                "{sign} … {} more line(s)\n",
+                lines.len() - max_lines
+            ));
+        }
+    }
+    out.trim_end().to_owned()
+}
+
+/// A short description for action titles: the first changed line, or what the hunk does.
+fn summary(hunk: &Hunk) -> String {
+    match (hunk.old_text.is_empty(), hunk.new_text.is_empty()) {
+        (true, _) => format!("insert {}", quoted(&hunk.new_text)),
+        (_, true) => format!("delete {}", quoted(&hunk.old_text)),
+        _ => format!("{} → {}", quoted(&hunk.old_text), quoted(&hunk.new_text)),
+    }
+}
+
+fn quoted(text: &str) -> String {
+    format!("“{}”", one_line(text, 40))
+}
+
+/// `text` on one line: line breaks shown as ⏎, cut to `max` chars with an ellipsis.
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text
+        .trim_end_matches(['\n', '\r'])
+        .replace("\r\n", "⏎")
+        .replace('\n', "⏎");
+    if flat.chars().count() > max {
+        let cut: String = flat.chars().take(max).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}

@@ -1,0 +1,539 @@
+//! The review engine on the state task: opening reviews, following the user's edits, applying
+//! the user's decisions through the editor, and resolving verdicts. The model is `review.rs`;
+//! how reviews look in the editor is `review_view.rs`. No I/O here: disk reads and writes run
+//! in spawned tasks that report back as jobs.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ropey::Rope;
+use tokio::sync::oneshot;
+
+use super::disk_sync::Expectation;
+use super::documents::{Splice, splices_between};
+use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
+use super::review::{Hunk, HunkState, Review, Verdict};
+use super::state::State;
+use super::{Level, Origin, diff, file_name, files};
+
+/// How long a verdict waits for the editor to report the document version that contains the
+/// accepted edit before it settles for the text it has.
+const SYNC_GRACE: Duration = Duration::from_secs(3);
+
+/// Everything needed to open a review; built by `EditorAccess::review_diff` off the state task.
+#[derive(Debug)]
+pub struct ReviewRequest {
+    /// Who proposes.
+    pub origin: Origin,
+    /// The file.
+    pub path: PathBuf,
+    /// A short title.
+    pub title: String,
+    /// The text the hunks were computed against.
+    pub base: String,
+    /// The buffer version `base` came from (`None`: the disk).
+    pub base_version: Option<i32>,
+    /// Whether the file existed.
+    pub file_existed: bool,
+    /// The whole proposal.
+    pub proposal: String,
+    /// The proposal as hunks over `base`.
+    pub hunks: Vec<Hunk>,
+    /// Accept everything without asking (config).
+    pub auto_accept: bool,
+}
+
+/// Why a decision was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecisionError {
+    /// No such review (decided already, or withdrawn).
+    #[error("review {0} is no longer open")]
+    NoReview(u64),
+    /// No such hunk.
+    #[error("review {0} has no change {1}")]
+    NoHunk(u64, usize),
+    /// The user edited the same text: accepting would drop their edit.
+    #[error(
+        "change {1} of review {0} overlaps your own edit; reject it, or ask the agent to propose it again"
+    )]
+    Conflict(u64, usize),
+}
+
+/// What the user decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Apply the change(s).
+    Accept,
+    /// Keep the text as it is.
+    Reject,
+    /// Reject everything and ask the agent to propose again against the current text.
+    Rerequest,
+}
+
+impl State {
+    /// Opens a review; its verdict goes to `reply`. A newer proposal from the same origin for
+    /// the same file supersedes the older one.
+    pub fn open_review(&mut self, request: ReviewRequest, reply: oneshot::Sender<Verdict>) {
+        let superseded: Vec<u64> = self
+            .reviews
+            .iter()
+            .filter(|r| r.origin == request.origin && r.path == request.path)
+            .map(|r| r.id)
+            .collect();
+        for id in superseded {
+            let reason = Some("superseded by a newer proposal for the same file".to_owned());
+            self.resolve(id, Verdict::Rejected { reason });
+        }
+        if request.hunks.is_empty() {
+            let _ = reply.send(Verdict::Accepted {
+                text: request.base,
+                rejected: Vec::new(),
+            });
+            return;
+        }
+        self.next_review_id += 1;
+        let id = self.next_review_id;
+        let mut review = Review {
+            id,
+            origin: request.origin,
+            path: request.path.clone(),
+            title: request.title,
+            base: request.base.clone(),
+            proposal: request.proposal,
+            version: request.base_version,
+            file_existed: request.file_existed,
+            hunks: request.hunks,
+            closed_text: None,
+            applied_after: None,
+            verdict: Some(reply),
+        };
+        match self.documents.get(&request.path) {
+            Some(doc) => {
+                if request.base_version != Some(doc.version()) {
+                    // The buffer moved on between reading it and getting here.
+                    for splice in splices_between(&request.base, &doc.text()) {
+                        review.rebase(splice.removed, splice.inserted);
+                    }
+                }
+                review.version = Some(doc.version());
+            }
+            None => review.closed_text = Some(Rope::from_str(&request.base)),
+        }
+        let count = review.hunks.len();
+        let label = review.origin.label.clone();
+        let first = review.hunks[0].span.start;
+        self.reviews.push(review);
+        if request.auto_accept {
+            let _ = self.decide(id, None, Decision::Accept);
+            return;
+        }
+        self.effects.message(
+            Level::Info,
+            format!(
+                "{label} proposes {count} change{} to {}: use code actions to review (Accept / Reject)",
+                if count == 1 { "" } else { "s" },
+                file_name(&request.path)
+            ),
+        );
+        self.show_review_start(id, first);
+        self.present(&request.path);
+    }
+
+    /// Applies the user's decision on one hunk (`Some(index)`) or on all open hunks.
+    pub fn decide(
+        &mut self,
+        id: u64,
+        hunk: Option<usize>,
+        decision: Decision,
+    ) -> Result<(), DecisionError> {
+        let review = self.review_mut(id)?;
+        let indices: Vec<usize> = match hunk {
+            Some(i) if i >= review.hunks.len() => return Err(DecisionError::NoHunk(id, i)),
+            Some(i) => vec![i],
+            None => (0..review.hunks.len()).collect(),
+        };
+        let path = review.path.clone();
+        match decision {
+            Decision::Reject | Decision::Rerequest => {
+                for &i in &indices {
+                    let hunk = &mut review.hunks[i];
+                    if matches!(hunk.state, HunkState::Pending | HunkState::Conflict) {
+                        hunk.state = HunkState::Rejected;
+                    }
+                }
+                if decision == Decision::Rerequest {
+                    let reason = "the user edited the same lines; propose the change again \
+                                  against the file as it is now";
+                    self.resolve(
+                        id,
+                        Verdict::Rejected {
+                            reason: Some(reason.to_owned()),
+                        },
+                    );
+                    self.present(&path);
+                    return Ok(());
+                }
+            }
+            Decision::Accept => {
+                if let Some(i) = hunk
+                    && review.hunks[i].state == HunkState::Conflict
+                {
+                    return Err(DecisionError::Conflict(id, i));
+                }
+                let accepting: Vec<usize> = indices
+                    .into_iter()
+                    .filter(|&i| review.hunks[i].state == HunkState::Pending)
+                    .collect();
+                self.accept(id, &accepting);
+            }
+        }
+        self.finish_if_decided(id);
+        self.present(&path);
+        Ok(())
+    }
+
+    /// Accepts hunks: through the editor when the file is open, in our copy otherwise.
+    fn accept(&mut self, id: u64, indices: &[usize]) {
+        if indices.is_empty() {
+            return;
+        }
+        let Ok(review) = self.review_mut(id) else {
+            return;
+        };
+        let path = review.path.clone();
+        let Some(doc) = self.documents.get(&path) else {
+            let review = self.review_mut(id).expect("checked above");
+            for &i in indices {
+                review.hunks[i].state = HunkState::Accepted;
+            }
+            return;
+        };
+        let (version, rope) = (doc.version(), doc.rope().clone());
+        let mapper = super::position::PositionMapper::new(&rope, self.encoding);
+        let review = self
+            .reviews
+            .iter_mut()
+            .find(|r| r.id == id)
+            .expect("checked above");
+        let mut edits = Vec::new();
+        for &i in indices {
+            let hunk = &mut review.hunks[i];
+            hunk.state = HunkState::Applying;
+            edits.extend(
+                hunk_edits(hunk, &rope)
+                    .into_iter()
+                    .map(|(span, text)| TextEdit {
+                        range: mapper.range(span),
+                        new_text: text,
+                    }),
+            );
+        }
+        review.applied_after = review.applied_after.max(Some(version));
+        let label = format!(
+            "Accept {} change{} from {} to {}",
+            indices.len(),
+            if indices.len() == 1 { "" } else { "s" },
+            review.origin.label,
+            file_name(&path)
+        );
+        let edit = DocumentEdit {
+            label,
+            path,
+            version,
+            edits,
+        };
+        let (reply, answer) = oneshot::channel();
+        self.effects.send(Effect::ApplyEdit { edit, reply });
+        let me = self.me.clone();
+        let indices = indices.to_vec();
+        tokio::spawn(async move {
+            let result = answer
+                .await
+                .unwrap_or_else(|_| Err(EffectError::Transport("the editor host stopped".into())));
+            me.update(move |s| s.edit_applied(id, &indices, result));
+        });
+    }
+
+    /// The editor answered an accept's `applyEdit`.
+    fn edit_applied(&mut self, id: u64, indices: &[usize], result: Result<(), EffectError>) {
+        let Ok(review) = self.review_mut(id) else {
+            return;
+        };
+        let path = review.path.clone();
+        let failed = result.is_err();
+        for &i in indices {
+            if review.hunks[i].state == HunkState::Applying {
+                review.hunks[i].state = if failed {
+                    HunkState::Pending
+                } else {
+                    HunkState::Accepted
+                };
+            }
+        }
+        if let Err(e) = result {
+            self.effects.message(
+                Level::Error,
+                format!(
+                    "agentls: could not apply the accepted change to {}: {e}",
+                    file_name(&path)
+                ),
+            );
+        } else {
+            let me = self.me.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(SYNC_GRACE).await;
+                me.update(move |s| s.finish_without_sync(id));
+            });
+        }
+        self.finish_if_decided(id);
+        self.present(&path);
+    }
+
+    /// The editor never reported a version after our edit: settle with the text we have.
+    fn finish_without_sync(&mut self, id: u64) {
+        if let Ok(review) = self.review_mut(id)
+            && review.applied_after.is_some()
+        {
+            tracing::warn!(
+                id,
+                "no didChange after an accepted edit; finishing with the buffer as known"
+            );
+            review.applied_after = None;
+            self.finish_if_decided(id);
+        }
+    }
+
+    /// Resolves the review if every hunk is decided (and, when open, the editor has shown us the
+    /// resulting text).
+    pub(super) fn finish_if_decided(&mut self, id: u64) {
+        let Ok(review) = self.review_mut(id) else {
+            return;
+        };
+        if !review.is_decided() {
+            return;
+        }
+        let any_accepted = review.hunks.iter().any(|h| h.state == HunkState::Accepted);
+        if !any_accepted {
+            self.resolve(id, Verdict::Rejected { reason: None });
+            return;
+        }
+        let (path, applied_after) = (review.path.clone(), review.applied_after);
+        if let Some(doc) = self.documents.get(&path) {
+            if applied_after.is_some_and(|v| doc.version() <= v) {
+                return; // wait for the didChange carrying our edit
+            }
+            let rope = doc.rope().clone();
+            let Ok(review) = self.review_mut(id) else {
+                return;
+            };
+            let rejected = review.rejected_descriptions(|c| rope.char_to_line(c));
+            let text = rope.to_string();
+            self.resolve(id, Verdict::Accepted { text, rejected });
+            return;
+        }
+        // Not open: check the disk still says what we reviewed, then write the result.
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            let disk = match files::read(&path).await {
+                Ok(text) => Some(text),
+                Err(e) if e.is_not_found() => Some(String::new()),
+                Err(_) => None,
+            };
+            me.update(move |s| s.finish_closed(id, disk));
+        });
+    }
+
+    /// Finishes a review of a file that is not open, given what the disk says now.
+    fn finish_closed(&mut self, id: u64, disk: Option<String>) {
+        let Ok(review) = self.review_mut(id) else {
+            return;
+        };
+        let Some(base) = review.closed_text.clone() else {
+            // The file was opened meanwhile: the open path finishes it.
+            self.finish_if_decided(id);
+            return;
+        };
+        let path = review.path.clone();
+        if disk.as_deref() != Some(&base.to_string()) {
+            let reason = format!(
+                "{} changed on disk while the review was open; nothing was written",
+                file_name(&path)
+            );
+            self.effects
+                .message(Level::Warning, format!("agentls: {reason}"));
+            self.resolve(
+                id,
+                Verdict::Rejected {
+                    reason: Some(reason),
+                },
+            );
+            return;
+        }
+        let text = review.accepted_text(&base);
+        let rejected = review.rejected_descriptions(|c| base.char_to_line(c));
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            let written = files::write_atomic(&path, &text).await;
+            me.update(move |s| match written {
+                Ok(()) => s.resolve(id, Verdict::Accepted { text, rejected }),
+                Err(e) => {
+                    let reason = format!("could not write the accepted change: {e}");
+                    s.effects
+                        .message(Level::Error, format!("agentls: {reason}"));
+                    s.resolve(
+                        id,
+                        Verdict::Rejected {
+                            reason: Some(reason),
+                        },
+                    );
+                }
+            });
+        });
+    }
+
+    /// Follows an edit of an open document: reviews on it rebase; conflicts are announced.
+    pub(super) fn rebase_reviews(&mut self, path: &Path, splices: &[Splice], version: i32) {
+        let mut conflicts = Vec::new();
+        for review in self.reviews.iter_mut().filter(|r| r.path == path) {
+            let mut conflicted = false;
+            for splice in splices {
+                conflicted |= review.rebase(splice.removed.clone(), splice.inserted);
+            }
+            review.version = Some(version);
+            if conflicted {
+                conflicts.push(review.origin.label.clone());
+            }
+        }
+        for label in conflicts {
+            self.effects.message(
+                Level::Warning,
+                format!(
+                    "Your edit overlaps a change {label} proposed to {}: that change can no longer be \
+                     accepted as is — reject it, or ask {label} to propose it again (code actions)",
+                    file_name(path)
+                ),
+            );
+        }
+        let waiting: Vec<u64> = self
+            .reviews
+            .iter()
+            .filter(|r| r.path == path && r.applied_after.is_some_and(|v| version > v))
+            .map(|r| r.id)
+            .collect();
+        for id in waiting {
+            self.finish_if_decided(id);
+        }
+        if self.reviews.iter().any(|r| r.path == path) {
+            self.present(path);
+        }
+    }
+
+    /// A document opened: reviews of it switch from the disk copy to the buffer.
+    pub(super) fn reviews_follow_open(&mut self, path: &Path) {
+        let Some(doc) = self.documents.get(path) else {
+            return;
+        };
+        let (text, version) = (doc.text(), doc.version());
+        for review in self.reviews.iter_mut().filter(|r| r.path == path) {
+            if let Some(base) = review.closed_text.take() {
+                for splice in splices_between(&base.to_string(), &text) {
+                    review.rebase(splice.removed, splice.inserted);
+                }
+                review.version = Some(version);
+            }
+        }
+    }
+
+    /// A document closed: reviews of it keep the last buffer text as their copy.
+    pub(super) fn reviews_follow_close(&mut self, path: &Path, last_text: &Rope) {
+        for review in self.reviews.iter_mut().filter(|r| r.path == path) {
+            review.closed_text = Some(last_text.clone());
+            review.version = None;
+            review.applied_after = None;
+        }
+    }
+
+    /// Withdraws every review `origin` opened; returns how many.
+    pub(super) fn cancel_origin_reviews(&mut self, origin: &Origin) -> usize {
+        let ids: Vec<(u64, PathBuf)> = self
+            .reviews
+            .iter()
+            .filter(|r| r.origin == *origin)
+            .map(|r| (r.id, r.path.clone()))
+            .collect();
+        for (id, path) in &ids {
+            self.resolve(*id, Verdict::Cancelled);
+            self.present(path);
+        }
+        ids.len()
+    }
+
+    /// Sends the verdict and forgets the review.
+    fn resolve(&mut self, id: u64, verdict: Verdict) {
+        let Some(index) = self.reviews.iter().position(|r| r.id == id) else {
+            return;
+        };
+        let mut review = self.reviews.remove(index);
+        if matches!(verdict, Verdict::Accepted { .. }) {
+            let expectation = Expectation {
+                label: review.origin.label.clone(),
+                accepted: review.accepted_over_base(),
+                base: std::mem::take(&mut review.base),
+                proposal: std::mem::take(&mut review.proposal),
+            };
+            self.expect_write(review.path.clone(), expectation);
+        }
+        if let Some(reply) = review.verdict.take() {
+            let _ = reply.send(verdict);
+        }
+        self.present(&review.path);
+    }
+
+    fn review_mut(&mut self, id: u64) -> Result<&mut Review, DecisionError> {
+        self.reviews
+            .iter_mut()
+            .find(|r| r.id == id)
+            .ok_or(DecisionError::NoReview(id))
+    }
+
+    /// Opens the file at the review's first change where the editor can.
+    fn show_review_start(&mut self, id: u64, first: usize) {
+        let Some(review) = self.reviews.iter().find(|r| r.id == id) else {
+            return;
+        };
+        let selection = self.review_rope(review).map(|rope| {
+            let mapper = super::position::PositionMapper::new(&rope, self.encoding);
+            let at = mapper.position(first);
+            super::Range::new(at, at)
+        });
+        let (reply, _answer) = oneshot::channel();
+        self.effects.send(Effect::ShowDocument {
+            path: review.path.clone(),
+            selection,
+            reply,
+        });
+    }
+
+    /// The text a review's spans index: the open buffer, else its own copy.
+    pub(super) fn review_rope(&self, review: &Review) -> Option<Rope> {
+        match self.documents.get(&review.path) {
+            Some(doc) => Some(doc.rope().clone()),
+            None => review.closed_text.clone(),
+        }
+    }
+}
+
+/// The char edits applying `hunk` to `rope` (where its span holds its old text): minimal edits
+/// inside the hunk, so the editor's cursor and marks survive.
+fn hunk_edits(hunk: &Hunk, rope: &Rope) -> Vec<(std::ops::Range<usize>, String)> {
+    let current: String = rope.slice(hunk.span.clone()).to_string();
+    let base = hunk.span.start;
+    diff::minimal_edits(&current, &hunk.new_text)
+        .into_iter()
+        .map(|edit| {
+            let start = base + current[..edit.range.start].chars().count();
+            let end = base + current[..edit.range.end].chars().count();
+            (start..end, edit.text)
+        })
+        .collect()
+}

@@ -1,0 +1,263 @@
+//! A real editor end to end: headless Neovim (0.11+) loads the shipped `editors/nvim` config,
+//! starts the real `agentls` binary, edits non-ASCII text and selects in visual mode; the
+//! server's view must match the buffer exactly. The Lua side is `tests/nvim/`.
+//!
+//! Neovim comes from `AGENTLS_TEST_NVIM` (`eval "$(scripts/test-tools.sh)"` installs it). Without
+//! it the test is skipped with a message, except under CI, where a missing editor is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The whole Neovim session, startup to exit, must fit in this.
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+const SAMPLE: &str = "ascii crab line\nemoji 😀 and 🦀 here\n漢字 and かな mixed\nlast line\n";
+/// `SAMPLE` after the script's edits, as the buffer holds it.
+const EDITED: &str =
+    "ascii crab line emoji 😀🎉 and 🦀 here + 子漢 and かな\n mixed\nlast line ✓ 末尾\n새 줄 🦀\n";
+/// A file without a type and without a final line break, before and after the script's append.
+const UNTYPED: &str = "plain words\nno final break";
+const UNTYPED_EDITED: &str = "plain words\nno final break, 끝 🦀";
+
+/// The Neovim binary to drive, or `None` (with the reason on stderr) when the test must skip.
+fn nvim() -> Option<PathBuf> {
+    let Some(path) = std::env::var_os("AGENTLS_TEST_NVIM").filter(|p| !p.is_empty()) else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("Neovim missing under CI: set AGENTLS_TEST_NVIM (scripts/test-tools.sh)");
+        }
+        eprintln!(
+            "SKIPPED editor_nvim: AGENTLS_TEST_NVIM is not set; \
+             run `eval \"$(scripts/test-tools.sh)\"` to install Neovim 0.11 and set it"
+        );
+        return None;
+    };
+    let path = PathBuf::from(path);
+    assert!(
+        path.is_file(),
+        "AGENTLS_TEST_NVIM={} is not a file",
+        path.display()
+    );
+    Some(path)
+}
+
+/// One finished Neovim session and everything needed to explain a failure.
+struct Session {
+    status: ExitStatus,
+    result: Value,
+    stderr: String,
+    dir: tempfile::TempDir,
+}
+
+impl Session {
+    /// Neovim's stderr and the tails of the server's and Neovim's LSP logs.
+    fn context(&self) -> String {
+        let tail = |path: PathBuf| {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let start = text.len().saturating_sub(6000);
+            let start = (start..text.len())
+                .find(|i| text.is_char_boundary(*i))
+                .unwrap_or(0);
+            format!("--- {} (tail) ---\n{}", path.display(), &text[start..])
+        };
+        format!(
+            "--- nvim stderr ---\n{}\n{}\n{}",
+            self.stderr,
+            tail(self.dir.path().join("agentls.log")),
+            tail(self.dir.path().join("state/nvim/lsp.log")),
+        )
+    }
+}
+
+/// Runs `tests/nvim/edits_and_selection.lua` in a fresh, isolated Neovim against agentls.
+fn run_session(nvim: &Path, debounce: &str) -> (Session, PathBuf, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let workspace = root.join("workspace");
+    std::fs::create_dir_all(workspace.join(".git")).unwrap();
+    for sub in ["home", "config", "state", "data", "cache"] {
+        std::fs::create_dir_all(root.join(sub)).unwrap();
+    }
+    let sample = workspace.join("sample.txt");
+    std::fs::write(&sample, SAMPLE).unwrap();
+    let untyped = workspace.join("scratch.zzz");
+    std::fs::write(&untyped, UNTYPED).unwrap();
+
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let stdout_path = root.join("nvim.stdout");
+    let stderr_path = root.join("nvim.stderr");
+    let mut child = Command::new(nvim)
+        .args(["--headless", "--clean", "-l"])
+        .arg(manifest.join("tests/nvim/edits_and_selection.lua"))
+        .arg(manifest.join("editors/nvim"))
+        .arg(env!("CARGO_BIN_EXE_agentls"))
+        .arg(root.join("agentls.log"))
+        .arg(&sample)
+        .arg(&untyped)
+        .arg(debounce)
+        .current_dir(&workspace)
+        // Neovim and the server it starts (which inherits this environment) see only the
+        // temp dir: no user config, state, or agentls config file.
+        .env("HOME", root.join("home"))
+        .env("XDG_CONFIG_HOME", root.join("config"))
+        .env("XDG_STATE_HOME", root.join("state"))
+        .env("XDG_DATA_HOME", root.join("data"))
+        .env("XDG_CACHE_HOME", root.join("cache"))
+        .env_remove("AGENTLS_CONFIG")
+        .env_remove("AGENTLS_LOG")
+        .env_remove("NVIM")
+        .env_remove("NVIM_APPNAME")
+        .env_remove("NVIM_LOG_FILE")
+        .env_remove("VIMINIT")
+        .env_remove("VIMRUNTIME")
+        .env_remove("VIM")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_path).unwrap())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .expect("spawn nvim");
+
+    let deadline = Instant::now() + TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for nvim") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            panic!("nvim took longer than {TIMEOUT:?} (killed); stderr:\n{stderr}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let result = stdout
+        .lines()
+        .rev()
+        .find_map(|line| serde_json::from_str::<Value>(line).ok())
+        .unwrap_or(Value::Null);
+    let session = Session {
+        status,
+        result,
+        stderr,
+        dir,
+    };
+    (session, workspace, sample, untyped)
+}
+
+/// The document the server holds for `path` in a `agentls.debug.state` dump.
+fn document<'a>(state: &'a Value, path: &Path, context: &str) -> &'a Value {
+    state["documents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|d| d["path"] == json!(path))
+        .unwrap_or_else(|| {
+            panic!(
+                "server does not hold {}: {state}\n{context}",
+                path.display()
+            )
+        })
+}
+
+fn check_session(nvim: &Path, debounce: &str) {
+    let (session, workspace, sample, untyped) = run_session(nvim, debounce);
+    let ctx = format!("[debounce {debounce}]\n{}", session.context());
+    let out = &session.result;
+    assert!(
+        session.status.success(),
+        "nvim exited with {}; result: {out}\n{ctx}",
+        session.status
+    );
+    assert!(out.is_object(), "no JSON result on nvim's stdout\n{ctx}");
+    assert_eq!(out["error"], Value::Null, "the Lua script failed\n{ctx}");
+
+    // Encoding: offered utf-8, so both ends use it.
+    assert_eq!(out["offset_encoding"], "utf-8", "{ctx}");
+    let server = &out["server"];
+    assert_eq!(server["encoding"], "utf-8", "{ctx}");
+    assert_eq!(server["folders"], json!([workspace]), "{ctx}");
+
+    // The edits happened as intended, and the server applied every one of them exactly.
+    let buffer = out["buffer"].as_str().expect("buffer text");
+    assert_eq!(
+        buffer, EDITED,
+        "the edits did not do what the script meant\n{ctx}"
+    );
+    let doc = document(server, &sample, &ctx);
+    assert_eq!(
+        doc["text"], buffer,
+        "server text differs from the buffer; Neovim sent these changes: {}\n{ctx}",
+        out["did_change"]
+    );
+    assert_eq!(doc["languageId"], "text", "{ctx}");
+
+    // The visual selection, sent by the shipped notifier once (the debounce coalesced the
+    // one-character selection made on entering visual mode), with utf-8 byte columns.
+    let selected = "漢 and か";
+    let column = EDITED.find(selected).unwrap();
+    let range = json!({
+        "start": {"line": 0, "character": column},
+        "end": {"line": 0, "character": column + selected.len()},
+    });
+    assert_eq!(
+        out["sent_selections"].as_array().map(Vec::len),
+        Some(1),
+        "{ctx}"
+    );
+    assert_eq!(out["sent_selections"][0]["selection"], range, "{ctx}");
+    let current = &server["currentSelection"];
+    assert_eq!(current["text"], selected, "{ctx}");
+    assert_eq!(current["range"], range, "{ctx}");
+    assert_eq!(current["path"], json!(sample), "{ctx}");
+
+    // Yanking right after selecting sends the selection at once, before the debounce would
+    // have (otherwise the cursor captured on leaving visual mode replaces it unsent): two
+    // notifications, the selection then the cursor. The cursor is the current selection, the
+    // yanked text stays the latest one.
+    let after_yank = &out["after_yank"];
+    assert_eq!(out["register"], "😀🎉", "{ctx}");
+    assert_eq!(out["sent_at_yank"], 2, "{ctx}");
+    assert_eq!(after_yank["latestSelection"]["text"], "😀🎉", "{ctx}");
+    assert_eq!(after_yank["currentSelection"]["text"], "", "{ctx}");
+
+    // Linewise: whole lines with their breaks.
+    assert_eq!(
+        out["linewise"]["currentSelection"]["text"], " mixed\nlast line ✓ 末尾\n",
+        "{ctx}"
+    );
+
+    // A file without a type attaches too, and an append to its unterminated last line lands.
+    assert_eq!(out["untyped_filetype"], "", "{ctx}");
+    assert_eq!(out["untyped_buffer"], UNTYPED_EDITED, "{ctx}");
+    let final_state = &out["final"];
+    assert_eq!(
+        document(final_state, &untyped, &ctx)["text"],
+        UNTYPED_EDITED,
+        "{ctx}"
+    );
+    assert_eq!(final_state["focused"], json!(untyped), "{ctx}");
+    assert_eq!(out["clients"], 1, "one client serves both files\n{ctx}");
+
+    // The server left cleanly after shutdown + exit.
+    assert_eq!(out["stopped"], true, "{ctx}");
+    assert_eq!(out["server_exit"], json!({"code": 0, "signal": 0}), "{ctx}");
+}
+
+/// Edits and selections through the shipped Neovim config, once with every change sent at
+/// once (debounce 0) and once with Neovim's default debounce, which batches changes.
+#[test]
+fn neovim_edits_and_selections_reach_the_server() {
+    let Some(nvim) = nvim() else { return };
+    for debounce in ["0", "default"] {
+        let started = Instant::now();
+        check_session(&nvim, debounce);
+        eprintln!(
+            "nvim session (debounce {debounce}) took {:?}",
+            started.elapsed()
+        );
+    }
+}

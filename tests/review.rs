@@ -1,0 +1,478 @@
+//! Reviews through the real binary: previews as diagnostics, inlay hints and code actions;
+//! accepting and rejecting hunks; the user's concurrent edits; teardown; files not open.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{Options, TestClient, file_uri, range};
+
+const BASE: &str = "fn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n\nfn other() {}\n";
+const PROPOSAL: &str =
+    "fn main() {\n    let x = 2;\n    println!(\"{x}\");\n}\n\nfn other() {\n    todo!()\n}\n";
+
+async fn started() -> TestClient {
+    let client = TestClient::start(Options::default()).await;
+    client
+        .initialize(TestClient::rich_capabilities(false), None)
+        .await;
+    client
+}
+
+async fn propose(client: &TestClient, uri: &str, text: &str, origin: &str) {
+    let args = json!([{"uri": uri, "text": text, "origin": origin}]);
+    client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.debug.review", "arguments": args}),
+        )
+        .await
+        .expect("agentls.debug.review");
+}
+
+/// The verdict of a review opened with `propose`.
+async fn verdict(client: &TestClient) -> Value {
+    let log = client
+        .take("window/logMessage", |p| {
+            p["message"]
+                .as_str()
+                .unwrap()
+                .contains("agentls.debug.review verdict: ")
+        })
+        .await;
+    let message = log["params"]["message"].as_str().unwrap();
+    let json = message
+        .split("agentls.debug.review verdict: ")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap();
+    serde_json::from_str(json).unwrap()
+}
+
+/// The diagnostics agentls publishes next for `uri` with `count` entries.
+async fn diagnostics(client: &TestClient, uri: &str, count: usize) -> Vec<Value> {
+    let published = client
+        .take("textDocument/publishDiagnostics", |p| {
+            p["uri"] == uri && p["diagnostics"].as_array().unwrap().len() == count
+        })
+        .await;
+    published["params"]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+async fn code_actions(client: &TestClient, uri: &str, at: Value) -> Vec<Value> {
+    let params = json!({"textDocument": {"uri": uri}, "range": at, "context": {"diagnostics": []}});
+    let result = client
+        .request("textDocument/codeAction", params)
+        .await
+        .unwrap();
+    result.as_array().cloned().unwrap_or_default()
+}
+
+fn titled<'a>(actions: &'a [Value], prefix: &str) -> &'a Value {
+    actions
+        .iter()
+        .find(|a| a["title"].as_str().unwrap().starts_with(prefix))
+        .unwrap_or_else(|| panic!("no action starting with {prefix:?} in {actions:#?}"))
+}
+
+async fn run(client: &TestClient, action: &Value) -> Result<Value, Value> {
+    client
+        .request("workspace/executeCommand", action["command"].clone())
+        .await
+}
+
+#[tokio::test]
+async fn accept_one_hunk_and_reject_the_other() {
+    let client = started().await;
+    let uri = client.open("src/main.rs", "rust", BASE).await;
+    propose(&client, &uri, PROPOSAL, "gemini").await;
+
+    let diags = diagnostics(&client, &uri, 2).await;
+    assert_eq!(diags[0]["source"], "agentls");
+    assert_eq!(diags[0]["code"], "1");
+    assert_eq!(diags[0]["range"], range(1, 0, 2, 0));
+    let message = diags[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("-     let x = 1;") && message.contains("+     let x = 2;"),
+        "{message}"
+    );
+    let shown = client
+        .take("window/showMessage", |p| {
+            p["message"].as_str().unwrap().contains("proposes")
+        })
+        .await;
+    assert_eq!(
+        shown["params"]["message"],
+        "gemini proposes 2 changes to main.rs: use code actions to review (Accept / Reject)"
+    );
+    let show_document = client.take("window/showDocument", |_| true).await;
+    assert_eq!(show_document["params"]["selection"]["start"]["line"], 1);
+    let changed = client.take("agentls/reviewChanged", |_| true).await;
+    assert_eq!(
+        changed["params"]["reviews"][0]["hunks"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // Inlay hints show the inserted text.
+    let hints = client
+        .request(
+            "textDocument/inlayHint",
+            json!({"textDocument": {"uri": uri}, "range": range(0, 0, 9, 0)}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(hints[0]["label"], "+     let x = 2;");
+
+    // Code actions on the first hunk: per-hunk and whole-file.
+    let actions = code_actions(&client, &uri, range(1, 8, 1, 9)).await;
+    let titles: Vec<&str> = actions
+        .iter()
+        .map(|a| a["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles.len(), 4, "{titles:?}");
+    assert!(titles[0].starts_with("Accept change 1/2 from gemini"));
+    assert!(titles[1].starts_with("Reject change 1/2 from gemini"));
+    assert_eq!(titles[2], "Accept all changes (2) from gemini");
+    assert_eq!(titles[3], "Reject all changes (2) from gemini");
+    assert_eq!(actions[0]["kind"], "quickfix");
+    assert_eq!(actions[0]["command"]["command"], "agentls.accept");
+    assert_eq!(
+        actions[0]["command"]["arguments"],
+        json!([{"review": 1, "hunk": 0}])
+    );
+
+    run(&client, &actions[0]).await.unwrap();
+    let edit = client.take("workspace/applyEdit", |_| true).await;
+    assert!(
+        edit["params"]["label"]
+            .as_str()
+            .unwrap()
+            .starts_with("Accept 1 change from gemini")
+    );
+    // Only the changed character is replaced, in one step.
+    let edits = &edit["params"]["edit"]["documentChanges"][0]["edits"];
+    assert_eq!(
+        edits,
+        &json!([{"range": range(1, 12, 1, 13), "newText": "2"}])
+    );
+    diagnostics(&client, &uri, 1).await;
+
+    let actions = code_actions(&client, &uri, range(5, 0, 5, 3)).await;
+    run(&client, titled(&actions, "Reject change 2/2"))
+        .await
+        .unwrap();
+    let verdict = verdict(&client).await;
+    let expected = BASE.replace("let x = 1", "let x = 2");
+    assert_eq!(verdict["verdict"], "accepted");
+    assert_eq!(verdict["text"], expected);
+    assert_eq!(client.document(&uri).text, expected);
+    assert_eq!(verdict["rejected"].as_array().unwrap().len(), 1);
+    diagnostics(&client, &uri, 0).await;
+    assert!(client.shutdown().await.success());
+}
+
+#[tokio::test]
+async fn reject_all_touches_nothing() {
+    let client = started().await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    propose(&client, &uri, PROPOSAL, "agent").await;
+    diagnostics(&client, &uri, 2).await;
+    let actions = code_actions(&client, &uri, range(0, 0, 0, 0)).await;
+    run(&client, titled(&actions, "Reject all changes (2)"))
+        .await
+        .unwrap();
+    assert_eq!(
+        verdict(&client).await,
+        json!({"verdict": "rejected", "reason": null})
+    );
+    assert_eq!(client.document(&uri).text, BASE);
+    assert!(client.received("workspace/applyEdit").is_empty());
+    diagnostics(&client, &uri, 0).await;
+}
+
+#[tokio::test]
+async fn typing_inside_a_hunk_makes_it_a_conflict() {
+    let client = started().await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    propose(&client, &uri, PROPOSAL, "agent").await;
+    diagnostics(&client, &uri, 2).await;
+    // The user changes `1` to `10` on the line the first hunk replaces.
+    client.edit(&uri, range(1, 13, 1, 13), "0").await;
+    client
+        .take("window/showMessage", |p| {
+            p["message"].as_str().unwrap().contains("overlaps")
+        })
+        .await;
+    let diags = diagnostics(&client, &uri, 2).await;
+    assert_eq!(diags[0]["severity"], 2, "a conflict is a warning");
+    assert!(
+        diags[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("CONFLICT")
+    );
+    // It cannot be accepted blindly.
+    let refused = client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.accept", "arguments": [{"review": 1, "hunk": 0}]}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("overlaps your own edit")
+    );
+    let actions = code_actions(&client, &uri, range(1, 0, 1, 0)).await;
+    run(&client, titled(&actions, "Ask agent to propose"))
+        .await
+        .unwrap();
+    let verdict = verdict(&client).await;
+    assert_eq!(verdict["verdict"], "rejected");
+    assert!(
+        verdict["reason"]
+            .as_str()
+            .unwrap()
+            .contains("propose the change again")
+    );
+    assert_eq!(client.document(&uri).text, BASE.replace("= 1", "= 10"));
+}
+
+#[tokio::test]
+async fn edits_elsewhere_move_the_hunks_and_are_kept() {
+    let client = started().await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    propose(&client, &uri, PROPOSAL, "agent").await;
+    diagnostics(&client, &uri, 2).await;
+    client.edit(&uri, range(0, 0, 0, 0), "// note\n").await;
+    let diags = diagnostics(&client, &uri, 2).await;
+    assert_eq!(diags[0]["range"], range(2, 0, 3, 0), "moved down one line");
+    let actions = code_actions(&client, &uri, range(0, 0, 0, 0)).await;
+    run(&client, titled(&actions, "Accept all changes (2)"))
+        .await
+        .unwrap();
+    let verdict = verdict(&client).await;
+    let expected = format!("// note\n{PROPOSAL}");
+    assert_eq!(verdict["verdict"], "accepted");
+    assert_eq!(verdict["text"], expected);
+    assert_eq!(client.document(&uri).text, expected);
+}
+
+#[tokio::test]
+async fn an_origin_that_goes_away_withdraws_its_reviews() {
+    let client = started().await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    propose(&client, &uri, PROPOSAL, "flaky").await;
+    diagnostics(&client, &uri, 2).await;
+    client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.debug.closeOrigin", "arguments": [{"origin": "flaky"}]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(verdict(&client).await, json!({"verdict": "cancelled"}));
+    diagnostics(&client, &uri, 0).await;
+    client
+        .take("window/showMessage", |p| {
+            p["message"] == "flaky went away: 1 pending review(s) and 0 question(s) withdrawn"
+        })
+        .await;
+    assert_eq!(client.document(&uri).text, BASE);
+}
+
+#[tokio::test]
+async fn a_newer_proposal_supersedes_the_older_one() {
+    let client = started().await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    propose(&client, &uri, PROPOSAL, "agent").await;
+    diagnostics(&client, &uri, 2).await;
+    propose(
+        &client,
+        &uri,
+        &BASE.replace("fn other", "fn renamed"),
+        "agent",
+    )
+    .await;
+    let first = verdict(&client).await;
+    assert_eq!(first["verdict"], "rejected");
+    assert!(first["reason"].as_str().unwrap().contains("superseded"));
+    diagnostics(&client, &uri, 1).await;
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_open_is_written_on_accept() {
+    let client = started().await;
+    let path = client.workspace.join("closed.rs");
+    std::fs::write(&path, BASE).unwrap();
+    let uri = file_uri(&path);
+    propose(&client, &uri, PROPOSAL, "agent").await;
+    diagnostics(&client, &uri, 2).await;
+    let actions = code_actions(&client, &uri, range(6, 0, 6, 0)).await;
+    run(&client, titled(&actions, "Accept change 2/2"))
+        .await
+        .unwrap();
+    let actions = code_actions(&client, &uri, range(1, 0, 1, 0)).await;
+    run(&client, titled(&actions, "Reject change 1/2"))
+        .await
+        .unwrap();
+    let verdict = verdict(&client).await;
+    let expected = BASE.replace("fn other() {}", "fn other() {\n    todo!()\n}");
+    assert_eq!(verdict["text"], expected);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+    assert!(client.received("workspace/applyEdit").is_empty());
+}
+
+#[tokio::test]
+async fn a_new_file_is_created_on_accept() {
+    let client = started().await;
+    let path = client.workspace.join("new/dir/file.txt");
+    let uri = file_uri(&path);
+    propose(&client, &uri, "hello\n", "agent").await;
+    diagnostics(&client, &uri, 1).await;
+    let actions = code_actions(&client, &uri, range(0, 0, 0, 0)).await;
+    run(&client, titled(&actions, "Accept all changes (1)"))
+        .await
+        .unwrap();
+    assert_eq!(verdict(&client).await["verdict"], "accepted");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello\n");
+}
+
+#[tokio::test]
+async fn auto_accept_applies_without_asking() {
+    let client = TestClient::start(Options {
+        config_toml: Some("[review.agents.trusted]\nautoAccept = true\n".into()),
+        ..Options::default()
+    })
+    .await;
+    client
+        .initialize(TestClient::rich_capabilities(false), None)
+        .await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    propose(&client, &uri, PROPOSAL, "trusted").await;
+    client.take("workspace/applyEdit", |_| true).await;
+    assert_eq!(verdict(&client).await["text"], PROPOSAL);
+    assert_eq!(client.document(&uri).text, PROPOSAL);
+}
+
+#[tokio::test]
+async fn proposals_outside_the_workspace_are_refused() {
+    let client = started().await;
+    propose(
+        &client,
+        &file_uri(std::path::Path::new("/etc/hosts")),
+        "x",
+        "agent",
+    )
+    .await;
+    let verdict = verdict(&client).await;
+    assert!(
+        verdict["error"]
+            .as_str()
+            .unwrap()
+            .contains("outside the workspace")
+    );
+}
+
+/// Accepts the first hunk of `PROPOSAL` on an open `BASE` and rejects the second; returns the
+/// expected text (the first hunk only).
+async fn accept_first_hunk_only(client: &TestClient, uri: &str) -> String {
+    propose(client, uri, PROPOSAL, "agent").await;
+    diagnostics(client, uri, 2).await;
+    let actions = code_actions(client, uri, range(1, 0, 1, 0)).await;
+    run(client, titled(&actions, "Accept change 1/2"))
+        .await
+        .unwrap();
+    let actions = code_actions(client, uri, range(5, 0, 5, 0)).await;
+    run(client, titled(&actions, "Reject change 2/2"))
+        .await
+        .unwrap();
+    let expected = BASE.replace("let x = 1", "let x = 2");
+    assert_eq!(verdict(client).await["text"], expected);
+    expected
+}
+
+/// Real agents write the file themselves after permission. Writing the whole proposal after a
+/// partial accept must still leave exactly the accepted hunk on disk.
+#[tokio::test]
+async fn an_agent_writing_its_whole_proposal_to_disk_gets_the_accepted_part() {
+    let client = started().await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    let expected = accept_first_hunk_only(&client, &uri).await;
+    let path = client.workspace.join("a.rs");
+    std::fs::write(&path, PROPOSAL).unwrap();
+    client
+        .take("window/showMessage", |p| {
+            p["message"]
+                .as_str()
+                .unwrap()
+                .contains("kept only the changes you accepted")
+        })
+        .await;
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+    assert_eq!(client.document(&uri).text, expected);
+}
+
+#[tokio::test]
+async fn an_agent_writing_its_whole_proposal_through_the_editor_gets_the_accepted_part() {
+    let client = started().await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    let expected = accept_first_hunk_only(&client, &uri).await;
+    // An unsaved edit of the user's stays in the buffer (and off the disk).
+    client.edit(&uri, range(0, 0, 0, 0), "// mine\n").await;
+    let args = json!([{"uri": uri, "text": PROPOSAL}]);
+    client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.debug.write", "arguments": args}),
+        )
+        .await
+        .unwrap();
+    let path = client.workspace.join("a.rs");
+    support::eventually(|| std::fs::read_to_string(&path).ok().as_deref() == Some(&expected))
+        .await
+        .expect("the accepted text on disk");
+    assert_eq!(client.document(&uri).text, format!("// mine\n{expected}"));
+    assert_eq!(
+        client.received("workspace/applyEdit").len(),
+        1,
+        "only the accept's edit"
+    );
+}
+
+/// The agent writes more than it proposed while the user has unsaved edits elsewhere: the
+/// buffer takes the agent's change and keeps the user's.
+#[tokio::test]
+async fn a_later_disk_change_is_merged_into_the_buffer_keeping_unsaved_edits() {
+    let client = started().await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    propose(&client, &uri, PROPOSAL, "agent").await;
+    diagnostics(&client, &uri, 2).await;
+    let actions = code_actions(&client, &uri, range(0, 0, 0, 0)).await;
+    run(&client, titled(&actions, "Accept all changes (2)"))
+        .await
+        .unwrap();
+    assert_eq!(verdict(&client).await["text"], PROPOSAL);
+    client.edit(&uri, range(0, 0, 0, 0), "// mine\n").await;
+    let path = client.workspace.join("a.rs");
+    std::fs::write(&path, format!("{PROPOSAL}// theirs\n")).unwrap();
+    let merged = client
+        .take("workspace/applyEdit", |p| {
+            p["label"].as_str().unwrap().starts_with("agent changed")
+        })
+        .await;
+    assert!(merged["params"]["label"].as_str().unwrap().contains("a.rs"));
+    assert_eq!(
+        client.document(&uri).text,
+        format!("// mine\n{PROPOSAL}// theirs\n")
+    );
+}
