@@ -15,6 +15,20 @@ async fn started(capabilities: Value) -> TestClient {
     client
 }
 
+/// Waits until a review's code actions are offered at the start of `uri`.
+async fn wait_for_review(client: &TestClient, uri: &str) {
+    support::agents::eventually_async(|| async {
+        client.code_actions(uri).await.iter().any(|a| {
+            a["title"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("Accept all")
+        })
+    })
+    .await
+    .expect("a review's code actions");
+}
+
 fn path_of(uri: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(support::file_uri_to_path(uri))
 }
@@ -74,14 +88,13 @@ async fn a_prompt_streams_text_progress_plugin_events_and_one_summary() {
 #[tokio::test]
 async fn accepting_a_diff_updates_the_buffer_and_the_file() {
     let client = started(TestClient::rich_capabilities(false)).await;
-    client.answer(
-        "window/showMessageRequest",
-        Answer::With(json!({"title": "Accept the change to notes.txt"})),
-    );
     let uri = client
         .open("notes.txt", "text", "keep me\n// TODO fix this\n")
         .await;
     client.prompt("uppercase the TODO lines in notes.txt").await;
+    client
+        .run_code_action(&uri, "Accept all changes (1) from demo")
+        .await;
     let summary = client.take_message("demo: end_turn").await;
     assert!(summary.contains("files: notes.txt"), "{summary}");
     assert!(
@@ -91,13 +104,25 @@ async fn accepting_a_diff_updates_the_buffer_and_the_file() {
     let expected = "keep me\n// TODO FIX THIS\n";
     assert_eq!(client.document(&uri).text, expected);
     assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), expected);
-    let question = client.take("window/showMessageRequest", |_| true).await;
-    assert!(
-        question["params"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("Edit notes.txt: notes.txt (+1 −1 lines)")
-    );
+    assert!(client.shutdown().await.success());
+}
+
+/// The user accepts one hunk and rejects the other; the agent then writes its whole proposal
+/// through `fs/write_text_file`, and the file still gets only the accepted hunk.
+#[tokio::test]
+async fn a_partly_accepted_diff_keeps_the_rejected_hunk_out() {
+    let client = started(capabilities_without_dialogs()).await;
+    let original = "// TODO a\nx\nx\nx\nx\nx\nx\n// TODO b\n";
+    let uri = client.open("notes.txt", "text", original).await;
+    client.prompt("uppercase notes.txt").await;
+    client
+        .run_code_action_at(&uri, support::range(0, 0, 0, 1), "Accept change 1/2")
+        .await;
+    client.run_code_action(&uri, "Reject all changes (1)").await;
+    client.take_message("demo: end_turn").await;
+    let expected = "// TODO A\nx\nx\nx\nx\nx\nx\n// TODO b\n";
+    assert_eq!(client.document(&uri).text, expected);
+    assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), expected);
     assert!(client.shutdown().await.success());
 }
 
@@ -107,8 +132,7 @@ async fn rejecting_through_a_code_action_touches_nothing() {
     let original = "// TODO one\n";
     let uri = client.open("notes.txt", "text", original).await;
     client.prompt("uppercase notes.txt").await;
-    client.take_message("answer with a code action").await;
-    client.run_code_action(&uri, "Reject").await;
+    client.run_code_action(&uri, "Reject all changes").await;
     let summary = client.take_message("demo: end_turn").await;
     assert!(summary.contains("1 failed (Edit notes.txt)"), "{summary}");
     assert!(summary.contains("You rejected the change"), "{summary}");
@@ -133,8 +157,7 @@ async fn cancel_ends_a_hanging_turn_and_withdraws_a_pending_permission() {
 
     let uri = client.open("notes.txt", "text", "TODO fix\n").await;
     client.prompt("uppercase notes.txt").await;
-    client.take_message("answer with a code action").await;
-    assert_eq!(client.code_actions(&uri).await.len(), 2);
+    wait_for_review(&client, &uri).await;
     client.execute("agentls.cancel", Value::Null).await.unwrap();
     client.take_message("demo: cancelled").await;
     assert!(client.code_actions(&uri).await.is_empty());
@@ -150,7 +173,7 @@ async fn a_killed_agent_withdraws_its_question_tells_once_and_restarts() {
     let client = started(capabilities_without_dialogs()).await;
     let uri = client.open("notes.txt", "text", "TODO fix\n").await;
     client.prompt("uppercase notes.txt").await;
-    client.take_message("answer with a code action").await;
+    wait_for_review(&client, &uri).await;
     let pid = client
         .agent_pid("demo")
         .await

@@ -44,6 +44,18 @@ pub async fn write(
         Err(e) if e.is_not_found() => None,
         Err(e) => return Err(file_error(&e)),
     };
+    // The agent writes the very proposal the user reviewed: the file already holds what the
+    // user accepted (perhaps only some hunks), so that is what gets written.
+    let accepted = link
+        .with_session(session, |s| match s.accepted.get(path) {
+            Some((proposal, _)) if *proposal == new => s.accepted.remove(path),
+            _ => None,
+        })
+        .flatten();
+    if let Some((_, accepted_text)) = accepted {
+        let content = current.unwrap_or(accepted_text);
+        return finish_write(link, session, path, content).await;
+    }
     let base = match (&base, &current) {
         (Some(base), _) => Some(base.clone()),
         // The agent never read it: it worked from the disk, and the buffer may differ.
@@ -78,14 +90,24 @@ pub async fn write(
         }
         _ => new,
     };
+    finish_write(link, session, path, content).await
+}
+
+/// Writes `content` through the editor and remembers it as what the agent knows of the file.
+async fn finish_write(
+    link: &AgentLink,
+    session: &str,
+    path: &std::path::Path,
+    content: String,
+) -> Result<WriteTextFileResponse, Error> {
     link.editor
         .write_text_file(path, &content)
         .await
         .map_err(|e| write_error(&e))?;
     link.with_session(session, |s| {
-        s.reads.insert(path.clone(), content);
+        s.reads.insert(path.to_path_buf(), content);
         if let Some(turn) = s.turn.as_mut() {
-            turn.files.insert(path.clone());
+            turn.files.insert(path.to_path_buf());
         }
     });
     Ok(WriteTextFileResponse::new())

@@ -15,8 +15,9 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Error};
 
 use super::link::AgentLink;
-use super::review::{EditVerdict, review_proposed_edit};
-use crate::editor::{Choice, ChoiceKind};
+use super::review::review_proposed_edit;
+use crate::editor::review::Verdict;
+use crate::editor::{Choice, ChoiceKind, Level, file_name};
 
 /// Starts answering `request`; returns at once.
 pub fn handle(
@@ -80,21 +81,57 @@ async fn decide(
     if let Some(diff) = diff {
         let verdict =
             review_proposed_edit(&link.editor, &origin, &diff.path, &diff.new_text, title).await;
+        let file = file_name(&diff.path);
         return match verdict {
-            EditVerdict::Accepted => pick(
-                options,
-                &[
-                    PermissionOptionKind::AllowOnce,
-                    PermissionOptionKind::AllowAlways,
-                ],
-            ),
-            EditVerdict::Rejected => pick(
-                options,
-                &[
-                    PermissionOptionKind::RejectOnce,
-                    PermissionOptionKind::RejectAlways,
-                ],
-            ),
+            Ok(Verdict::Accepted { text, rejected }) => {
+                link.with_session(session, |s| {
+                    s.accepted
+                        .insert(diff.path.clone(), (diff.new_text.clone(), text));
+                    if !rejected.is_empty() {
+                        s.notes.push(format!(
+                            "The user rejected part of your change to {}; it was not applied:\n{}",
+                            diff.path.display(),
+                            rejected.join("\n")
+                        ));
+                    }
+                });
+                pick(
+                    options,
+                    &[
+                        PermissionOptionKind::AllowOnce,
+                        PermissionOptionKind::AllowAlways,
+                    ],
+                )
+            }
+            Ok(Verdict::Rejected { reason }) => {
+                if let Some(reason) = reason {
+                    link.with_session(session, |s| {
+                        s.notes
+                            .push(format!("The user rejected your change to {file}: {reason}"));
+                    });
+                }
+                pick(
+                    options,
+                    &[
+                        PermissionOptionKind::RejectOnce,
+                        PermissionOptionKind::RejectAlways,
+                    ],
+                )
+            }
+            Ok(Verdict::Cancelled) => RequestPermissionOutcome::Cancelled,
+            Err(e) => {
+                link.editor.log(
+                    Level::Warning,
+                    format!("{}: refused its proposed change: {e}\n", link.agent),
+                );
+                pick(
+                    options,
+                    &[
+                        PermissionOptionKind::RejectOnce,
+                        PermissionOptionKind::RejectAlways,
+                    ],
+                )
+            }
         };
     }
     let choices = options

@@ -38,6 +38,11 @@ pub struct SessionState {
     pub turns: u64,
     /// Per file: the whole text the agent last read (or wrote).
     pub reads: HashMap<PathBuf, String>,
+    /// Per file: the proposal the user accepted (whole) and the text it produced (the accepted
+    /// hunks only), so that the agent's own write of the proposal keeps the user's choice.
+    pub accepted: HashMap<PathBuf, (String, String)>,
+    /// Things to tell the agent at the start of its next prompt (hunks the user rejected).
+    pub notes: Vec<String>,
     /// Pending permission requests: id → title.
     pub permissions: BTreeMap<u64, String>,
     /// Cancelled to withdraw every pending permission request (then replaced).
@@ -82,6 +87,8 @@ impl SessionState {
             turn: None,
             turns: 0,
             reads: HashMap::new(),
+            accepted: HashMap::new(),
+            notes: Vec::new(),
             permissions: BTreeMap::new(),
             withdraw: CancellationToken::new(),
         }

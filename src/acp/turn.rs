@@ -47,7 +47,18 @@ pub async fn run(
     if started != Some(true) {
         return (TurnEnd::Busy, None);
     }
-    let blocks = context::blocks(text, context, agent.info.embedded_context);
+    let notes = agent
+        .link
+        .with_session(&session, |s| std::mem::take(&mut s.notes))
+        .unwrap_or_default();
+    let mut blocks = context::blocks(text, context, agent.info.embedded_context);
+    if !notes.is_empty() {
+        let note = format!("(From agentls) {}", notes.join("\n"));
+        blocks.insert(
+            0,
+            agent_client_protocol::v1::schema::ContentBlock::from(note),
+        );
+    }
     let request = PromptRequest::new(SessionId::new(session.clone()), blocks);
     let answer = agent.request(request, "session/prompt", None).await;
     let turn = agent

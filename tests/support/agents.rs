@@ -3,7 +3,21 @@
 
 use serde_json::{Value, json};
 
-use super::TestClient;
+use super::{TestClient, WAIT};
+
+/// Polls the async `condition` until it holds (`Some(())`) or [`WAIT`] passes (`None`).
+pub async fn eventually_async<F: std::future::Future<Output = bool>>(
+    condition: impl Fn() -> F,
+) -> Option<()> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tokio::time::Instant::now() < deadline {
+        if condition().await {
+            return Some(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    None
+}
 
 /// Capabilities of an editor without `window/showMessageRequest` (like Helix): questions come as
 /// code actions.
@@ -87,7 +101,12 @@ impl TestClient {
 
     /// The code actions offered at the start of `uri`.
     pub async fn code_actions(&self, uri: &str) -> Vec<Value> {
-        let params = json!({"textDocument": {"uri": uri}, "range": super::range(0, 0, 0, 0),
+        self.code_actions_at(uri, super::range(0, 0, 0, 0)).await
+    }
+
+    /// The code actions offered for `range` of `uri`.
+    pub async fn code_actions_at(&self, uri: &str, range: Value) -> Vec<Value> {
+        let params = json!({"textDocument": {"uri": uri}, "range": range,
                             "context": {"diagnostics": []}});
         let actions = self
             .request("textDocument/codeAction", params)
@@ -96,13 +115,31 @@ impl TestClient {
         actions.as_array().cloned().unwrap_or_default()
     }
 
-    /// Runs the command of the code action at `uri` whose title starts with `prefix`.
+    /// Runs the command of the code action at the start of `uri` whose title starts with
+    /// `prefix`, waiting (with a deadline) until it is offered.
     pub async fn run_code_action(&self, uri: &str, prefix: &str) {
-        let actions = self.code_actions(uri).await;
-        let action = actions
-            .iter()
-            .find(|a| a["title"].as_str().unwrap_or_default().starts_with(prefix))
-            .unwrap_or_else(|| panic!("no code action starting with {prefix:?}: {actions:?}"));
+        self.run_code_action_at(uri, super::range(0, 0, 0, 0), prefix)
+            .await;
+    }
+
+    /// Runs the command of the code action for `range` whose title starts with `prefix`,
+    /// waiting (with a deadline) until it is offered.
+    pub async fn run_code_action_at(&self, uri: &str, range: Value, prefix: &str) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let action = loop {
+            let actions = self.code_actions_at(uri, range.clone()).await;
+            let found = actions
+                .iter()
+                .find(|a| a["title"].as_str().unwrap_or_default().starts_with(prefix));
+            if let Some(action) = found {
+                break action.clone();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no code action starting with {prefix:?}: {actions:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
         let command = &action["command"];
         self.request(
             "workspace/executeCommand",
