@@ -129,6 +129,36 @@ pub struct Config {
     pub mcp: McpConfig,
 }
 
+/// The name of the built-in demo agent, used when no agent is configured.
+pub const DEMO_AGENT: &str = "demo";
+
+impl Config {
+    /// The agents in force: the configured ones, or, when there are none, the built-in demo
+    /// agent `demo` (this executable with `demo-agent`).
+    pub fn effective_agents(&self) -> BTreeMap<String, AgentSpec> {
+        if !self.agents.is_empty() {
+            return self.agents.clone();
+        }
+        let command = std::env::current_exe()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "agentls".into());
+        let demo = AgentSpec {
+            command,
+            args: vec!["demo-agent".into()],
+            env: BTreeMap::new(),
+        };
+        BTreeMap::from([(DEMO_AGENT.to_owned(), demo)])
+    }
+
+    /// The agent a command that names none goes to: `defaultAgent`, else the first agent in
+    /// name order (the demo agent when none is configured).
+    pub fn effective_default_agent(&self) -> Option<String> {
+        self.default_agent
+            .clone()
+            .or_else(|| self.effective_agents().into_keys().next())
+    }
+}
+
 /// Where a piece of configuration came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -416,6 +446,23 @@ mod tests {
         let mut layers = Layers::default();
         layers.set_initialization_options(Some(json!({"mcp": {"enabled": false}})));
         assert!(!layers.load().config.mcp.enabled);
+    }
+
+    #[test]
+    fn the_demo_agent_stands_in_when_none_is_configured() {
+        let config = Config::default();
+        let agents = config.effective_agents();
+        assert_eq!(agents.keys().collect::<Vec<_>>(), vec![DEMO_AGENT]);
+        assert_eq!(agents[DEMO_AGENT].args, vec!["demo-agent"]);
+        assert_eq!(
+            config.effective_default_agent().as_deref(),
+            Some(DEMO_AGENT)
+        );
+        let (_dir, layers) =
+            layers_with_file("[agents.b]\ncommand = \"x\"\n[agents.a]\ncommand = \"y\"\n");
+        let config = layers.load().config;
+        assert!(!config.effective_agents().contains_key(DEMO_AGENT));
+        assert_eq!(config.effective_default_agent().as_deref(), Some("a"));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! `lsp` is the host (the editor's side), `editor` the port every agent adapter goes through,
 //! `mcp` serves terminal agents, `config` the user's settings. See DESIGN.md in the repository for the shape and its reasons.
 
+pub mod acp;
 pub mod config;
+pub mod demo_agent;
 pub mod doctor;
 pub mod editor;
 pub mod lsp;

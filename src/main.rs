@@ -1,4 +1,4 @@
-//! The `agentls` command line: serve LSP on stdio (the default), or `doctor`.
+//! The `agentls` command line: serve LSP on stdio (the default), `doctor`, or `demo-agent`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,11 +29,19 @@ enum Command {
     Serve,
     /// Print the config agentls loads, where from, and whether each agent can be started.
     Doctor,
+    /// Speak ACP on stdin/stdout as a small offline demo agent (the default agent when none is
+    /// configured; see README for its prompt language).
+    DemoAgent,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Err(e) = init_logging(cli.log_file.as_deref()) {
+    // The demo agent's stderr is its host's log: keep it quiet unless asked.
+    let filter_var = match cli.command {
+        Some(Command::DemoAgent) => "AGENTLS_DEMO_LOG",
+        _ => "AGENTLS_LOG",
+    };
+    if let Err(e) = init_logging(cli.log_file.as_deref(), filter_var) {
         eprintln!("agentls: {e:#}");
         return ExitCode::FAILURE;
     }
@@ -43,6 +51,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Serve => serve(),
+        Command::DemoAgent => demo_agent(),
     }
 }
 
@@ -64,9 +73,31 @@ fn serve() -> ExitCode {
     }
 }
 
+fn demo_agent() -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("agentls demo-agent: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(agentls::demo_agent::run(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    ));
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agentls demo-agent: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Logs go to stderr (never stdout: that is the protocol) and, if asked, to a file.
-fn init_logging(log_file: Option<&std::path::Path>) -> anyhow::Result<()> {
-    let filter = EnvFilter::try_from_env("AGENTLS_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+fn init_logging(log_file: Option<&std::path::Path>, filter_var: &str) -> anyhow::Result<()> {
+    let filter = EnvFilter::try_from_env(filter_var).unwrap_or_else(|_| EnvFilter::new("info"));
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false);

@@ -427,6 +427,8 @@ async fn an_agent_writing_its_whole_proposal_through_the_editor_gets_the_accepte
     let client = started().await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let expected = accept_first_hunk_only(&client, &uri).await;
+    // An unsaved edit of the user's stays in the buffer (and off the disk).
+    client.edit(&uri, range(0, 0, 0, 0), "// mine\n").await;
     let args = json!([{"uri": uri, "text": PROPOSAL}]);
     client
         .request(
@@ -439,7 +441,7 @@ async fn an_agent_writing_its_whole_proposal_through_the_editor_gets_the_accepte
     support::eventually(|| std::fs::read_to_string(&path).ok().as_deref() == Some(&expected))
         .await
         .expect("the accepted text on disk");
-    assert_eq!(client.document(&uri).text, expected);
+    assert_eq!(client.document(&uri).text, format!("// mine\n{expected}"));
     assert_eq!(
         client.received("workspace/applyEdit").len(),
         1,

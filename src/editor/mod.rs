@@ -236,13 +236,16 @@ impl EditorAccess {
         self.check_path(path).await?;
         let (p, c) = (path.to_owned(), content.to_owned());
         let label = format!("agent edit: {}", file_name(path));
-        // After a partial accept, a write of the whole proposal writes the accepted part only.
+        // After a partial accept, a write of the whole proposal writes the accepted part only;
+        // the buffer already holds the accepted hunks (and the user's edits) and stays as is.
         let (content, plan) = self
             .state
-            .query(move |s| {
-                let content = s.expectations.correct(&p, &c).unwrap_or(c);
-                let plan = s.plan_write(&p, &content, &label);
-                (content, plan)
+            .query(move |s| match s.expectations.correct(&p, &c) {
+                Some(accepted) => (accepted, None),
+                None => {
+                    let plan = s.plan_write(&p, &c, &label);
+                    (c, plan)
+                }
             })
             .await?;
         if let Some(edit) = plan {

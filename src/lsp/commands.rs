@@ -12,6 +12,7 @@ use tower_lsp_server::ls_types::{
     CodeAction, CodeActionKind, CodeActionOrCommand, Command, LSPAny, Uri,
 };
 
+use super::agent_commands;
 use super::convert;
 use super::server::Backend;
 use crate::editor::actions::{ActionCommand, UserAction};
@@ -47,6 +48,11 @@ pub const ADVERTISED: &[&str] = &[
     REJECT,
     ANSWER,
     MENTION,
+    agent_commands::PROMPT,
+    agent_commands::CANCEL,
+    agent_commands::NEW_SESSION,
+    agent_commands::SET_MODE,
+    agent_commands::STATUS,
     super::mcp_commands::TERMINAL_ENV,
 ];
 
@@ -188,9 +194,12 @@ pub async fn execute(
                 .map_err(|e| Error::invalid_params(e.to_string()))?;
             Ok(None)
         }
-        other => match super::mcp_commands::execute(backend, other).await {
+        other => match agent_commands::execute(backend, other, arguments).await {
             Some(result) => result,
-            None => Err(Error::invalid_params(format!("unknown command `{other}`"))),
+            None => match super::mcp_commands::execute(backend, other).await {
+                Some(result) => result,
+                None => Err(Error::invalid_params(format!("unknown command `{other}`"))),
+            },
         },
     }
 }

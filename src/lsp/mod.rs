@@ -1,6 +1,7 @@
 //! The host: agentls as a language server. LSP comes in and feeds the port (`editor/`); the
 //! port's effects go out as LSP, gated on what the client advertised.
 
+mod agent_commands;
 mod capabilities;
 mod commands;
 mod convert;
@@ -37,9 +38,13 @@ pub async fn serve(input: impl AsyncRead + Unpin, output: impl AsyncWrite) -> En
     let flag = Arc::clone(&shutdown_requested);
     let mcp = Arc::new(mcp_commands::McpSlot::default());
     let backend_mcp = Arc::clone(&mcp);
+    let (agent_config, agent_config_rx) = watch::channel(crate::config::Config::default());
+    let agents = crate::acp::Agents::new(editor.clone(), agent_config_rx);
     let (service, socket) = LspService::build(move |client| {
         tokio::spawn(effects::run(client, ready_rx, effect_queue));
         Backend {
+            agents,
+            agent_config,
             editor,
             feed,
             features: std::sync::OnceLock::new(),

@@ -34,6 +34,8 @@ pub struct Backend {
     pub(super) ready: watch::Sender<Option<ClientFeatures>>,
     pub(super) config: Mutex<Layers>,
     pub(super) shutdown_requested: Arc<AtomicBool>,
+    pub(super) agents: crate::acp::Agents,
+    pub(super) agent_config: watch::Sender<config::Config>,
     pub(super) mcp: Arc<super::mcp_commands::McpSlot>,
 }
 
@@ -101,6 +103,7 @@ impl Backend {
                 .collect(),
             max_preview_lines: config.review.max_preview_lines,
         });
+        self.agent_config.send_replace(loaded.config);
     }
 }
 
@@ -145,6 +148,7 @@ impl LanguageServer for Backend {
     async fn shutdown(&self) -> Result<()> {
         self.shutdown_requested.store(true, Ordering::SeqCst);
         self.mcp.stop();
+        self.agents.shutdown().await;
         Ok(())
     }
 

@@ -1,0 +1,353 @@
+//! One running agent: its process, its connection, what it said at `initialize`, and its
+//! sessions. Every request to it races the process's exit and a deadline, so a dead or silent
+//! agent becomes a classed [`AgentFailure`] instead of a hang.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ClientCapabilities, FileSystemCapabilities, Implementation,
+    InitializeRequest, InitializeResponse, NewSessionRequest, SessionId, SetSessionModeRequest,
+};
+use agent_client_protocol::{
+    Agent, ErrorCode, JsonRpcRequest, is_connection_terminated, is_incoming_transport_closed,
+};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::connection::{self, Connection};
+use super::error::AgentFailure;
+use super::link::AgentLink;
+use super::process::{self, ChildProcess};
+use super::session::SessionState;
+use super::transport::{self, SkippedLine};
+use crate::config::AgentSpec;
+use crate::editor::{EditorAccess, Level};
+
+/// How long `initialize` and `session/new` may take (agents may install things on first run).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long quick requests (`session/set_mode`) may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long after a closed connection agentls waits for the exit status that explains it.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// What the agent said about itself at `initialize`.
+#[derive(Debug, Clone)]
+pub struct AgentInfo {
+    /// Whether prompts may embed resources.
+    pub embedded_context: bool,
+    /// Its capabilities, as sent.
+    pub capabilities: Value,
+    /// Its authentication methods, as sent.
+    pub auth_methods: Vec<Value>,
+    /// Its name and version, as sent.
+    pub implementation: Option<Value>,
+}
+
+/// A started, initialized agent.
+#[derive(Debug)]
+pub struct RunningAgent {
+    /// State its handlers share.
+    pub link: Arc<AgentLink>,
+    /// Its process.
+    pub process: ChildProcess,
+    /// What it said at `initialize`.
+    pub info: AgentInfo,
+    /// Turns running now (their task reports a death; the death watcher stays quiet).
+    pub active_turns: AtomicUsize,
+    /// agentls is stopping it on purpose.
+    pub stopping: AtomicBool,
+    /// A turn already told the user that the process died.
+    pub death_reported: AtomicBool,
+    cx: ConnectionTo<Agent>,
+    current: Mutex<Option<String>>,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+    spec: AgentSpec,
+}
+
+impl RunningAgent {
+    /// Spawns `spec` as `name` in `cwd`, connects and initializes it.
+    pub async fn start(
+        name: &str,
+        spec: &AgentSpec,
+        cwd: PathBuf,
+        editor: EditorAccess,
+    ) -> Result<Arc<Self>, AgentFailure> {
+        let (process, pipes) = process::spawn_agent(name, spec, &cwd)?;
+        let link = Arc::new(AgentLink::new(name, editor.clone(), cwd));
+        let agent = name.to_owned();
+        let on_skipped: transport::OnSkipped = Arc::new(move |skipped| {
+            let text = match skipped {
+                SkippedLine::NotJson(start) => {
+                    format!("{agent}: skipped a non-JSON line on its stdout: {start}\n")
+                }
+                SkippedLine::TooLong(bytes) => {
+                    format!("{agent}: skipped a {bytes}-byte line on its stdout (too long)\n")
+                }
+            };
+            tracing::warn!("{}", text.trim_end());
+            editor.log(Level::Warning, text);
+        });
+        let lines = transport::lines(pipes.stdin, pipes.stdout, on_skipped);
+        let connected = tokio::select! {
+            connected = connection::connect(Arc::clone(&link), lines) => connected,
+            status = process.wait() => return Err(process.died(status)),
+        };
+        let Some(Connection { cx, stop }) = connected else {
+            return Err(AgentFailure::Protocol(
+                "the connection closed at once".into(),
+            ));
+        };
+        let mut agent = Self {
+            link,
+            process,
+            info: AgentInfo {
+                embedded_context: false,
+                capabilities: Value::Null,
+                auth_methods: Vec::new(),
+                implementation: None,
+            },
+            active_turns: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
+            death_reported: AtomicBool::new(false),
+            cx,
+            current: Mutex::new(None),
+            stop: Mutex::new(Some(stop)),
+            spec: spec.clone(),
+        };
+        let initialize = InitializeRequest::new(ProtocolVersion::V1)
+            .client_capabilities(
+                ClientCapabilities::new()
+                    .fs(FileSystemCapabilities::new()
+                        .read_text_file(true)
+                        .write_text_file(true))
+                    .terminal(true),
+            )
+            .client_info(Implementation::new("agentls", env!("CARGO_PKG_VERSION")));
+        let result = agent
+            .request(initialize, "initialize", Some(HANDSHAKE_TIMEOUT))
+            .await;
+        let init: InitializeResponse = match result {
+            Ok(init) => init,
+            Err(failure) => {
+                agent.stop(Duration::from_millis(200)).await;
+                return Err(failure);
+            }
+        };
+        agent.info = AgentInfo {
+            embedded_context: init.agent_capabilities.prompt_capabilities.embedded_context,
+            capabilities: serde_json::to_value(&init.agent_capabilities).unwrap_or_default(),
+            auth_methods: init
+                .auth_methods
+                .iter()
+                .filter_map(|m| serde_json::to_value(m).ok())
+                .collect(),
+            implementation: init
+                .agent_info
+                .as_ref()
+                .and_then(|i| serde_json::to_value(i).ok()),
+        };
+        Ok(Arc::new(agent))
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.link.agent
+    }
+
+    /// Sends `request` and waits for the answer, the process's death, or `limit`.
+    pub async fn request<Req: JsonRpcRequest>(
+        &self,
+        request: Req,
+        what: &'static str,
+        limit: Option<Duration>,
+    ) -> Result<Req::Response, AgentFailure> {
+        let answer = self.cx.send_request(request).block_task();
+        let deadline = async {
+            match limit {
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
+            }
+        };
+        let outcome = tokio::select! {
+            answer = answer => answer,
+            status = self.process.wait() => return Err(self.process.died(status)),
+            () = deadline => {
+                return Err(AgentFailure::Timeout { what, secs: limit.unwrap_or_default().as_secs() })
+            }
+        };
+        match outcome {
+            Ok(response) => Ok(response),
+            Err(e) if is_incoming_transport_closed(&e) || is_connection_terminated(&e) => {
+                match self.process.wait_for(EXIT_GRACE).await {
+                    Some(status) => Err(self.process.died(status)),
+                    None => Err(AgentFailure::Protocol(format!(
+                        "the agent closed its output while {what} was pending"
+                    ))),
+                }
+            }
+            Err(e) if e.code == ErrorCode::AUTH_REQUIRED => Err(self.auth_required()),
+            Err(e) => Err(AgentFailure::from_answer(&e)),
+        }
+    }
+
+    /// The session prompts go to: the current one, else a new one.
+    pub async fn session(&self) -> Result<String, AgentFailure> {
+        if let Some(id) = self.current_session() {
+            return Ok(id);
+        }
+        self.new_session().await
+    }
+
+    /// The current session, if there is one.
+    pub fn current_session(&self) -> Option<String> {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Opens a new session in the workspace and makes it current.
+    pub async fn new_session(&self) -> Result<String, AgentFailure> {
+        let request = NewSessionRequest::new(self.link.cwd.clone()).mcp_servers(Vec::new());
+        let response = self
+            .request(request, "session/new", Some(HANDSHAKE_TIMEOUT))
+            .await?;
+        let id = response.session_id.to_string();
+        let mut session = SessionState::new(self.name(), id.clone());
+        if let Some(modes) = &response.modes {
+            session.current_mode = Some(modes.current_mode_id.to_string());
+            session.modes = serde_json::to_value(modes).ok();
+        }
+        session.config_options = response
+            .config_options
+            .as_ref()
+            .and_then(|o| serde_json::to_value(o).ok());
+        self.link.add_session(session);
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(id.clone());
+        Ok(id)
+    }
+
+    /// Switches the current session to `mode`.
+    pub async fn set_mode(&self, mode: &str) -> Result<(), AgentFailure> {
+        let session = self.session().await?;
+        let request = SetSessionModeRequest::new(SessionId::new(session.clone()), mode.to_owned());
+        self.request(request, "session/set_mode", Some(REQUEST_TIMEOUT))
+            .await?;
+        self.link
+            .with_session(&session, |s| s.current_mode = Some(mode.to_owned()));
+        Ok(())
+    }
+
+    /// Cancels the current session's turn: `session/cancel`, and every pending permission
+    /// request of it answered `cancelled`. Returns whether a turn was running.
+    pub fn cancel(&self) -> bool {
+        let Some(session) = self.current_session() else {
+            return false;
+        };
+        let running = self.link.with_session(&session, |s| {
+            let turn = s.turn.as_mut().map(|t| t.cancelled = true).is_some();
+            s.withdraw_permissions();
+            (turn, s.origin.clone())
+        });
+        let Some((running, origin)) = running else {
+            return false;
+        };
+        self.link.editor.close_origin(&origin);
+        if running
+            && let Err(e) = self
+                .cx
+                .send_notification(CancelNotification::new(SessionId::new(session)))
+        {
+            tracing::debug!(agent = self.name(), "session/cancel not sent: {e}");
+        }
+        running
+    }
+
+    /// Everything the agent had open is withdrawn: permissions, questions, terminals.
+    pub fn tear_down(&self) {
+        let mut origins = Vec::new();
+        self.link.each_session(|s| {
+            s.withdraw_permissions();
+            origins.push(s.origin.clone());
+        });
+        for origin in &origins {
+            self.link.editor.close_origin(origin);
+        }
+        self.link.terminals.kill_all();
+    }
+
+    /// Stops the agent: `session/cancel` for running turns, stdin closed, SIGTERM, then SIGKILL
+    /// of its process group after `grace`; returns once it is reaped.
+    pub async fn stop(&self, grace: Duration) {
+        self.stopping.store(true, Ordering::SeqCst);
+        if self.active_turns.load(Ordering::SeqCst) > 0 {
+            self.cancel();
+        }
+        self.tear_down();
+        if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = stop.send(());
+        }
+        if self.process.wait_for(grace / 2).await.is_none() {
+            self.process.terminate(grace / 2).await;
+        } else {
+            self.process.signal_group(libc::SIGKILL);
+        }
+    }
+
+    /// The failure to report when the agent asks for authentication.
+    fn auth_required(&self) -> AgentFailure {
+        let mut lines = Vec::new();
+        for method in &self.info.auth_methods {
+            let name = method["name"].as_str().unwrap_or("?");
+            let description = method["description"]
+                .as_str()
+                .map(|d| format!(" — {d}"))
+                .unwrap_or_default();
+            if method["type"] == "terminal" {
+                let args: Vec<&str> = method["args"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                lines.push(format!(
+                    "run `{} {}` in a terminal ({name}){description}",
+                    self.spec.command,
+                    args.join(" ")
+                ));
+            } else {
+                lines.push(format!("{name}{description}"));
+            }
+        }
+        let how = if lines.is_empty() {
+            "it offered no method".to_owned()
+        } else {
+            format!("it offers: {}", lines.join("; "))
+        };
+        AgentFailure::AuthRequired(format!(
+            "agent `{}` needs you to log in; {how}. Log in by running `{}` once in a terminal \
+             (or put the API key in `agents.{}.env` in your agentls config), then prompt again",
+            self.name(),
+            self.spec.command,
+            self.name()
+        ))
+    }
+
+    /// The agent as `agentls.status` shows it.
+    pub fn describe(&self) -> Value {
+        let current = self.current_session();
+        json!({
+            "pid": self.process.pid,
+            "agentInfo": self.info.implementation,
+            "capabilities": self.info.capabilities,
+            "authMethods": self.info.auth_methods,
+            "currentSession": current,
+            "sessions": self.link.describe_sessions(current.as_deref()),
+        })
+    }
+}

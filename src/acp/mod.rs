@@ -1,0 +1,23 @@
+//! The ACP adapter: agentls as an Agent Client Protocol client. It starts agents from the
+//! config, drives their sessions and turns, and serves their requests over the port
+//! (`EditorAccess`). It never imports `lsp` or `mcp`: the host wires it in.
+
+mod agent;
+mod connection;
+mod context;
+pub mod error;
+mod fs;
+mod link;
+mod permission;
+pub mod process;
+mod review;
+mod session;
+mod supervisor;
+mod terminal;
+pub mod transport;
+mod turn;
+mod updates;
+
+pub use context::{Prompt, PromptContext};
+pub use error::AgentFailure;
+pub use supervisor::Agents;

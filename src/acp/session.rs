@@ -1,0 +1,221 @@
+//! What agentls remembers about one ACP session: what the agent told it (modes, config options,
+//! commands, plan, usage), the running turn's tally for its summary, what the agent last read
+//! of each file (to merge its writes with the user's edits), and its pending permissions.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::editor::Origin;
+
+/// How much of the agent's last message a summary quotes.
+const QUOTE_CHARS: usize = 160;
+
+/// One session of one agent.
+#[derive(Debug)]
+pub struct SessionState {
+    /// The agent's session id.
+    pub id: String,
+    /// Who the session is to the port.
+    pub origin: Origin,
+    /// The modes the agent offers (`SessionModeState`, as sent).
+    pub modes: Option<Value>,
+    /// The current mode id.
+    pub current_mode: Option<String>,
+    /// Config options (as sent).
+    pub config_options: Option<Value>,
+    /// Available slash commands (as sent).
+    pub commands: Option<Value>,
+    /// The latest plan (as sent).
+    pub plan: Option<Value>,
+    /// The latest usage (tokens, cost; as sent).
+    pub usage: Option<Value>,
+    /// The running turn, if any.
+    pub turn: Option<Turn>,
+    /// Turns started so far.
+    pub turns: u64,
+    /// Per file: the whole text the agent last read (or wrote).
+    pub reads: HashMap<PathBuf, String>,
+    /// Per file: the proposal the user accepted (whole) and the text it produced (the accepted
+    /// hunks only), so that the agent's own write of the proposal keeps the user's choice.
+    pub accepted: HashMap<PathBuf, (String, String)>,
+    /// Things to tell the agent at the start of its next prompt (hunks the user rejected).
+    pub notes: Vec<String>,
+    /// Pending permission requests: id → title.
+    pub permissions: BTreeMap<u64, String>,
+    /// Cancelled to withdraw every pending permission request (then replaced).
+    pub withdraw: CancellationToken,
+}
+
+/// The tally of a running turn.
+#[derive(Debug, Default)]
+pub struct Turn {
+    /// Identifies the turn's progress in the editor.
+    pub progress_id: String,
+    /// Tool calls by id: title.
+    pub tool_calls: BTreeMap<String, String>,
+    /// Titles of tool calls that failed.
+    pub failed: BTreeSet<String>,
+    /// Files the agent changed (written through agentls, or by an edit tool call that completed).
+    pub files: BTreeSet<PathBuf>,
+    /// Files each pending edit tool call is about, by tool call id.
+    pub editing: BTreeMap<String, Vec<PathBuf>>,
+    /// The agent's current (latest) message.
+    pub message: String,
+    /// Whether the next text chunk starts a new message.
+    pub message_done: bool,
+    /// The user cancelled it.
+    pub cancelled: bool,
+    /// Whether the log's last text ended without a newline.
+    pub log_mid_line: bool,
+}
+
+impl SessionState {
+    /// A new session `id` of `agent`.
+    pub fn new(agent: &str, id: String) -> Self {
+        Self {
+            origin: Origin::new(format!("acp:{agent}:{id}"), agent),
+            id,
+            modes: None,
+            current_mode: None,
+            config_options: None,
+            commands: None,
+            plan: None,
+            usage: None,
+            turn: None,
+            turns: 0,
+            reads: HashMap::new(),
+            accepted: HashMap::new(),
+            notes: Vec::new(),
+            permissions: BTreeMap::new(),
+            withdraw: CancellationToken::new(),
+        }
+    }
+
+    /// Withdraws every pending permission request; later ones get a fresh token.
+    pub fn withdraw_permissions(&mut self) {
+        self.withdraw.cancel();
+        self.withdraw = CancellationToken::new();
+    }
+
+    /// The session as `agentls.status` shows it.
+    pub fn describe(&self, current: bool) -> Value {
+        json!({
+            "id": self.id,
+            "current": current,
+            "state": if self.turn.is_some() { "prompting" } else { "idle" },
+            "turns": self.turns,
+            "mode": self.current_mode,
+            "modes": self.modes,
+            "configOptions": self.config_options,
+            "commands": self.commands,
+            "plan": self.plan,
+            "usage": self.usage,
+            "pendingPermissions": self.permissions.iter()
+                .map(|(id, title)| json!({"id": id, "title": title}))
+                .collect::<Vec<_>>(),
+            "turn": self.turn.as_ref().map(|t| json!({
+                "toolCalls": t.tool_calls.len(),
+                "failed": t.failed,
+                "files": t.files,
+                "cancelled": t.cancelled,
+            })),
+        })
+    }
+}
+
+impl Turn {
+    /// A turn whose progress is `progress_id`.
+    pub fn new(progress_id: String) -> Self {
+        Self {
+            progress_id,
+            ..Self::default()
+        }
+    }
+
+    /// The agent said `text` (a fragment of its message).
+    pub fn said(&mut self, text: &str) {
+        if self.message_done {
+            self.message.clear();
+            self.message_done = false;
+        }
+        if self.message.len() < 4 * QUOTE_CHARS {
+            self.message.push_str(text);
+        }
+    }
+
+    /// The start of the agent's last message, on one line.
+    pub fn quote(&self) -> Option<String> {
+        let flat = self
+            .message
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if flat.is_empty() {
+            return None;
+        }
+        let mut quote: String = flat.chars().take(QUOTE_CHARS).collect();
+        if quote.len() < flat.len() {
+            quote.push('…');
+        }
+        Some(quote)
+    }
+
+    /// "3 tool calls · changed a.txt, b.txt · 1 failed (Run tests)".
+    pub fn tally(&self) -> String {
+        let mut parts = vec![match self.tool_calls.len() {
+            1 => "1 tool call".to_owned(),
+            n => format!("{n} tool calls"),
+        }];
+        if !self.files.is_empty() {
+            let names: Vec<_> = self
+                .files
+                .iter()
+                .map(|p| crate::editor::file_name(p))
+                .collect();
+            parts.push(format!("files: {}", names.join(", ")));
+        }
+        if !self.failed.is_empty() {
+            let titles: Vec<_> = self.failed.iter().map(String::as_str).collect();
+            parts.push(format!(
+                "{} failed ({})",
+                self.failed.len(),
+                titles.join(", ")
+            ));
+        }
+        parts.join(" · ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_quote_is_the_last_message_after_a_tool_call() {
+        let mut turn = Turn::new("p".into());
+        turn.said("Reading the file.");
+        turn.message_done = true;
+        turn.said("All\n");
+        turn.said("done.");
+        assert_eq!(turn.quote().as_deref(), Some("All done."));
+        turn.tool_calls.insert("1".into(), "Read a".into());
+        turn.files.insert(PathBuf::from("/ws/a.txt"));
+        turn.failed.insert("Edit a".into());
+        assert_eq!(
+            turn.tally(),
+            "1 tool call · files: a.txt · 1 failed (Edit a)"
+        );
+    }
+
+    #[test]
+    fn withdrawing_cancels_the_old_token_only() {
+        let mut session = SessionState::new("demo", "s1".into());
+        assert_eq!(session.origin.key, "acp:demo:s1");
+        let old = session.withdraw.clone();
+        session.withdraw_permissions();
+        assert!(old.is_cancelled() && !session.withdraw.is_cancelled());
+    }
+}

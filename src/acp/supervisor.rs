@@ -1,0 +1,384 @@
+//! The supervisor: the agents from the config, started lazily on first use, restarted after a
+//! crash on the next prompt (with backoff against crash loops), and stopped on shutdown. This is
+//! what the host holds; each command it offers returns at once and does its work in a task.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::agent::RunningAgent;
+use super::context::{Prompt, PromptContext};
+use super::error::AgentFailure;
+use super::turn::{self, TurnEnd};
+use crate::config::{AgentSpec, Config};
+use crate::editor::effects::ProgressPhase;
+use crate::editor::{EditorAccess, Level};
+
+/// Crashes older than this are forgiven.
+const CRASH_WINDOW: Duration = Duration::from_secs(60);
+/// The longest wait before a restart.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long a stopping agent gets between SIGTERM and SIGKILL (and before SIGTERM).
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// The agents; clone freely.
+#[derive(Debug, Clone)]
+pub struct Agents {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    editor: EditorAccess,
+    config: watch::Receiver<Config>,
+    slots: Mutex<BTreeMap<String, Arc<Slot>>>,
+    shutting_down: AtomicBool,
+    turns: AtomicU64,
+}
+
+/// One named agent, running or not.
+#[derive(Debug, Default)]
+struct Slot {
+    starting: tokio::sync::Mutex<()>,
+    running: Mutex<Option<Arc<RunningAgent>>>,
+    history: Mutex<History>,
+}
+
+#[derive(Debug, Default)]
+struct History {
+    crashes: Vec<Instant>,
+    last_error: Option<String>,
+    starts: u64,
+}
+
+impl Agents {
+    /// The agents of the config in `config` (which the host keeps current), talking to `editor`.
+    pub fn new(editor: EditorAccess, config: watch::Receiver<Config>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                editor,
+                config,
+                slots: Mutex::default(),
+                shutting_down: AtomicBool::new(false),
+                turns: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Starts a turn in the background; returns the agent's name at once, or why there is none.
+    pub fn prompt(&self, prompt: Prompt) -> Result<String, AgentFailure> {
+        let (name, spec) = self.inner.resolve(prompt.agent.as_deref())?;
+        let inner = Arc::clone(&self.inner);
+        let agent = name.clone();
+        tokio::spawn(async move {
+            inner
+                .prompt(&agent, spec, prompt.text, prompt.context)
+                .await
+        });
+        Ok(name)
+    }
+
+    /// Cancels the agent's running turn; returns whether one was running.
+    pub fn cancel(&self, agent: Option<&str>) -> Result<bool, AgentFailure> {
+        let (name, _) = self.inner.resolve(agent)?;
+        Ok(self.inner.running(&name).is_some_and(|a| a.cancel()))
+    }
+
+    /// Opens a new session (starting the agent if needed) in the background; the user is told.
+    pub fn new_session(&self, agent: Option<&str>) -> Result<String, AgentFailure> {
+        let (name, spec) = self.inner.resolve(agent)?;
+        let inner = Arc::clone(&self.inner);
+        let agent = name.clone();
+        tokio::spawn(async move {
+            let result = match inner.ensure_running(&agent, &spec).await {
+                Ok(running) => running.new_session().await,
+                Err(failure) => Err(failure),
+            };
+            match result {
+                Ok(id) => inner
+                    .editor
+                    .tell_user(Level::Info, format!("{agent}: new session {id}")),
+                Err(failure) => inner.editor.tell_user(
+                    Level::Error,
+                    format!("{agent}: could not open a session: {failure}"),
+                ),
+            }
+        });
+        Ok(name)
+    }
+
+    /// Sets the current session's mode in the background; the user is told.
+    pub fn set_mode(&self, agent: Option<&str>, mode: String) -> Result<String, AgentFailure> {
+        let (name, spec) = self.inner.resolve(agent)?;
+        let inner = Arc::clone(&self.inner);
+        let agent = name.clone();
+        tokio::spawn(async move {
+            let result = match inner.ensure_running(&agent, &spec).await {
+                Ok(running) => running.set_mode(&mode).await,
+                Err(failure) => Err(failure),
+            };
+            match result {
+                Ok(()) => inner
+                    .editor
+                    .tell_user(Level::Info, format!("{agent}: mode is now {mode}")),
+                Err(failure) => inner.editor.tell_user(
+                    Level::Error,
+                    format!("{agent}: could not set mode `{mode}`: {failure}"),
+                ),
+            }
+        });
+        Ok(name)
+    }
+
+    /// Everything agentls knows about its agents, as JSON.
+    pub fn status(&self) -> Value {
+        let config = self.inner.config.borrow().clone();
+        let default = config.effective_default_agent();
+        let agents: Vec<Value> = config
+            .effective_agents()
+            .into_iter()
+            .map(|(name, spec)| {
+                let slot = self.inner.slot(&name);
+                let history = slot.history.lock().unwrap_or_else(|e| e.into_inner());
+                let running = slot
+                    .running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                let state = match &running {
+                    Some(a) if a.active_turns.load(Ordering::SeqCst) > 0 => "prompting",
+                    Some(_) => "running",
+                    None if history.last_error.is_some() => "failed",
+                    None => "not started",
+                };
+                let mut entry = json!({
+                    "name": name,
+                    "default": default.as_deref() == Some(name.as_str()),
+                    "command": spec.command,
+                    "args": spec.args,
+                    "state": state,
+                    "starts": history.starts,
+                    "lastError": history.last_error,
+                });
+                if let (Some(agent), Some(map)) = (running, entry.as_object_mut())
+                    && let Value::Object(more) = agent.describe()
+                {
+                    map.extend(more);
+                }
+                entry
+            })
+            .collect();
+        json!({"defaultAgent": default, "agents": agents})
+    }
+
+    /// Stops every agent: cancel, close stdin, SIGTERM, SIGKILL; returns once all are reaped.
+    pub async fn shutdown(&self) {
+        self.inner.shutting_down.store(true, Ordering::SeqCst);
+        let running: Vec<_> = {
+            let slots = self.inner.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots
+                .values()
+                .filter_map(|s| s.running.lock().unwrap_or_else(|e| e.into_inner()).clone())
+                .collect()
+        };
+        futures::future::join_all(running.iter().map(|a| a.stop(STOP_GRACE))).await;
+    }
+}
+
+impl Inner {
+    /// The agent's name and spec: `agent`, else the default agent.
+    fn resolve(&self, agent: Option<&str>) -> Result<(String, AgentSpec), AgentFailure> {
+        let config = self.config.borrow();
+        let name = match agent {
+            Some(name) => name.to_owned(),
+            None => config
+                .effective_default_agent()
+                .ok_or_else(|| AgentFailure::UnknownAgent("(default)".into()))?,
+        };
+        let spec = config
+            .effective_agents()
+            .remove(&name)
+            .ok_or_else(|| AgentFailure::UnknownAgent(name.clone()))?;
+        Ok((name, spec))
+    }
+
+    fn slot(&self, name: &str) -> Arc<Slot> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(slots.entry(name.to_owned()).or_default())
+    }
+
+    fn running(&self, name: &str) -> Option<Arc<RunningAgent>> {
+        let slot = self.slot(name);
+        let running = slot.running.lock().unwrap_or_else(|e| e.into_inner());
+        running.clone()
+    }
+
+    async fn prompt(
+        self: Arc<Self>,
+        name: &str,
+        spec: AgentSpec,
+        text: String,
+        context: Option<PromptContext>,
+    ) {
+        let number = self.turns.fetch_add(1, Ordering::Relaxed) + 1;
+        let progress_id = format!("acp-{name}-{number}");
+        self.editor.progress(
+            &progress_id,
+            ProgressPhase::Begin {
+                title: name.to_owned(),
+                message: Some("working".into()),
+            },
+        );
+        let context = match context {
+            Some(context) => Some(context),
+            None => self.selection_context().await,
+        };
+        match self.ensure_running(name, &spec).await {
+            Ok(agent) => {
+                turn::run_and_report(&agent, &text, context.as_ref(), &progress_id).await;
+            }
+            Err(failure) => {
+                let (level, text) = turn::summary(name, &TurnEnd::Failed(failure.clone()), None);
+                self.editor.tell_user(level, text);
+                self.editor.progress(
+                    &progress_id,
+                    ProgressPhase::End {
+                        message: Some(format!("failed: {}", failure.class())),
+                    },
+                );
+            }
+        }
+    }
+
+    /// The user's current selection as context, if there is a non-empty one.
+    async fn selection_context(&self) -> Option<PromptContext> {
+        let selection = self.editor.current_selection().await?;
+        if selection.text.is_empty() {
+            return None;
+        }
+        Some(PromptContext {
+            path: selection.path,
+            range: Some(selection.range),
+            text: selection.text,
+        })
+    }
+
+    /// The running agent `name`, started (after any backoff) if it is not running.
+    async fn ensure_running(
+        self: &Arc<Self>,
+        name: &str,
+        spec: &AgentSpec,
+    ) -> Result<Arc<RunningAgent>, AgentFailure> {
+        let slot = self.slot(name);
+        let _starting = slot.starting.lock().await;
+        if let Some(agent) = self.running(name) {
+            return Ok(agent);
+        }
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(AgentFailure::Protocol("agentls is shutting down".into()));
+        }
+        let delay = slot.backoff();
+        if !delay.is_zero() {
+            self.editor.log(
+                Level::Warning,
+                format!(
+                    "{name} crashed recently; restarting it in {} s\n",
+                    delay.as_secs_f32()
+                ),
+            );
+            tokio::time::sleep(delay).await;
+        }
+        let cwd = self
+            .editor
+            .workspace_folders()
+            .await
+            .into_iter()
+            .next()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| "/".into());
+        slot.history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .starts += 1;
+        let agent = match RunningAgent::start(name, spec, cwd, self.editor.clone()).await {
+            Ok(agent) => agent,
+            Err(failure) => {
+                slot.crashed(&failure);
+                return Err(failure);
+            }
+        };
+        *slot.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&agent));
+        tokio::spawn(watch_death(
+            Arc::clone(self),
+            Arc::clone(&slot),
+            Arc::clone(&agent),
+        ));
+        Ok(agent)
+    }
+}
+
+/// Waits for `agent`'s process to exit, then tears down what it had open and, unless it was
+/// stopped on purpose or a turn reports it, tells the user once.
+async fn watch_death(inner: Arc<Inner>, slot: Arc<Slot>, agent: Arc<RunningAgent>) {
+    let status = agent.process.wait().await;
+    agent.tear_down();
+    agent.stop(Duration::ZERO).await;
+    {
+        let mut running = slot.running.lock().unwrap_or_else(|e| e.into_inner());
+        if running.as_ref().is_some_and(|r| Arc::ptr_eq(r, &agent)) {
+            *running = None;
+        }
+    }
+    let on_purpose = inner.shutting_down.load(Ordering::SeqCst);
+    if on_purpose {
+        return;
+    }
+    let failure = agent.process.died(status);
+    slot.crashed(&failure);
+    tracing::warn!(agent = agent.name(), "{failure}");
+    let quiet = agent.active_turns.load(Ordering::SeqCst) > 0
+        || agent.death_reported.load(Ordering::SeqCst);
+    if !quiet {
+        inner.editor.tell_user(
+            Level::Error,
+            format!("{}: {failure}; the next prompt restarts it", agent.name()),
+        );
+    }
+}
+
+impl Slot {
+    fn crashed(&self, failure: &AgentFailure) {
+        let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        history.crashes.push(Instant::now());
+        history.last_error = Some(failure.to_string());
+    }
+
+    /// Nothing after one recent crash, then 1 s, 2 s, 4 s … up to [`MAX_BACKOFF`].
+    fn backoff(&self) -> Duration {
+        let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        history.crashes.retain(|at| at.elapsed() < CRASH_WINDOW);
+        backoff_after(history.crashes.len())
+    }
+}
+
+fn backoff_after(recent_crashes: usize) -> Duration {
+    match recent_crashes {
+        0 | 1 => Duration::ZERO,
+        n => Duration::from_secs(1u64 << (n - 2).min(5)).min(MAX_BACKOFF),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let secs: Vec<u64> = (0..9).map(|n| backoff_after(n).as_secs()).collect();
+        assert_eq!(secs, vec![0, 0, 1, 2, 4, 8, 16, 30, 30]);
+    }
+}

@@ -1,0 +1,185 @@
+//! One turn: the prompt goes to the agent's current session, the turn's progress runs in the
+//! editor, and when it ends the user gets one summary (stop reason, tool calls, files, failures,
+//! the start of the agent's last message) — or the class of failure when it did not finish.
+
+use std::sync::atomic::Ordering;
+
+use agent_client_protocol::v1::schema::{PromptRequest, SessionId, StopReason};
+
+use super::agent::RunningAgent;
+use super::context::{self, PromptContext};
+use super::error::AgentFailure;
+use super::session::Turn;
+use crate::editor::Level;
+use crate::editor::effects::ProgressPhase;
+
+/// How a turn ended, before it is told.
+#[derive(Debug)]
+pub enum TurnEnd {
+    /// The agent answered with a stop reason.
+    Stopped(String),
+    /// The session already had a turn running.
+    Busy,
+    /// It did not finish.
+    Failed(AgentFailure),
+}
+
+/// Runs a turn on `agent`'s current session and returns how it ended with its tally.
+/// `progress_id` names the turn's progress, which the caller began and ends.
+pub async fn run(
+    agent: &RunningAgent,
+    text: &str,
+    context: Option<&PromptContext>,
+    progress_id: &str,
+) -> (TurnEnd, Option<Turn>) {
+    let session = match agent.session().await {
+        Ok(session) => session,
+        Err(failure) => return (TurnEnd::Failed(failure), None),
+    };
+    let started = agent.link.with_session(&session, |s| {
+        if s.turn.is_some() {
+            return false;
+        }
+        s.turn = Some(Turn::new(progress_id.to_owned()));
+        s.turns += 1;
+        true
+    });
+    if started != Some(true) {
+        return (TurnEnd::Busy, None);
+    }
+    let notes = agent
+        .link
+        .with_session(&session, |s| std::mem::take(&mut s.notes))
+        .unwrap_or_default();
+    let mut blocks = context::blocks(text, context, agent.info.embedded_context);
+    if !notes.is_empty() {
+        let note = format!("(From agentls) {}", notes.join("\n"));
+        blocks.insert(
+            0,
+            agent_client_protocol::v1::schema::ContentBlock::from(note),
+        );
+    }
+    let request = PromptRequest::new(SessionId::new(session.clone()), blocks);
+    let answer = agent.request(request, "session/prompt", None).await;
+    let turn = agent
+        .link
+        .with_session(&session, |s| s.turn.take())
+        .flatten();
+    let cancelled = turn.as_ref().is_some_and(|t| t.cancelled);
+    let end = match answer {
+        Ok(response) => TurnEnd::Stopped(stop_reason(&response.stop_reason)),
+        // An agent may answer a cancel with an error instead of `cancelled`.
+        Err(AgentFailure::Agent(_) | AgentFailure::Protocol(_)) if cancelled => {
+            TurnEnd::Stopped("cancelled".into())
+        }
+        Err(failure) => TurnEnd::Failed(failure),
+    };
+    (end, turn)
+}
+
+/// Runs a turn with its progress and tells the user how it went, once.
+pub async fn run_and_report(
+    agent: &RunningAgent,
+    text: &str,
+    context: Option<&PromptContext>,
+    progress_id: &str,
+) {
+    agent.active_turns.fetch_add(1, Ordering::SeqCst);
+    let (end, turn) = run(agent, text, context, progress_id).await;
+    if matches!(end, TurnEnd::Failed(AgentFailure::ProcessDied { .. })) {
+        // Before the count drops: the death watcher then knows it need not tell.
+        agent.death_reported.store(true, Ordering::SeqCst);
+    }
+    tell(agent, &end, turn.as_ref(), progress_id);
+    agent.active_turns.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Tells the user how a turn ended and ends its progress.
+pub fn tell(agent: &RunningAgent, end: &TurnEnd, turn: Option<&Turn>, progress_id: &str) {
+    let (level, text) = summary(agent.name(), end, turn);
+    let editor = &agent.link.editor;
+    if turn.is_some_and(|t| t.log_mid_line) {
+        editor.log(Level::Info, "\n");
+    }
+    editor.log(level, format!("{text}\n"));
+    editor.tell_user(level, text);
+    let short = match end {
+        TurnEnd::Stopped(reason) => reason.clone(),
+        TurnEnd::Busy => "busy".into(),
+        TurnEnd::Failed(failure) => format!("failed: {}", failure.class()),
+    };
+    editor.progress(
+        progress_id,
+        ProgressPhase::End {
+            message: Some(short),
+        },
+    );
+}
+
+/// The summary of a turn and how loud it is.
+pub fn summary(agent: &str, end: &TurnEnd, turn: Option<&Turn>) -> (Level, String) {
+    let tally = turn.map(Turn::tally);
+    let quote = turn
+        .and_then(Turn::quote)
+        .map(|q| format!(" — “{q}”"))
+        .unwrap_or_default();
+    match end {
+        TurnEnd::Stopped(reason) => {
+            let level = match reason.as_str() {
+                "end_turn" | "cancelled" => Level::Info,
+                _ => Level::Warning,
+            };
+            let tally = tally.map(|t| format!(" · {t}")).unwrap_or_default();
+            (level, format!("{agent}: {reason}{tally}{quote}"))
+        }
+        TurnEnd::Busy => (
+            Level::Warning,
+            format!(
+                "{agent} is still working on the previous prompt; cancel it first (agentls.cancel)"
+            ),
+        ),
+        TurnEnd::Failed(failure) => {
+            let tally = tally.map(|t| format!(" ({t})")).unwrap_or_default();
+            (
+                Level::Error,
+                format!("{agent}: turn failed: {failure}{tally}"),
+            )
+        }
+    }
+}
+
+fn stop_reason(reason: &StopReason) -> String {
+    serde_json::to_value(reason)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{reason:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_name_the_stop_reason_or_the_class_of_failure() {
+        let mut turn = Turn::new("p".into());
+        turn.said("Done: uppercased 2 lines.");
+        turn.tool_calls.insert("1".into(), "Read a.txt".into());
+        let (level, text) = summary("demo", &TurnEnd::Stopped("end_turn".into()), Some(&turn));
+        assert_eq!(level, Level::Info);
+        assert_eq!(
+            text,
+            "demo: end_turn · 1 tool call — “Done: uppercased 2 lines.”"
+        );
+        let died = AgentFailure::ProcessDied {
+            status: "killed by signal 9 (SIGKILL)".into(),
+            stderr: vec![],
+        };
+        let (level, text) = summary("demo", &TurnEnd::Failed(died), None);
+        assert_eq!(level, Level::Error);
+        assert_eq!(
+            text,
+            "demo: turn failed: process died (killed by signal 9 (SIGKILL))"
+        );
+        assert_eq!(stop_reason(&StopReason::MaxTokens), "max_tokens");
+    }
+}

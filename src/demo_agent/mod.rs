@@ -1,0 +1,446 @@
+//! `agentls demo-agent`: a small ACP agent with no network, for trying agentls out and for its
+//! tests. In one turn it streams text, reads the file named in the prompt (a read tool call over
+//! `fs/read_text_file`), proposes a deterministic change to it as a diff through
+//! `session/request_permission`, and writes it through `fs/write_text_file` if allowed. The
+//! prompt language is in [`script`]. It honours `session/cancel`.
+
+pub mod script;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, CreateTerminalRequest, Diff,
+    EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
+    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
+    PlanEntryPriority, PlanEntryStatus, PromptCapabilities, PromptRequest, PromptResponse,
+    ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, SessionId, SessionMode, SessionModeState, SessionNotification,
+    SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    TerminalOutputRequest, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate, WaitForTerminalExitRequest,
+    WriteTextFileRequest,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{
+    Agent, Client, Error, Lines, on_receive_notification, on_receive_request,
+};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
+use tokio_util::sync::CancellationToken;
+
+use crate::acp::transport;
+use script::{Action, Script};
+
+type Modes = Arc<Mutex<HashMap<String, String>>>;
+
+/// The size of the `@bigline` chunk and noise line.
+const BIG_LINE: usize = 10 * 1024 * 1024;
+
+/// The protocol output, shared so that test hooks can write raw lines between messages.
+type SharedStdout = Arc<tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>>;
+type Turns = Arc<Mutex<HashMap<String, CancellationToken>>>;
+
+/// Serves ACP on `input`/`output` (the process's stdin/stdout) until the input closes.
+pub async fn run(
+    input: impl AsyncRead + Send + Unpin + 'static,
+    output: impl AsyncWrite + Send + Unpin + 'static,
+) -> Result<(), Error> {
+    let stdout: SharedStdout = Arc::new(tokio::sync::Mutex::new(Box::new(output)));
+    let sink = futures::sink::unfold(Arc::clone(&stdout), |out, line: String| async move {
+        write_line(&out, &line).await?;
+        Ok::<_, std::io::Error>(out)
+    });
+    let incoming = transport::incoming_messages(
+        input,
+        Arc::new(|skipped| tracing::warn!(?skipped, "demo agent: skipped input")),
+    );
+    let turns: Turns = Arc::default();
+    let modes: Modes = Arc::default();
+    let sessions = Arc::new(std::sync::atomic::AtomicU64::new(1));
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    Agent
+        .v1()
+        .name("agentls-demo")
+        .on_receive_request(
+            async move |init: InitializeRequest, responder: Responder<InitializeResponse>, _cx| {
+                let capabilities = AgentCapabilities::new()
+                    .prompt_capabilities(PromptCapabilities::new().embedded_context(true));
+                responder.respond(
+                    InitializeResponse::new(init.protocol_version)
+                        .agent_capabilities(capabilities)
+                        .agent_info(Implementation::new(
+                            "agentls-demo",
+                            env!("CARGO_PKG_VERSION"),
+                        )),
+                )
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |_request: NewSessionRequest,
+                        responder: Responder<NewSessionResponse>,
+                        _cx| {
+                let n = sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let modes = SessionModeState::new(
+                    "ask",
+                    vec![
+                        SessionMode::new("ask", "Ask")
+                            .description("propose edits for review".to_owned()),
+                        SessionMode::new("read-only", "Read only")
+                            .description("never propose edits".to_owned()),
+                    ],
+                );
+                responder.respond(NewSessionResponse::new(format!("demo-{n}")).modes(modes))
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let modes = Arc::clone(&modes);
+                async move |request: SetSessionModeRequest,
+                            responder: Responder<SetSessionModeResponse>,
+                            _cx| {
+                    modes
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(request.session_id.to_string(), request.mode_id.to_string());
+                    responder.respond(SetSessionModeResponse::new())
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let (turns, stdout) = (Arc::clone(&turns), Arc::clone(&stdout));
+                async move |request: PromptRequest,
+                            responder: Responder<PromptResponse>,
+                            cx: ConnectionTo<Client>| {
+                    let token = CancellationToken::new();
+                    let session = request.session_id.to_string();
+                    turns
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(session.clone(), token.clone());
+                    let read_only = modes
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(&session)
+                        .is_some_and(|m| m == "read-only");
+                    let (turns, stdout, cwd) =
+                        (Arc::clone(&turns), Arc::clone(&stdout), cwd.clone());
+                    cx.clone().spawn(async move {
+                        let result = tokio::select! {
+                            result = run_turn(&cx, request, &stdout, &cwd, read_only) => result,
+                            () = token.cancelled() => Ok(StopReason::Cancelled),
+                        };
+                        turns
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&session);
+                        let _ = responder.respond_with_result(result.map(PromptResponse::new));
+                        Ok(())
+                    })
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |note: CancelNotification, _cx| {
+                let turns = turns.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(token) = turns.get(note.session_id.0.as_ref()) {
+                    token.cancel();
+                }
+                Ok(())
+            },
+            on_receive_notification!(),
+        )
+        .connect_to(Lines::new(sink, incoming))
+        .await
+}
+
+async fn write_line(out: &SharedStdout, line: &str) -> std::io::Result<()> {
+    let mut out = out.lock().await;
+    out.write_all(line.as_bytes()).await?;
+    out.write_all(b"\n").await?;
+    out.flush().await
+}
+
+/// One turn, following the prompt's script.
+async fn run_turn(
+    cx: &ConnectionTo<Client>,
+    request: PromptRequest,
+    stdout: &SharedStdout,
+    cwd: &Path,
+    read_only: bool,
+) -> Result<StopReason, Error> {
+    let session = request.session_id.clone();
+    let (text, uris) = prompt_text(&request.prompt);
+    let mut script = script::parse(&text, &uris, cwd);
+    if read_only {
+        script.action = Action::Read;
+    }
+    let turn = Turn { cx, session };
+    if script.noise {
+        write_line(stdout, "demo-agent: this line is debug noise, not JSON")
+            .await
+            .map_err(Error::into_internal_error)?;
+    }
+    for chunk in ["Hello", " from the", " demo agent.", "\n"] {
+        turn.say(chunk)?;
+    }
+    if script.crash {
+        tracing::error!("demo-agent: crashing on purpose (@crash)");
+        std::process::exit(3);
+    }
+    if script.big_line {
+        turn.say(&"x".repeat(BIG_LINE))?;
+        turn.say("\n")?;
+        write_line(stdout, &"#".repeat(BIG_LINE))
+            .await
+            .map_err(Error::into_internal_error)?;
+    }
+    for i in 0..script.flood {
+        turn.say(&format!("chunk {i}\n"))?;
+    }
+    if script.hang {
+        turn.say("Waiting until you cancel…\n")?;
+        std::future::pending::<()>().await;
+    }
+    if script.ask {
+        return turn.ask_and_run().await;
+    }
+    let Some(path) = script.path.clone() else {
+        turn.say("Name a file in the workspace, e.g. `uppercase the TODO lines in notes.txt`.\n")?;
+        return Ok(StopReason::EndTurn);
+    };
+    turn.edit(&script, &path).await
+}
+
+/// The prompt's text and the URIs of its resources.
+fn prompt_text(prompt: &[ContentBlock]) -> (String, Vec<String>) {
+    let mut text = String::new();
+    let mut uris = Vec::new();
+    for block in prompt {
+        match block {
+            ContentBlock::Text(t) => {
+                text.push_str(&t.text);
+                text.push('\n');
+            }
+            ContentBlock::ResourceLink(link) => uris.push(link.uri.clone()),
+            ContentBlock::Resource(resource) => {
+                if let EmbeddedResourceResource::TextResourceContents(r) = &resource.resource {
+                    uris.push(r.uri.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    (text, uris)
+}
+
+struct Turn<'a> {
+    cx: &'a ConnectionTo<Client>,
+    session: SessionId,
+}
+
+impl Turn<'_> {
+    fn update(&self, update: SessionUpdate) -> Result<(), Error> {
+        self.cx
+            .send_notification(SessionNotification::new(self.session.clone(), update))
+    }
+
+    fn say(&self, text: &str) -> Result<(), Error> {
+        self.update(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+            ContentBlock::from(text),
+        )))
+    }
+
+    fn tool_status(&self, id: &str, status: ToolCallStatus) -> Result<(), Error> {
+        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            id.to_owned(),
+            ToolCallUpdateFields::new().status(status),
+        )))
+    }
+
+    fn plan(&self, done: usize) -> Result<(), Error> {
+        let steps = ["Read the file", "Propose the change", "Write it"];
+        let entries = steps
+            .iter()
+            .enumerate()
+            .map(|(i, step)| {
+                let status = match i.cmp(&done) {
+                    std::cmp::Ordering::Less => PlanEntryStatus::Completed,
+                    std::cmp::Ordering::Equal => PlanEntryStatus::InProgress,
+                    std::cmp::Ordering::Greater => PlanEntryStatus::Pending,
+                };
+                PlanEntry::new(*step, PlanEntryPriority::Medium, status)
+            })
+            .collect();
+        self.update(SessionUpdate::Plan(Plan::new(entries)))
+    }
+
+    /// Read, propose, and (if allowed) write.
+    async fn edit(&self, script: &Script, path: &Path) -> Result<StopReason, Error> {
+        let file = crate::editor::file_name(path);
+        self.update(SessionUpdate::AgentThoughtChunk(ContentChunk::new(
+            ContentBlock::from(format!(
+                "The user wants me to {} {file}.\n",
+                script.action.describe()
+            )),
+        )))?;
+        self.plan(0)?;
+        self.update(SessionUpdate::ToolCall(
+            ToolCall::new("read-1", format!("Read {file}"))
+                .kind(ToolKind::Read)
+                .status(ToolCallStatus::InProgress)
+                .locations(vec![ToolCallLocation::new(path.to_path_buf())]),
+        ))?;
+        let read = self
+            .cx
+            .send_request(ReadTextFileRequest::new(
+                self.session.clone(),
+                path.to_path_buf(),
+            ))
+            .block_task()
+            .await;
+        let old = match read {
+            Ok(response) => response.content,
+            Err(e) => {
+                self.tool_status("read-1", ToolCallStatus::Failed)?;
+                self.say(&format!(
+                    "Could not read {}: {} ({})\n",
+                    path.display(),
+                    e.message,
+                    e.code.value()
+                ))?;
+                return Ok(StopReason::EndTurn);
+            }
+        };
+        self.tool_status("read-1", ToolCallStatus::Completed)?;
+        self.say(&format!("{file} has {} lines.\n", old.lines().count()))?;
+        let Some(new) = script.action.apply(&old) else {
+            self.say("Nothing to change.\n")?;
+            return Ok(StopReason::EndTurn);
+        };
+        self.plan(1)?;
+        let title = format!("Edit {file}");
+        let diff = ToolCallContent::Diff(Diff::new(path.to_path_buf(), new.clone()).old_text(old));
+        self.update(SessionUpdate::ToolCall(
+            ToolCall::new("edit-1", title.clone())
+                .kind(ToolKind::Edit)
+                .status(ToolCallStatus::Pending)
+                .content(vec![diff.clone()])
+                .locations(vec![ToolCallLocation::new(path.to_path_buf())]),
+        ))?;
+        let permission = RequestPermissionRequest::new(
+            self.session.clone(),
+            ToolCallUpdate::new(
+                "edit-1",
+                ToolCallUpdateFields::new().title(title).content(vec![diff]),
+            ),
+            vec![
+                PermissionOption::new("allow", "Allow", PermissionOptionKind::AllowOnce),
+                PermissionOption::new("reject", "Reject", PermissionOptionKind::RejectOnce),
+            ],
+        );
+        let answer = self.cx.send_request(permission).block_task().await?;
+        let allowed = match &answer.outcome {
+            RequestPermissionOutcome::Selected(selected) => {
+                selected.option_id.0.as_ref() == "allow"
+            }
+            RequestPermissionOutcome::Cancelled => return Ok(StopReason::Cancelled),
+            _ => false,
+        };
+        if !allowed {
+            self.tool_status("edit-1", ToolCallStatus::Failed)?;
+            self.say("You rejected the change; nothing was written.\n")?;
+            return Ok(StopReason::EndTurn);
+        }
+        self.plan(2)?;
+        let write = self
+            .cx
+            .send_request(WriteTextFileRequest::new(
+                self.session.clone(),
+                path.to_path_buf(),
+                new,
+            ))
+            .block_task()
+            .await;
+        if let Err(e) = write {
+            self.tool_status("edit-1", ToolCallStatus::Failed)?;
+            self.say(&format!(
+                "Write failed: {} ({})\n",
+                e.message,
+                e.code.value()
+            ))?;
+            return Ok(StopReason::EndTurn);
+        }
+        self.tool_status("edit-1", ToolCallStatus::Completed)?;
+        self.plan(3)?;
+        self.update(SessionUpdate::UsageUpdate(UsageUpdate::new(1200, 200_000)))?;
+        self.say(&format!("Done: I {} {file}.\n", script.action.describe()))?;
+        Ok(StopReason::EndTurn)
+    }
+
+    /// A permission without a diff; if allowed, a command in a terminal.
+    async fn ask_and_run(&self) -> Result<StopReason, Error> {
+        let title = "Run `echo demo terminal output`";
+        self.update(SessionUpdate::ToolCall(
+            ToolCall::new("run-1", title)
+                .kind(ToolKind::Execute)
+                .status(ToolCallStatus::Pending),
+        ))?;
+        let permission = RequestPermissionRequest::new(
+            self.session.clone(),
+            ToolCallUpdate::new("run-1", ToolCallUpdateFields::new().title(title)),
+            vec![
+                PermissionOption::new("yes", "Run it", PermissionOptionKind::AllowOnce),
+                PermissionOption::new("no", "Don't run it", PermissionOptionKind::RejectOnce),
+            ],
+        );
+        let answer = self.cx.send_request(permission).block_task().await?;
+        let allowed = match &answer.outcome {
+            RequestPermissionOutcome::Selected(selected) => selected.option_id.0.as_ref() == "yes",
+            RequestPermissionOutcome::Cancelled => return Ok(StopReason::Cancelled),
+            _ => false,
+        };
+        if !allowed {
+            self.tool_status("run-1", ToolCallStatus::Failed)?;
+            self.say("Not running it.\n")?;
+            return Ok(StopReason::EndTurn);
+        }
+        let session = self.session.clone();
+        let terminal = self
+            .cx
+            .send_request(
+                CreateTerminalRequest::new(session.clone(), "echo")
+                    .args(vec!["demo terminal output".to_owned()])
+                    .output_byte_limit(1000u64),
+            )
+            .block_task()
+            .await?;
+        let id = terminal.terminal_id;
+        let exit = self
+            .cx
+            .send_request(WaitForTerminalExitRequest::new(session.clone(), id.clone()))
+            .block_task()
+            .await?;
+        let output = self
+            .cx
+            .send_request(TerminalOutputRequest::new(session.clone(), id.clone()))
+            .block_task()
+            .await?;
+        self.cx
+            .send_request(ReleaseTerminalRequest::new(session, id))
+            .block_task()
+            .await?;
+        self.tool_status("run-1", ToolCallStatus::Completed)?;
+        self.say(&format!(
+            "The command printed {:?} and exited with {:?}.\n",
+            output.output.trim_end(),
+            exit.exit_status.exit_code
+        ))?;
+        Ok(StopReason::EndTurn)
+    }
+}

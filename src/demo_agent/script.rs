@@ -1,0 +1,180 @@
+//! The demo agent's prompt language, with no I/O: which file a prompt is about, what to do to
+//! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@crash`, `@ask`, `@flood N`).
+//!
+//! - `uppercase <file>`: uppercase the lines that contain `TODO` (every line if none does);
+//! - `sort <file>`: sort the lines;
+//! - `read <file>` (or any other text naming a file): read it and say how long it is.
+//!
+//! The file is the prompt's `resource` / `resource_link`, else the first word that names an
+//! existing file (absolute, or relative to the agent's working directory).
+
+use std::path::{Path, PathBuf};
+
+/// What the user asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Script {
+    /// The change to make.
+    pub action: Action,
+    /// The file it is about.
+    pub path: Option<PathBuf>,
+    /// Print a non-JSON line on stdout first.
+    pub noise: bool,
+    /// Send a 10 MB message chunk and a 10 MB non-JSON line.
+    pub big_line: bool,
+    /// Stream a line, then wait until cancelled.
+    pub hang: bool,
+    /// Stream a line, then exit with code 3.
+    pub crash: bool,
+    /// Ask a permission without a diff, then run a command in a terminal if allowed.
+    pub ask: bool,
+    /// Send this many extra message chunks.
+    pub flood: usize,
+}
+
+/// A deterministic change to a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Action {
+    /// Read only.
+    #[default]
+    Read,
+    /// Uppercase `TODO` lines (all lines if none).
+    Uppercase,
+    /// Sort the lines.
+    Sort,
+}
+
+impl Action {
+    /// What the action does, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Uppercase => "uppercase the TODO lines of",
+            Self::Sort => "sort the lines of",
+        }
+    }
+
+    /// The new text, or `None` when the action changes nothing.
+    pub fn apply(self, text: &str) -> Option<String> {
+        let new = match self {
+            Self::Read => return None,
+            Self::Uppercase => {
+                let any_todo = text.lines().any(|l| l.contains("TODO"));
+                text.split_inclusive('\n')
+                    .map(|line| {
+                        if !any_todo || line.contains("TODO") {
+                            line.to_uppercase()
+                        } else {
+                            line.to_owned()
+                        }
+                    })
+                    .collect()
+            }
+            Self::Sort => {
+                let mut lines: Vec<&str> = text.lines().collect();
+                lines.sort_unstable();
+                let mut sorted = lines.join("\n");
+                if text.ends_with('\n') {
+                    sorted.push('\n');
+                }
+                sorted
+            }
+        };
+        (new != text).then_some(new)
+    }
+}
+
+/// Reads a prompt: its words, and the file URIs of its resources.
+pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
+    let mut script = Script {
+        path: resource_uris.iter().find_map(|u| path_of_uri(u)),
+        ..Script::default()
+    };
+    let words: Vec<&str> = text.split_whitespace().collect();
+    for (i, word) in words.iter().enumerate() {
+        let bare = word.trim_matches(|c: char| matches!(c, ',' | ';' | '`' | '"' | '\''));
+        match bare.to_ascii_lowercase().as_str() {
+            "uppercase" => script.action = Action::Uppercase,
+            "sort" => script.action = Action::Sort,
+            "@noise" => script.noise = true,
+            "@bigline" => script.big_line = true,
+            "@hang" => script.hang = true,
+            "@crash" => script.crash = true,
+            "@ask" => script.ask = true,
+            "@flood" => {
+                script.flood = words
+                    .get(i + 1)
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(1000);
+            }
+            _ => {
+                if script.path.is_none() && (bare.contains('/') || bare.contains('.')) {
+                    let candidate = cwd.join(bare);
+                    if candidate.is_file() {
+                        script.path = Some(candidate);
+                    }
+                }
+            }
+        }
+    }
+    script
+}
+
+/// The path of a `file://` URI, percent-decoded.
+fn path_of_uri(uri: &str) -> Option<PathBuf> {
+    let encoded = uri.strip_prefix("file://")?.as_bytes();
+    let mut bytes = Vec::with_capacity(encoded.len());
+    let mut i = 0;
+    while i < encoded.len() {
+        let decoded = (encoded[i] == b'%')
+            .then(|| std::str::from_utf8(encoded.get(i + 1..i + 3)?).ok())
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match decoded {
+            Some(byte) => {
+                bytes.push(byte);
+                i += 3;
+            }
+            None => {
+                bytes.push(encoded[i]);
+                i += 1;
+            }
+        }
+    }
+    Some(PathBuf::from(String::from_utf8(bytes).ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uppercase_touches_todo_lines_only() {
+        let text = "fn a() {}\n// TODO: fix\nlet x;\n// todo later TODO\n";
+        assert_eq!(
+            Action::Uppercase.apply(text).unwrap(),
+            "fn a() {}\n// TODO: FIX\nlet x;\n// TODO LATER TODO\n"
+        );
+        assert_eq!(Action::Uppercase.apply("abc").unwrap(), "ABC");
+        assert_eq!(Action::Uppercase.apply("ABC\n"), None);
+        assert_eq!(Action::Sort.apply("b\na\n").unwrap(), "a\nb\n");
+    }
+
+    #[test]
+    fn the_file_comes_from_a_resource_or_an_existing_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
+        let script = parse(
+            "Uppercase the TODO lines in notes.txt @noise",
+            &[],
+            dir.path(),
+        );
+        assert_eq!(script.action, Action::Uppercase);
+        assert_eq!(script.path, Some(dir.path().join("notes.txt")));
+        assert!(script.noise && !script.hang);
+        let uri = vec!["file:///ws/a%20b.rs".to_owned()];
+        let script = parse("sort @flood 5", &uri, dir.path());
+        assert_eq!(script.path, Some(PathBuf::from("/ws/a b.rs")));
+        assert_eq!((script.action, script.flood), (Action::Sort, 5));
+        assert_eq!(parse("missing.txt", &[], dir.path()).path, None);
+    }
+}

@@ -1,0 +1,150 @@
+//! `workspace/executeCommand` commands that drive agents: prompt, cancel, new session, set mode,
+//! status. Each returns at once; the work (starting an agent, a turn) runs in the background and
+//! reports through messages, the log and progress.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tower_lsp_server::jsonrpc::{Error, Result};
+use tower_lsp_server::ls_types::{LSPAny, Range as LspRange, Uri};
+
+use super::convert;
+use super::server::Backend;
+use crate::acp::{AgentFailure, Prompt, PromptContext};
+
+/// Start a turn: `[{"agent"?, "text", "uri"?, "range"?}]`.
+pub const PROMPT: &str = "agentls.prompt";
+/// Cancel the running turn: `[{"agent"?}]`.
+pub const CANCEL: &str = "agentls.cancel";
+/// Open a new session: `[{"agent"?}]`.
+pub const NEW_SESSION: &str = "agentls.newSession";
+/// Set the session mode: `[{"agent"?, "mode"}]`.
+pub const SET_MODE: &str = "agentls.setMode";
+/// Agents, sessions, pending permissions, plans, modes, usage, last errors, as JSON.
+pub const STATUS: &str = "agentls.status";
+
+#[derive(Debug, Deserialize)]
+struct PromptArgs {
+    agent: Option<String>,
+    text: String,
+    uri: Option<Uri>,
+    range: Option<LspRange>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct AgentArgs {
+    agent: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ModeArgs {
+    agent: Option<String>,
+    mode: String,
+}
+
+/// Runs agent command `command`, or `None` when it is not one.
+pub async fn execute(
+    backend: &Backend,
+    command: &str,
+    arguments: Vec<Value>,
+) -> Option<Result<Option<LSPAny>>> {
+    let agents = &backend.agents;
+    let result = match command {
+        PROMPT => prompt(backend, arguments).await,
+        CANCEL => optional_argument::<AgentArgs>(arguments).and_then(|args| {
+            let cancelled = agents.cancel(args.agent.as_deref()).map_err(refused)?;
+            Ok(Some(json!({"cancelled": cancelled})))
+        }),
+        NEW_SESSION => optional_argument::<AgentArgs>(arguments).and_then(|args| {
+            let agent = agents.new_session(args.agent.as_deref()).map_err(refused)?;
+            Ok(Some(json!({"agent": agent})))
+        }),
+        SET_MODE => argument::<ModeArgs>(arguments).and_then(|args| {
+            let agent = agents
+                .set_mode(args.agent.as_deref(), args.mode)
+                .map_err(refused)?;
+            Ok(Some(json!({"agent": agent})))
+        }),
+        STATUS => Ok(Some(agents.status())),
+        _ => return None,
+    };
+    Some(result)
+}
+
+async fn prompt(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAny>> {
+    let args: PromptArgs = argument(arguments)?;
+    let context = match &args.uri {
+        Some(uri) => {
+            let path = convert::path_of(uri).ok_or_else(|| {
+                Error::invalid_params(format!("not a file URI: {}", uri.as_str()))
+            })?;
+            Some(context(backend, path, args.range.map(convert::range)).await?)
+        }
+        None => None,
+    };
+    let agent = backend
+        .agents
+        .prompt(Prompt {
+            agent: args.agent,
+            text: args.text,
+            context,
+        })
+        .map_err(refused)?;
+    Ok(Some(json!({"agent": agent})))
+}
+
+/// The text of `range` in `path` (the whole file without a range): the buffer's, else the disk's.
+async fn context(
+    backend: &Backend,
+    path: PathBuf,
+    range: Option<crate::editor::Range>,
+) -> Result<PromptContext> {
+    let p = path.clone();
+    let from_buffer = backend
+        .feed
+        .query(move |s| {
+            let doc = s.documents.get(&p)?;
+            Some(match range {
+                Some(range) => doc.slice(range, s.encoding),
+                None => doc.text(),
+            })
+        })
+        .await
+        .ok()
+        .flatten();
+    let text = match from_buffer {
+        Some(text) => text,
+        None => {
+            let (line, limit) = match range {
+                Some(r) => (Some(r.start.line + 1), Some(r.end.line - r.start.line + 1)),
+                None => (None, None),
+            };
+            backend
+                .editor
+                .read_text_file(&path, line, limit)
+                .await
+                .map_err(|e| Error::invalid_params(e.to_string()))?
+        }
+    };
+    Ok(PromptContext { path, range, text })
+}
+
+fn refused(failure: AgentFailure) -> Error {
+    Error::invalid_params(failure.to_string())
+}
+
+/// The first argument, parsed.
+fn argument<T: DeserializeOwned>(arguments: Vec<Value>) -> Result<T> {
+    let first = arguments.into_iter().next().unwrap_or(Value::Null);
+    serde_json::from_value(first).map_err(|e| Error::invalid_params(format!("bad arguments: {e}")))
+}
+
+/// The first argument, parsed; a missing one is the default.
+fn optional_argument<T: DeserializeOwned + Default>(arguments: Vec<Value>) -> Result<T> {
+    match arguments.first() {
+        None | Some(Value::Null) => Ok(T::default()),
+        Some(_) => argument(arguments),
+    }
+}

@@ -1,0 +1,327 @@
+//! The ACP adapter through the real binary, driving the built-in demo agent (`agentls
+//! demo-agent`, the default when no agent is configured): streamed output, progress, summaries,
+//! plugin events, permissions accepted and rejected, cancel, a killed agent, stdout noise, a
+//! 10 MB line, and file access outside the workspace.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::agents::capabilities_without_dialogs;
+use support::{Answer, Options, TestClient};
+
+async fn started(capabilities: Value) -> TestClient {
+    let client = TestClient::start(Options::default()).await;
+    client.initialize(capabilities, None).await;
+    client
+}
+
+/// Waits until a review's code actions are offered at the start of `uri`.
+async fn wait_for_review(client: &TestClient, uri: &str) {
+    support::agents::eventually_async(|| async {
+        client.code_actions(uri).await.iter().any(|a| {
+            a["title"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("Accept all")
+        })
+    })
+    .await
+    .expect("a review's code actions");
+}
+
+fn path_of(uri: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(support::file_uri_to_path(uri))
+}
+
+#[tokio::test]
+async fn a_prompt_streams_text_progress_plugin_events_and_one_summary() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    client.open("notes.txt", "text", "one\ntwo\n").await;
+    client.prompt("read notes.txt").await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert_eq!(
+        summary,
+        "demo: end_turn · 1 tool call — “notes.txt has 2 lines. Nothing to change.”"
+    );
+    let log = client.take_log_until("demo: end_turn").await;
+    assert!(log.contains("Hello from the demo agent."), "{log}");
+    assert!(log.contains("▸ Read notes.txt"), "{log}");
+    let begin = client
+        .take("$/progress", |p| p["value"]["kind"] == "begin")
+        .await;
+    assert_eq!(begin["params"]["value"]["title"], "demo");
+    let end = client
+        .take("$/progress", |p| p["value"]["kind"] == "end")
+        .await;
+    assert_eq!(end["params"]["token"], begin["params"]["token"]);
+    assert_eq!(end["params"]["value"]["message"], "end_turn");
+    let update = client
+        .take("agentls/sessionUpdate", |p| {
+            p["update"]["sessionUpdate"] == "agent_message_chunk"
+        })
+        .await;
+    assert_eq!(update["params"]["agent"], "demo");
+    assert_eq!(
+        update["params"]["update"]["content"],
+        json!({"type": "text", "text": "Hello"})
+    );
+    client
+        .take("agentls/sessionUpdate", |p| {
+            p["update"]["sessionUpdate"] == "tool_call"
+        })
+        .await;
+    // Only one summary for the turn.
+    assert!(client.received("window/showMessage").is_empty());
+    let status = client.agent_status().await;
+    let demo = &status["agents"][0];
+    assert_eq!(demo["name"], "demo");
+    assert_eq!(demo["state"], "running");
+    assert_eq!(demo["agentInfo"]["name"], "agentls-demo");
+    assert_eq!(demo["sessions"][0]["mode"], "ask");
+    assert_eq!(
+        demo["sessions"][0]["plan"]["entries"][0]["content"],
+        "Read the file"
+    );
+    assert!(client.shutdown().await.success());
+}
+
+#[tokio::test]
+async fn accepting_a_diff_updates_the_buffer_and_the_file() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    let uri = client
+        .open("notes.txt", "text", "keep me\n// TODO fix this\n")
+        .await;
+    client.prompt("uppercase the TODO lines in notes.txt").await;
+    client
+        .run_code_action(&uri, "Accept all changes (1) from demo")
+        .await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(summary.contains("files: notes.txt"), "{summary}");
+    assert!(
+        summary.contains("Done: I uppercase the TODO lines of notes.txt"),
+        "{summary}"
+    );
+    let expected = "keep me\n// TODO FIX THIS\n";
+    assert_eq!(client.document(&uri).text, expected);
+    assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), expected);
+    assert!(client.shutdown().await.success());
+}
+
+/// The user accepts one hunk and rejects the other; the agent then writes its whole proposal
+/// through `fs/write_text_file`, and the file still gets only the accepted hunk.
+#[tokio::test]
+async fn a_partly_accepted_diff_keeps_the_rejected_hunk_out() {
+    let client = started(capabilities_without_dialogs()).await;
+    let original = "// TODO a\nx\nx\nx\nx\nx\nx\n// TODO b\n";
+    let uri = client.open("notes.txt", "text", original).await;
+    client.prompt("uppercase notes.txt").await;
+    client
+        .run_code_action_at(&uri, support::range(0, 0, 0, 1), "Accept change 1/2")
+        .await;
+    client.run_code_action(&uri, "Reject all changes (1)").await;
+    client.take_message("demo: end_turn").await;
+    let expected = "// TODO A\nx\nx\nx\nx\nx\nx\n// TODO b\n";
+    assert_eq!(client.document(&uri).text, expected);
+    assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), expected);
+    assert!(client.shutdown().await.success());
+}
+
+#[tokio::test]
+async fn rejecting_through_a_code_action_touches_nothing() {
+    let client = started(capabilities_without_dialogs()).await;
+    let original = "// TODO one\n";
+    let uri = client.open("notes.txt", "text", original).await;
+    client.prompt("uppercase notes.txt").await;
+    client.run_code_action(&uri, "Reject all changes").await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(summary.contains("1 failed (Edit notes.txt)"), "{summary}");
+    assert!(summary.contains("You rejected the change"), "{summary}");
+    assert_eq!(client.document(&uri).text, original);
+    assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), original);
+    assert!(client.received("workspace/applyEdit").is_empty());
+    assert!(client.shutdown().await.success());
+}
+
+#[tokio::test]
+async fn cancel_ends_a_hanging_turn_and_withdraws_a_pending_permission() {
+    let client = started(capabilities_without_dialogs()).await;
+    client.prompt("@hang").await;
+    client
+        .take("agentls/sessionUpdate", |p| {
+            p["update"]["content"]["text"] == "Waiting until you cancel…\n"
+        })
+        .await;
+    let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
+    assert_eq!(cancelled, json!({"cancelled": true}));
+    client.take_message("demo: cancelled").await;
+
+    let uri = client.open("notes.txt", "text", "TODO fix\n").await;
+    client.prompt("uppercase notes.txt").await;
+    wait_for_review(&client, &uri).await;
+    client.execute("agentls.cancel", Value::Null).await.unwrap();
+    client.take_message("demo: cancelled").await;
+    assert!(client.code_actions(&uri).await.is_empty());
+    assert_eq!(
+        std::fs::read_to_string(path_of(&uri)).unwrap(),
+        "TODO fix\n"
+    );
+    assert!(client.shutdown().await.success());
+}
+
+#[tokio::test]
+async fn a_killed_agent_withdraws_its_question_tells_once_and_restarts() {
+    let client = started(capabilities_without_dialogs()).await;
+    let uri = client.open("notes.txt", "text", "TODO fix\n").await;
+    client.prompt("uppercase notes.txt").await;
+    wait_for_review(&client, &uri).await;
+    let pid = client
+        .agent_pid("demo")
+        .await
+        .expect("a running demo agent");
+    // SAFETY: kill(2) on the agent's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let told = client.take_message("process died").await;
+    assert_eq!(
+        told,
+        "demo: turn failed: process died (killed by signal 9 (SIGKILL)) (2 tool calls)"
+    );
+    assert!(client.code_actions(&uri).await.is_empty());
+    let status = client.agent_status().await;
+    assert_eq!(status["agents"][0]["state"], "failed");
+    // The next prompt starts it again.
+    client.prompt("read notes.txt").await;
+    client.take_message("demo: end_turn").await;
+    assert_ne!(client.agent_pid("demo").await, Some(pid));
+    let deaths: Vec<_> = client
+        .received("window/showMessage")
+        .into_iter()
+        .filter(|m| m["params"]["message"].as_str().unwrap().contains("died"))
+        .collect();
+    assert!(deaths.is_empty(), "told more than once: {deaths:?}");
+    assert!(client.shutdown().await.success());
+}
+
+#[tokio::test]
+async fn an_agent_that_exits_mid_turn_reports_its_exit_code() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    client.prompt("@crash").await;
+    let told = client.take_message("process died").await;
+    assert!(told.contains("(exit code 3)"), "{told}");
+    assert!(told.contains("crashing on purpose"), "stderr tail: {told}");
+    assert!(client.shutdown().await.success());
+}
+
+#[tokio::test]
+async fn stray_stdout_noise_and_a_ten_megabyte_line_are_survived() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    let uri = client.open("notes.txt", "text", "x\n").await;
+    client.prompt("read notes.txt @noise @bigline").await;
+    client.take_message("demo: end_turn").await;
+    let log = client.take_log_until("demo: end_turn").await;
+    assert!(
+        log.contains(
+            "demo: skipped a non-JSON line on its stdout: demo-agent: this line is debug noise"
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains("skipped a non-JSON line on its stdout: ####"),
+        "{log}"
+    );
+    assert!(
+        log.contains("bytes elided"),
+        "the 10 MB chunk is cut in the log"
+    );
+    // The editor side stayed responsive throughout.
+    client.edit(&uri, support::range(0, 0, 0, 0), ">").await;
+    let state = client.server_state().await;
+    assert_eq!(state["documents"][0]["text"], ">x\n");
+    assert!(client.shutdown().await.success());
+}
+
+#[tokio::test]
+async fn reads_outside_the_workspace_are_refused_with_a_clear_error() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), client.workspace.join("link")).unwrap();
+    let secret = outside.path().join("secret.txt");
+    client.prompt(&format!("read {}", secret.display())).await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(
+        summary.contains("outside the workspace folders"),
+        "{summary}"
+    );
+    let log = client.take_log_until("demo: end_turn").await;
+    assert!(log.contains("outside the workspace folders (set `fs.allowOutsideWorkspace = true` to permit this) (-32003)"), "{log}");
+    client.prompt("read link/secret.txt").await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(
+        summary.contains("outside the workspace folders"),
+        "{summary}"
+    );
+    assert!(!summary.contains("secret\n"));
+    assert!(client.shutdown().await.success());
+}
+
+#[tokio::test]
+async fn a_permission_without_a_diff_offers_the_agents_options_and_runs_a_terminal() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    client.answer(
+        "window/showMessageRequest",
+        Answer::With(json!({"title": "Run it"})),
+    );
+    client.prompt("@ask").await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(
+        summary.contains("The command printed \"demo terminal output\" and exited with Some(0)"),
+        "{summary}"
+    );
+    let question = client.take("window/showMessageRequest", |_| true).await;
+    let titles: Vec<_> = question["params"]["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["title"].clone())
+        .collect();
+    assert_eq!(titles, vec![json!("Run it"), json!("Don't run it")]);
+    let log = client.take_log_until("demo terminal output").await;
+    assert!(log.contains("$ echo demo terminal output"), "{log}");
+    assert!(client.shutdown().await.success());
+}
+
+#[tokio::test]
+async fn modes_sessions_and_shutdown_without_zombies() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    client.open("notes.txt", "text", "TODO\n").await;
+    client
+        .execute("agentls.setMode", json!({"mode": "read-only"}))
+        .await
+        .unwrap();
+    client.take_message("demo: mode is now read-only").await;
+    client.prompt("uppercase notes.txt").await;
+    client.take_message("demo: end_turn").await;
+    assert!(client.received("window/showMessageRequest").is_empty());
+    client
+        .execute("agentls.newSession", json!({"agent": "demo"}))
+        .await
+        .unwrap();
+    client.take_message("demo: new session demo-2").await;
+    let status = client.agent_status().await;
+    assert_eq!(status["agents"][0]["currentSession"], "demo-2");
+    assert_eq!(status["agents"][0]["sessions"].as_array().unwrap().len(), 2);
+    let unknown = client
+        .execute("agentls.prompt", json!({"agent": "nope", "text": "hi"}))
+        .await
+        .unwrap_err();
+    assert!(
+        unknown["message"]
+            .as_str()
+            .unwrap()
+            .contains("no agent named `nope`")
+    );
+    let pid = client.agent_pid("demo").await.unwrap();
+    assert!(client.shutdown().await.success());
+    // Reaped, not a zombie: its /proc entry is gone.
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+}

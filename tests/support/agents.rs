@@ -1,0 +1,162 @@
+//! Helpers for driving agents through the test client: the agent commands, waiting for a turn's
+//! summary, and answering questions through code actions.
+
+use serde_json::{Value, json};
+
+use super::{TestClient, WAIT};
+
+/// Polls the async `condition` until it holds (`Some(())`) or [`WAIT`] passes (`None`).
+pub async fn eventually_async<F: std::future::Future<Output = bool>>(
+    condition: impl Fn() -> F,
+) -> Option<()> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tokio::time::Instant::now() < deadline {
+        if condition().await {
+            return Some(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    None
+}
+
+/// Capabilities of an editor without `window/showMessageRequest` (like Helix): questions come as
+/// code actions.
+pub fn capabilities_without_dialogs() -> Value {
+    let mut caps = TestClient::rich_capabilities(false);
+    caps["window"]
+        .as_object_mut()
+        .unwrap()
+        .remove("showMessage");
+    caps
+}
+
+impl TestClient {
+    /// Runs `workspace/executeCommand`.
+    pub async fn execute(&self, command: &str, argument: Value) -> Result<Value, Value> {
+        let arguments = if argument.is_null() {
+            json!([])
+        } else {
+            json!([argument])
+        };
+        self.request(
+            "workspace/executeCommand",
+            json!({"command": command, "arguments": arguments}),
+        )
+        .await
+    }
+
+    /// `agentls.prompt` with `text` to the default agent.
+    pub async fn prompt(&self, text: &str) {
+        self.execute("agentls.prompt", json!({"text": text}))
+            .await
+            .expect("agentls.prompt");
+    }
+
+    /// `agentls.status`.
+    pub async fn agent_status(&self) -> Value {
+        self.execute("agentls.status", Value::Null)
+            .await
+            .expect("agentls.status")
+    }
+
+    /// Waits until the user was told something containing `needle`, as a `window/showMessage`
+    /// or (when popups were rate-limited) in the log; returns that line.
+    pub async fn take_message(&self, needle: &str) -> String {
+        let matches = |p: &Value| p["message"].as_str().unwrap_or_default().contains(needle);
+        let message = tokio::select! {
+            m = self.take("window/showMessage", matches) => m,
+            m = self.take("window/logMessage", matches) => m,
+        };
+        let text = message["params"]["message"].as_str().unwrap();
+        text.lines()
+            .find(|line| line.contains(needle))
+            .unwrap_or(text)
+            .to_owned()
+    }
+
+    /// Waits until the log has said `needle`, then returns everything logged so far, joined.
+    pub async fn take_log_until(&self, needle: &str) -> String {
+        let last = self
+            .take("window/logMessage", |p| {
+                p["message"].as_str().unwrap_or_default().contains(needle)
+            })
+            .await;
+        let last = last["params"]["message"].as_str().unwrap_or_default();
+        format!("{}\n{last}", self.log_text())
+    }
+
+    /// Everything logged so far that was not taken, joined.
+    pub fn log_text(&self) -> String {
+        self.received("window/logMessage")
+            .iter()
+            .map(|m| {
+                m["params"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The code actions offered at the start of `uri`.
+    pub async fn code_actions(&self, uri: &str) -> Vec<Value> {
+        self.code_actions_at(uri, super::range(0, 0, 0, 0)).await
+    }
+
+    /// The code actions offered for `range` of `uri`.
+    pub async fn code_actions_at(&self, uri: &str, range: Value) -> Vec<Value> {
+        let params = json!({"textDocument": {"uri": uri}, "range": range,
+                            "context": {"diagnostics": []}});
+        let actions = self
+            .request("textDocument/codeAction", params)
+            .await
+            .expect("codeAction");
+        actions.as_array().cloned().unwrap_or_default()
+    }
+
+    /// Runs the command of the code action at the start of `uri` whose title starts with
+    /// `prefix`, waiting (with a deadline) until it is offered.
+    pub async fn run_code_action(&self, uri: &str, prefix: &str) {
+        self.run_code_action_at(uri, super::range(0, 0, 0, 0), prefix)
+            .await;
+    }
+
+    /// Runs the command of the code action for `range` whose title starts with `prefix`,
+    /// waiting (with a deadline) until it is offered.
+    pub async fn run_code_action_at(&self, uri: &str, range: Value, prefix: &str) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let action = loop {
+            let actions = self.code_actions_at(uri, range.clone()).await;
+            let found = actions
+                .iter()
+                .find(|a| a["title"].as_str().unwrap_or_default().starts_with(prefix));
+            if let Some(action) = found {
+                break action.clone();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no code action starting with {prefix:?}: {actions:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        let command = &action["command"];
+        self.request(
+            "workspace/executeCommand",
+            json!({"command": command["command"], "arguments": command["arguments"]}),
+        )
+        .await
+        .expect("code action command");
+    }
+
+    /// The pid of agent `name` from `agentls.status`.
+    pub async fn agent_pid(&self, name: &str) -> Option<i32> {
+        let status = self.agent_status().await;
+        status["agents"]
+            .as_array()?
+            .iter()
+            .find(|a| a["name"] == name)?["pid"]
+            .as_i64()
+            .map(|p| p as i32)
+    }
+}

@@ -1,0 +1,139 @@
+//! Rules of the codebase that a compiler does not check: every source file says what it owns in
+//! a `//!` line; nothing but `main.rs` prints (stdout is the LSP protocol); no agent or editor
+//! name is part of a type, module or function name (vendors are data).
+
+use std::path::{Path, PathBuf};
+
+fn sources() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn every_source_file_starts_with_a_module_doc_line() {
+    let missing: Vec<_> = sources()
+        .into_iter()
+        .filter(|p| !std::fs::read_to_string(p).unwrap().starts_with("//!"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "files without a leading `//!` line: {missing:?}"
+    );
+}
+
+#[test]
+fn only_main_prints_to_stdout() {
+    let offenders: Vec<String> = sources()
+        .into_iter()
+        .filter(|p| !p.ends_with("main.rs"))
+        .flat_map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            text.lines()
+                .enumerate()
+                .filter(|(_, l)| {
+                    let code = l.split("//").next().unwrap_or("");
+                    code.contains("println!(")
+                        || code.contains("print!(")
+                        || code.contains("stdout()")
+                })
+                .map(|(i, l)| format!("{}:{}: {}", p.display(), i + 1, l.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "stdout is the protocol:\n{}",
+        offenders.join("\n")
+    );
+}
+
+#[test]
+fn no_vendor_names_in_identifiers() {
+    let vendors = [
+        "claude",
+        "gemini",
+        "anthropic",
+        "openai",
+        "opencode",
+        "helix",
+        "neovim",
+        "nvim",
+        "emacs",
+        "eglot",
+        "vscode",
+        "zed",
+    ];
+    let declarations = [
+        "fn ", "struct ", "enum ", "mod ", "trait ", "type ", "const ",
+    ];
+    let mut offenders = Vec::new();
+    for path in sources() {
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if words(&name).iter().any(|w| vendors.contains(&w.as_str())) {
+            offenders.push(path.display().to_string());
+        }
+        for (i, line) in std::fs::read_to_string(&path).unwrap().lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            for decl in declarations {
+                let Some(rest) = code.split(decl).nth(1) else {
+                    continue;
+                };
+                let ident: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if words(&ident).iter().any(|w| vendors.contains(&w.as_str())) {
+                    offenders.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "vendor names belong in config and fixtures:\n{}",
+        offenders.join("\n")
+    );
+}
+
+/// The lowercase words of an identifier: split at `_` and at lower-to-upper case changes.
+fn words(ident: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut previous_lower = false;
+    for c in ident.chars() {
+        let boundary = c == '_' || (c.is_uppercase() && previous_lower);
+        if boundary && !word.is_empty() {
+            out.push(std::mem::take(&mut word));
+        }
+        if c != '_' {
+            word.extend(c.to_lowercase());
+        }
+        previous_lower = c.is_lowercase() || c.is_ascii_digit();
+    }
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out
+}
+
+#[test]
+fn words_split_snake_and_camel_case() {
+    assert_eq!(words("GeminiCompanion"), ["gemini", "companion"]);
+    assert_eq!(words("run_claude_cli"), ["run", "claude", "cli"]);
+    assert_eq!(words("initialized"), ["initialized"]);
+}
