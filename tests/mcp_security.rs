@@ -103,6 +103,50 @@ async fn only_the_token_holder_from_loopback_may_connect() {
 }
 
 #[tokio::test]
+async fn the_http_endpoint_wants_the_bearer_token_and_our_host() {
+    let client = started(Options::default()).await;
+    let env = client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.terminalEnv", "arguments": []}),
+        )
+        .await
+        .unwrap();
+    let port: u16 = env["GEMINI_CLI_IDE_SERVER_PORT"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let token = env["GEMINI_CLI_IDE_AUTH_TOKEN"].as_str().unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let post = |host: String, extra: String| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let host = format!("127.0.0.1:{port}");
+    let bearer = format!("Authorization: Bearer {token}\r\n");
+    assert_eq!(status(port, post(host.clone(), bearer.clone())).await, 200);
+    assert_eq!(status(port, post(host.clone(), String::new())).await, 401);
+    let wrong = "Authorization: Bearer 0000\r\n".to_owned();
+    assert_eq!(status(port, post(host.clone(), wrong)).await, 401);
+    let origin = format!("{bearer}Origin: http://evil.example\r\n");
+    assert_eq!(status(port, post(host.clone(), origin)).await, 403);
+    assert_eq!(
+        status(port, post(format!("evil.example:{port}"), bearer.clone())).await,
+        403
+    );
+    let other = format!("GET /other HTTP/1.1\r\nHost: {host}\r\n{bearer}\r\n");
+    assert_eq!(status(port, other).await, 404);
+    client.server_state().await;
+}
+
+#[tokio::test]
 async fn malformed_frames_get_errors_and_oversized_ones_close_only_that_socket() {
     let client = started(Options::default()).await;
     let lock = lockfile(&client.lock_dir()).await;

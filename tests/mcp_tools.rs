@@ -103,8 +103,33 @@ async fn the_lockfile_is_private_and_names_this_server() {
         .unwrap();
     assert_eq!(env["CLAUDE_CODE_SSE_PORT"], lock.port.to_string());
 
+    // The companion protocol's discovery file, also private, also following the folders.
+    let companion_dir = client.home.path().join("tmp/gemini/ide");
+    let companion = std::fs::read_dir(&companion_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .expect("a companion discovery file");
+    let http_port = env["GEMINI_CLI_IDE_SERVER_PORT"].as_str().unwrap();
+    assert_eq!(
+        companion.file_name().unwrap().to_str().unwrap(),
+        format!("gemini-ide-server-{}-{http_port}.json", client.pid())
+    );
+    assert_eq!(mode(&companion), 0o600);
+    let json: Value = serde_json::from_slice(&std::fs::read(&companion).unwrap()).unwrap();
+    let workspace = format!("{}:{}", client.workspace.display(), extra.display());
+    assert_eq!(
+        json,
+        json!({"port": http_port.parse::<u16>().unwrap(), "workspacePath": workspace,
+               "authToken": env["GEMINI_CLI_IDE_AUTH_TOKEN"],
+               "ideInfo": {"name": "agentls", "displayName": "agentls"}})
+    );
+    assert_eq!(env["GEMINI_CLI_IDE_WORKSPACE_PATH"], workspace);
+    assert_ne!(json["authToken"], token, "each protocol has its own token");
+
     assert!(client.shutdown().await.success());
     assert!(!lock.path.exists(), "lockfile removed on shutdown");
+    assert!(!companion.exists(), "companion file removed on shutdown");
 }
 
 #[tokio::test]

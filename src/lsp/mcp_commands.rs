@@ -91,14 +91,15 @@ impl McpSlot {
     }
 
     /// The terminal env, waiting briefly for a server that is still starting.
-    async fn terminal_env(&self) -> std::result::Result<Value, String> {
+    async fn terminal_env(&self, editor: &EditorAccess) -> std::result::Result<Value, String> {
+        let folders = editor.workspace_folders().await;
         let mut changed = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + START_WAIT;
         loop {
             {
                 let phase = self.phase.lock().unwrap_or_else(|e| e.into_inner());
                 match &*phase {
-                    Phase::Running(server) => return Ok(json!(server.terminal_env())),
+                    Phase::Running(server) => return Ok(json!(server.terminal_env(&folders))),
                     Phase::Failed(message) => return Err(message.clone()),
                     Phase::Off => return Err("serving terminal agents is off (mcp.enabled)".into()),
                     Phase::Stopped => return Err("agentls is shutting down".into()),
@@ -121,7 +122,7 @@ pub async fn execute(backend: &Backend, command: &str) -> Option<Result<Option<V
         TERMINAL_ENV => Some(
             backend
                 .mcp
-                .terminal_env()
+                .terminal_env(&backend.editor)
                 .await
                 .map(Some)
                 .map_err(invalid_request),

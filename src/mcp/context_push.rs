@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rmcp::model::{CustomNotification, ServerNotification};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::shapes;
@@ -21,11 +22,13 @@ pub const DEBOUNCE: Duration = Duration::from_millis(100);
 /// Selected text longer than this is cut in context updates.
 const MAX_SELECTED_TEXT: usize = 16 * 1024;
 
-/// Forwards context events to `peer` until it goes away.
-pub async fn run(editor: EditorAccess, peer: Peer<RoleServer>, style: DiffStyle) {
-    let Some(mut events) = editor.watch_context().await else {
-        return;
-    };
+/// Forwards context `events` to `peer` until it goes away.
+pub async fn run(
+    editor: EditorAccess,
+    mut events: broadcast::Receiver<ContextEvent>,
+    peer: Peer<RoleServer>,
+    style: DiffStyle,
+) {
     let mut due: Option<tokio::time::Instant> = None;
     let mut latest_selection = None;
     loop {

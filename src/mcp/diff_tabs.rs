@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
@@ -17,12 +17,21 @@ use super::outcome::{ToolError, ToolOutcome, parse};
 use super::shapes;
 use crate::editor::{EditorAccess, Origin, Verdict};
 
-/// One diff: its file, whether the user still has to decide, and whether the agent closed it.
+/// A diff the agent has not closed.
+const OPEN: u8 = 0;
+/// The agent closed the diff while the user had not decided.
+const CLOSED: u8 = 1;
+/// The same, and the agent asked not to be told (it settled the diff itself).
+const CLOSED_QUIETLY: u8 = 2;
+
+/// One diff: its file and proposal, whether the user still has to decide, and whether the
+/// agent closed it.
 #[derive(Debug)]
 struct Tab {
     path: PathBuf,
+    proposal: String,
     pending: bool,
-    closed_by_agent: Arc<AtomicBool>,
+    closed: Arc<AtomicU8>,
 }
 
 /// A connection's diffs.
@@ -59,6 +68,8 @@ struct NotifiedOpenArgs {
 #[serde(rename_all = "camelCase")]
 struct NotifiedCloseArgs {
     file_path: String,
+    #[serde(default)]
+    suppress_notification: bool,
 }
 
 impl DiffTabs {
@@ -69,28 +80,30 @@ impl DiffTabs {
         origin: &Origin,
         name: &str,
         path: PathBuf,
-    ) -> Arc<AtomicBool> {
-        let closed = Arc::new(AtomicBool::new(false));
+        proposal: &str,
+    ) -> Arc<AtomicU8> {
+        let closed = Arc::new(AtomicU8::new(OPEN));
         let mut tabs = self.tabs.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(old) = tabs.remove(name) {
-            close(editor, origin, &old);
+            close(editor, origin, &old, CLOSED);
         }
         tabs.insert(
             name.to_owned(),
             Tab {
                 path,
+                proposal: proposal.to_owned(),
                 pending: true,
-                closed_by_agent: Arc::clone(&closed),
+                closed: Arc::clone(&closed),
             },
         );
         closed
     }
 
     /// The review of `name` was decided (if `name` still means that review).
-    fn settle(&self, name: &str, which: &Arc<AtomicBool>) {
+    fn settle(&self, name: &str, which: &Arc<AtomicU8>) {
         let mut tabs = self.tabs.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(tab) = tabs.get_mut(name)
-            && Arc::ptr_eq(&tab.closed_by_agent, which)
+            && Arc::ptr_eq(&tab.closed, which)
         {
             tab.pending = false;
         }
@@ -106,7 +119,13 @@ impl DiffTabs {
     ) -> ToolOutcome {
         let args: OpenDiffArgs = parse(args)?;
         let path = shapes::path_of(&args.new_file_path);
-        let closed = self.open(editor, origin, &args.tab_name, path.clone());
+        let closed = self.open(
+            editor,
+            origin,
+            &args.tab_name,
+            path.clone(),
+            &args.new_file_contents,
+        );
         let title = format!("{}: {}", origin.label, args.tab_name);
         let verdict = editor
             .review_diff(origin, &path, &args.new_file_contents, &title)
@@ -115,7 +134,7 @@ impl DiffTabs {
         match verdict {
             Ok(Verdict::Accepted { text, .. }) => Ok(vec!["FILE_SAVED".into(), text]),
             Ok(Verdict::Rejected { .. }) => Ok(vec!["DIFF_REJECTED".into(), args.tab_name]),
-            Ok(Verdict::Cancelled) if closed.load(Ordering::SeqCst) => {
+            Ok(Verdict::Cancelled) if closed.load(Ordering::SeqCst) != OPEN => {
                 Ok(vec!["DIFF_REJECTED".into(), args.tab_name])
             }
             Ok(Verdict::Cancelled) => Ok(vec!["TAB_CLOSED".into()]),
@@ -132,7 +151,7 @@ impl DiffTabs {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&args.tab_name);
         if let Some(tab) = removed {
-            close(editor, origin, &tab);
+            close(editor, origin, &tab, CLOSED);
         }
         Ok(vec!["TAB_CLOSED".into()])
     }
@@ -147,7 +166,7 @@ impl DiffTabs {
             .map(|(_, tab)| tab)
             .collect();
         for tab in &tabs {
-            close(editor, origin, tab);
+            close(editor, origin, tab, CLOSED);
         }
         Ok(vec![format!("CLOSED_{}_DIFF_TABS", tabs.len())])
     }
@@ -162,7 +181,13 @@ impl DiffTabs {
     ) -> ToolOutcome {
         let args: NotifiedOpenArgs = parse(args)?;
         let path = shapes::path_of(&args.file_path);
-        let closed = self.open(editor, origin, &args.file_path, path.clone());
+        let closed = self.open(
+            editor,
+            origin,
+            &args.file_path,
+            path.clone(),
+            &args.new_content,
+        );
         let (me, editor, origin) = (Arc::clone(self), editor.clone(), origin.clone());
         tokio::spawn(async move {
             let title = format!("{}: {}", origin.label, crate::editor::file_name(&path));
@@ -175,6 +200,7 @@ impl DiffTabs {
                     "ide/diffAccepted",
                     json!({"filePath": args.file_path, "content": text}),
                 ),
+                Ok(Verdict::Cancelled) if closed.load(Ordering::SeqCst) == CLOSED_QUIETLY => {}
                 Ok(Verdict::Rejected { .. } | Verdict::Cancelled) => {
                     notify("ide/diffRejected", json!({"filePath": args.file_path}))
                 }
@@ -187,7 +213,8 @@ impl DiffTabs {
         Ok(Vec::new())
     }
 
-    /// `closeDiff {filePath}`.
+    /// `closeDiff {filePath, suppressNotification?}`: answers `{"content": <the proposal>}`
+    /// (`null` when there was no such diff).
     pub fn close_notified(
         &self,
         editor: &EditorAccess,
@@ -200,17 +227,23 @@ impl DiffTabs {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&args.file_path);
-        if let Some(tab) = removed {
-            close(editor, origin, &tab);
-        }
-        Ok(Vec::new())
+        let how = if args.suppress_notification {
+            CLOSED_QUIETLY
+        } else {
+            CLOSED
+        };
+        let content = removed.map(|tab| {
+            close(editor, origin, &tab, how);
+            tab.proposal
+        });
+        Ok(vec![json!({ "content": content }).to_string()])
     }
 }
 
 /// Withdraws a tab's review if the user has not decided it yet.
-fn close(editor: &EditorAccess, origin: &Origin, tab: &Tab) {
+fn close(editor: &EditorAccess, origin: &Origin, tab: &Tab, how: u8) {
     if tab.pending {
-        tab.closed_by_agent.store(true, Ordering::SeqCst);
+        tab.closed.store(how, Ordering::SeqCst);
         editor.withdraw_review(origin, &tab.path);
     }
 }

@@ -70,8 +70,13 @@ fn private_dir(dir: &Path) -> std::io::Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    // A directory another tool made earlier keeps its owner; we only tighten the mode.
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    // A directory another tool made earlier keeps its owner; we only tighten the mode. A shared
+    // one we do not own (under /tmp) stays as it is: our file in it is 0600 all the same, and
+    // agents read only files owned by their own user.
+    if let Err(e) = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
+        tracing::warn!(dir = %dir.display(), "cannot make the directory private: {e}");
+    }
+    Ok(())
 }
 
 /// Writes JSON to `path` atomically with mode 0600: readers see the old file or the new one.

@@ -13,7 +13,6 @@ pub enum TokenHeader {
     /// A header whose whole value is the token (the WebSocket IDE protocol).
     Plain(&'static str),
     /// `Authorization: Bearer <token>` (the Streamable HTTP companion protocol).
-    #[allow(dead_code)] // the HTTP listener that uses it comes next
     Bearer,
 }
 

@@ -7,12 +7,14 @@
 //! request, no request with an `Origin`, `Host` must name our own address, discovery files 0600
 //! in 0700 directories, removed when the server stops.
 
+mod companion_file;
 mod context_push;
 mod context_tools;
 mod diff_tabs;
 pub mod discovery;
 mod frames;
 mod guard;
+mod http;
 pub mod lockfile;
 mod outcome;
 mod session;
@@ -60,95 +62,183 @@ pub enum StartError {
 /// The running MCP side; stopping it (or dropping it) removes its discovery files and ends
 /// every session.
 pub struct McpServer {
+    ws_port: u16,
+    http_port: u16,
+    ws_token: AuthToken,
+    http_token: AuthToken,
+    files: Arc<Mutex<Vec<Published>>>,
+    stop: watch::Sender<bool>,
+}
+
+/// A discovery file and how to rewrite it when the folders change.
+struct Published {
+    file: DiscoveryFile,
+    contents: fn(u16, &[PathBuf], &AuthToken) -> serde_json::Value,
     port: u16,
     token: AuthToken,
-    lockfile: Arc<Mutex<Option<DiscoveryFile>>>,
-    stop: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpServer")
-            .field("port", &self.port)
+            .field("ws_port", &self.ws_port)
+            .field("http_port", &self.http_port)
             .finish_non_exhaustive()
     }
 }
 
-impl McpServer {
-    /// Listens, writes the lockfile for the current workspace folders, and keeps it current.
-    pub async fn start(editor: EditorAccess) -> Result<Self, StartError> {
-        let token = AuthToken::generate().map_err(StartError::Token)?;
-        let (stop, stopped) = watch::channel(false);
-        let socket = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+/// Binds 127.0.0.1 on a free port and serves `router` there until `stopped`.
+async fn listen(
+    router: impl FnOnce(u16) -> axum::Router,
+    stopped: watch::Receiver<bool>,
+) -> Result<u16, StartError> {
+    let socket = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .map_err(StartError::Bind)?;
+    let port = socket.local_addr().map_err(StartError::Bind)?.port();
+    let router = router(port);
+    let mut until_stopped = stopped;
+    tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = until_stopped.wait_for(|s| *s).await;
+        };
+        if let Err(e) = axum::serve(socket, router)
+            .with_graceful_shutdown(shutdown)
             .await
-            .map_err(StartError::Bind)?;
-        let port = socket.local_addr().map_err(StartError::Bind)?.port();
-        let listener =
-            websocket::Listener::new(port, token.clone(), editor.clone(), stopped.clone());
-        let router = websocket::router(Arc::new(listener));
-        let mut until_stopped = stopped.clone();
-        tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = until_stopped.wait_for(|s| *s).await;
-            };
-            if let Err(e) = axum::serve(socket, router)
-                .with_graceful_shutdown(shutdown)
-                .await
-            {
-                tracing::error!("MCP listener stopped: {e}");
-            }
-        });
-        let dir = lockfile::dir().ok_or(StartError::NoConfigDir)?;
+        {
+            tracing::error!(port, "MCP listener stopped: {e}");
+        }
+    });
+    Ok(port)
+}
+
+impl McpServer {
+    /// Listens (WebSocket and Streamable HTTP), writes the discovery files for the current
+    /// workspace folders, and keeps them current.
+    pub async fn start(editor: EditorAccess) -> Result<Self, StartError> {
+        let ws_token = AuthToken::generate().map_err(StartError::Token)?;
+        let http_token = AuthToken::generate().map_err(StartError::Token)?;
+        let (stop, stopped) = watch::channel(false);
+        let ws_port = {
+            let (token, editor, stopped2) = (ws_token.clone(), editor.clone(), stopped.clone());
+            listen(
+                move |port| {
+                    let listener = websocket::Listener::new(port, token, editor, stopped2);
+                    websocket::router(Arc::new(listener))
+                },
+                stopped.clone(),
+            )
+            .await?
+        };
+        let http_port = {
+            let (token, editor) = (http_token.clone(), editor.clone());
+            listen(
+                move |port| http::router(port, token, editor),
+                stopped.clone(),
+            )
+            .await?
+        };
+        let lock_dir = lockfile::dir().ok_or(StartError::NoConfigDir)?;
+        // Subscribe before reading the folders, so that no change falls between the two.
+        let events = editor.watch_context().await;
         let folders = editor.workspace_folders().await;
-        let file = lockfile::create(&dir, port, &folders, &token).map_err(|source| {
-            StartError::DiscoveryFile {
-                path: dir.join(format!("{port}.lock")),
-                source,
-            }
-        })?;
-        tracing::info!(port, lockfile = %file.path().display(), "serving terminal agents");
-        let lockfile = Arc::new(Mutex::new(Some(file)));
-        tokio::spawn(keep_folders_current(
-            editor,
-            Arc::clone(&lockfile),
-            token.clone(),
-            stopped,
-        ));
+        let failed = |path: PathBuf| move |source| StartError::DiscoveryFile { path, source };
+        let lock = lockfile::create(&lock_dir, ws_port, &folders, &ws_token)
+            .map_err(failed(lock_dir.join(format!("{ws_port}.lock"))))?;
+        let companion_dir = companion_file::dir();
+        let companion = companion_file::create(&companion_dir, http_port, &folders, &http_token)
+            .map_err(failed(companion_dir.clone()))?;
+        tracing::info!(
+            ws_port,
+            http_port,
+            lockfile = %lock.path().display(),
+            companion_file = %companion.path().display(),
+            "serving terminal agents"
+        );
+        let files = Arc::new(Mutex::new(vec![
+            Published {
+                file: lock,
+                contents: lockfile_contents,
+                port: ws_port,
+                token: ws_token.clone(),
+            },
+            Published {
+                file: companion,
+                contents: companion_file::contents,
+                port: http_port,
+                token: http_token.clone(),
+            },
+        ]));
+        if let Some(events) = events {
+            tokio::spawn(keep_folders_current(
+                editor,
+                events,
+                Arc::clone(&files),
+                stopped,
+            ));
+        }
         Ok(Self {
-            port,
-            token,
-            lockfile,
+            ws_port,
+            http_port,
+            ws_token,
+            http_token,
+            files,
             stop,
         })
     }
 
     /// The WebSocket port.
     pub fn port(&self) -> u16 {
-        self.port
+        self.ws_port
     }
 
-    /// The token agents must present.
+    /// The token WebSocket clients must present.
     pub fn token(&self) -> &AuthToken {
-        &self.token
+        &self.ws_token
+    }
+
+    /// The Streamable HTTP port (MCP at `/mcp`).
+    pub fn http_port(&self) -> u16 {
+        self.http_port
     }
 
     /// The environment a terminal needs for agents started in it to find this server.
-    pub fn terminal_env(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([("CLAUDE_CODE_SSE_PORT".to_owned(), self.port.to_string())])
+    /// `folders` are the workspace folders (the companion protocol wants them too).
+    pub fn terminal_env(&self, folders: &[PathBuf]) -> BTreeMap<String, String> {
+        let folders: Vec<String> = folders.iter().map(|f| f.display().to_string()).collect();
+        BTreeMap::from([
+            ("CLAUDE_CODE_SSE_PORT".to_owned(), self.ws_port.to_string()),
+            (
+                "GEMINI_CLI_IDE_SERVER_PORT".to_owned(),
+                self.http_port.to_string(),
+            ),
+            (
+                "GEMINI_CLI_IDE_WORKSPACE_PATH".to_owned(),
+                folders.join(":"),
+            ),
+            (
+                "GEMINI_CLI_IDE_AUTH_TOKEN".to_owned(),
+                self.http_token.as_str().to_owned(),
+            ),
+        ])
     }
 
     /// Removes the discovery files and ends every session (idempotent).
     pub fn stop(&self) {
-        if let Some(mut file) = self
-            .lockfile
+        for mut published in self
+            .files
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .take()
+            .drain(..)
         {
-            file.remove();
+            published.file.remove();
         }
         self.stop.send_replace(true);
     }
+}
+
+fn lockfile_contents(_port: u16, folders: &[PathBuf], token: &AuthToken) -> serde_json::Value {
+    lockfile::contents(folders, token)
 }
 
 impl Drop for McpServer {
@@ -157,16 +247,13 @@ impl Drop for McpServer {
     }
 }
 
-/// Rewrites the lockfile whenever the workspace folders change.
+/// Rewrites the discovery files whenever the workspace folders change.
 async fn keep_folders_current(
     editor: EditorAccess,
-    lockfile: Arc<Mutex<Option<DiscoveryFile>>>,
-    token: AuthToken,
+    mut events: tokio::sync::broadcast::Receiver<ContextEvent>,
+    files: Arc<Mutex<Vec<Published>>>,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let Some(mut events) = editor.watch_context().await else {
-        return;
-    };
     loop {
         let event = tokio::select! {
             event = events.recv() => event,
@@ -176,10 +263,12 @@ async fn keep_folders_current(
             Ok(ContextEvent::FoldersChanged)
             | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                 let folders = editor.workspace_folders().await;
-                let guard = lockfile.lock().unwrap_or_else(|e| e.into_inner());
-                let Some(file) = guard.as_ref() else { return };
-                if let Err(e) = file.rewrite(&lockfile::contents(&folders, &token)) {
-                    tracing::warn!(path = %file.path().display(), "cannot update lockfile: {e}");
+                let files = files.lock().unwrap_or_else(|e| e.into_inner());
+                for p in files.iter() {
+                    let contents = (p.contents)(p.port, &folders, &p.token);
+                    if let Err(e) = p.file.rewrite(&contents) {
+                        tracing::warn!(path = %p.file.path().display(), "cannot update: {e}");
+                    }
                 }
             }
             Ok(_) => {}
@@ -191,8 +280,10 @@ async fn keep_folders_current(
 /// Every discovery file on this machine the user's agents would look at, ours and others', for
 /// `agentls doctor`.
 pub fn discovery_files() -> Vec<Found> {
-    lockfile::dirs()
+    let mut found: Vec<Found> = lockfile::dirs()
         .iter()
         .flat_map(|d| lockfile::scan(d))
-        .collect()
+        .collect();
+    found.extend(companion_file::scan(&companion_file::dir()));
+    found
 }

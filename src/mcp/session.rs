@@ -19,6 +19,7 @@ use super::context_tools as ctx;
 use super::diff_tabs::DiffTabs;
 use super::outcome::{ToolError, ToolOutcome, into_mcp};
 use super::tools::{self, DiffStyle};
+use crate::editor::context::ContextEvent;
 use crate::editor::{EditorAccess, Origin};
 
 /// The newest MCP version with an `initialize` handshake; what agents send today.
@@ -34,6 +35,9 @@ struct Inner {
     origin: Mutex<Origin>,
     tabs: Arc<DiffTabs>,
     context: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Context events from the moment `initialize` was answered, until `initialized` starts
+    /// forwarding them (so nothing between the two is lost).
+    events: Mutex<Option<tokio::sync::broadcast::Receiver<ContextEvent>>>,
 }
 
 impl Session {
@@ -45,6 +49,7 @@ impl Session {
             origin: Mutex::new(Origin::new(key, "terminal agent")),
             tabs: Arc::default(),
             context: Mutex::new(None),
+            events: Mutex::new(None),
         }))
     }
 
@@ -166,12 +171,22 @@ impl ServerHandler for Session {
             protocol = %request.protocol_version,
             "terminal agent connected"
         );
+        let events = self.0.editor.watch_context().await;
+        *self.0.events.lock().unwrap_or_else(|e| e.into_inner()) = events;
         self.negotiate_initialize(&request)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let events = self
+            .0
+            .events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(events) = events else { return };
         let task = tokio::spawn(super::context_push::run(
             self.0.editor.clone(),
+            events,
             context.peer,
             self.0.style,
         ));

@@ -91,12 +91,16 @@ impl TestClient {
         std::fs::create_dir_all(&workspace).unwrap();
         let workspace = std::fs::canonicalize(workspace).unwrap();
         let stderr_path = home.path().join("agentls.stderr");
+        // Discovery files under $TMPDIR stay inside this test's home.
+        let tmp = home.path().join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_agentls"));
         command
             .env("HOME", home.path())
             .env("XDG_CONFIG_HOME", &config_dir)
             .env_remove("AGENTLS_CONFIG")
             .env_remove("CLAUDE_CONFIG_DIR")
+            .env("TMPDIR", &tmp)
             .env_remove("CLAUDE_CODE_SSE_PORT")
             .env("AGENTLS_LOG", "debug")
             .envs(options.env.iter().map(|(k, v)| (k, v)))

@@ -1,0 +1,173 @@
+//! 1,000 sequential `getCurrentSelection` tool calls over the terminal-agent WebSocket (MCP
+//! through rmcp, answered from the editor state), against 1,000 plain WebSocket echo round trips
+//! of a same-sized frame on the same machine, in the same run. Prints totals, per-call times
+//! and the ratio.
+//!
+//! Run: `cargo bench --bench mcp_selection`
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use agentls::editor::{Position, Range};
+use futures::{SinkExt as _, StreamExt as _};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+
+const CALLS: usize = 1_000;
+const RUNS: usize = 5;
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+fn main() {
+    let config = tempfile::tempdir().expect("temp dir");
+    // SAFETY: set before the runtime starts any thread.
+    unsafe { std::env::set_var("CLAUDE_CONFIG_DIR", config.path()) };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(run());
+}
+
+async fn run() {
+    let (editor, feed, _effects) = agentls::editor::start();
+    let path = PathBuf::from("/bench/src/main.rs");
+    let text = "fn main() {\n    println!(\"hello\");\n}\n".repeat(20);
+    feed.opened(path.clone(), text, 1, "rust".into());
+    let range = Range::new(Position::new(1, 4), Position::new(1, 21));
+    feed.selected(path, range, None);
+    let server = agentls::mcp::McpServer::start(editor)
+        .await
+        .expect("MCP server");
+    let mut mcp = connect(server.port(), server.token().as_str()).await;
+    initialize(&mut mcp).await;
+    let call = |id: usize| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "getCurrentSelection", "arguments": {}}})
+        .to_string()
+    };
+    let answer = round_trip(&mut mcp, call(1)).await;
+    assert!(answer.contains("println"), "{answer}");
+    let frame_len = answer.len();
+
+    let echo_port = echo_server().await;
+    let mut echo = connect(echo_port, "").await;
+    let payload = "x".repeat(frame_len);
+
+    let mut ours = Vec::new();
+    let mut baseline = Vec::new();
+    let mut next_id = 2;
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        for _ in 0..CALLS {
+            let answer = round_trip(&mut mcp, call(next_id)).await;
+            debug_assert!(answer.contains("\"success\":true"));
+            next_id += 1;
+        }
+        ours.push(started.elapsed());
+        let started = Instant::now();
+        for _ in 0..CALLS {
+            round_trip(&mut echo, payload.clone()).await;
+        }
+        baseline.push(started.elapsed());
+    }
+    let (ours, baseline) = (median(ours), median(baseline));
+    println!("mcp_selection: {CALLS} calls, median of {RUNS} runs, answer frame {frame_len} bytes");
+    println!(
+        "  getCurrentSelection over MCP/WebSocket: {:>8.1} ms total, {:>6.1} µs per call",
+        ms(ours),
+        micros(ours) / CALLS as f64
+    );
+    println!(
+        "  WebSocket echo of the same size:        {:>8.1} ms total, {:>6.1} µs per round trip",
+        ms(baseline),
+        micros(baseline) / CALLS as f64
+    );
+    println!(
+        "  ratio: {:.2}x the bare round trip",
+        ours.as_secs_f64() / baseline.as_secs_f64()
+    );
+    server.stop();
+}
+
+async fn connect(port: u16, token: &str) -> Socket {
+    let mut request = format!("ws://127.0.0.1:{port}/")
+        .into_client_request()
+        .unwrap();
+    // The echo baseline speaks plain WebSocket: no subprotocol, no token.
+    if !token.is_empty() {
+        let headers = request.headers_mut();
+        headers.insert("sec-websocket-protocol", "mcp".parse().unwrap());
+        headers.insert("x-claude-code-ide-authorization", token.parse().unwrap());
+    }
+    tokio_tungstenite::connect_async(request).await.unwrap().0
+}
+
+async fn initialize(socket: &mut Socket) {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"}}});
+    round_trip(socket, init.to_string()).await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    socket
+        .send(Message::Text(initialized.to_string().into()))
+        .await
+        .unwrap();
+}
+
+/// Sends one text frame and waits for the next text frame that is a response (has an `id`) or,
+/// for the echo server, any text frame.
+async fn round_trip(socket: &mut Socket, text: String) -> String {
+    let expect_response = text.starts_with('{');
+    socket.send(Message::Text(text.into())).await.unwrap();
+    loop {
+        match socket.next().await.expect("open").expect("frame") {
+            Message::Text(answer) => {
+                let answer = answer.as_str().to_owned();
+                if !expect_response {
+                    return answer;
+                }
+                let value: Value = serde_json::from_str(&answer).unwrap();
+                if value.get("id").is_some() {
+                    return answer;
+                }
+            }
+            _ => continue,
+        }
+    }
+}
+
+/// A WebSocket server that echoes every frame, on a free loopback port.
+async fn echo_server() -> u16 {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(message)) = ws.next().await {
+                    if message.is_text() && ws.send(message).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+fn median(mut runs: Vec<Duration>) -> Duration {
+    runs.sort();
+    runs[runs.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}

@@ -1,0 +1,64 @@
+//! The Streamable HTTP listener of the companion protocol: MCP at `http://127.0.0.1:<port>/mcp`
+//! (rmcp's server in legacy session mode), every request first through `guard::check` (Host, no
+//! Origin, `Authorization: Bearer <token>`). Each MCP session is a [`Session`] in the notified
+//! diff style with its own origin, torn down when rmcp drops the session.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use super::frames::MAX_MESSAGE_BYTES;
+use super::guard::{self, TokenHeader};
+use super::session::Session;
+use super::token::AuthToken;
+use super::tools::DiffStyle;
+use crate::editor::EditorAccess;
+
+struct Gate {
+    port: u16,
+    token: AuthToken,
+}
+
+/// The routes: `/mcp` serves MCP, anything else is 404; all of it behind the guard.
+pub fn router(port: u16, token: AuthToken, editor: EditorAccess) -> Router {
+    let next_id = Arc::new(AtomicU64::new(1));
+    let factory = move || {
+        let id = next_id.fetch_add(1, Ordering::Relaxed);
+        Ok(Session::new(
+            editor.clone(),
+            DiffStyle::Notified,
+            format!("mcp-http:{id}"),
+        ))
+    };
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(true)
+        .with_max_request_body_bytes(MAX_MESSAGE_BYTES);
+    let service =
+        StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config);
+    let gate = Arc::new(Gate { port, token });
+    Router::new()
+        .nest_service("/mcp", service)
+        .fallback(|| async { (axum::http::StatusCode::NOT_FOUND, "not found") })
+        .layer(middleware::from_fn_with_state(gate, check))
+}
+
+async fn check(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
+    match guard::check(
+        request.headers(),
+        gate.port,
+        &gate.token,
+        TokenHeader::Bearer,
+    ) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => {
+            tracing::warn!("refused an HTTP request: {refusal}");
+            (refusal.status(), refusal.to_string()).into_response()
+        }
+    }
+}
