@@ -247,3 +247,124 @@ fn close(editor: &EditorAccess, origin: &Origin, tab: &Tab, how: u8) {
         editor.withdraw_review(origin, &tab.path);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn args(path: &std::path::Path, contents: &str, tab: &str) -> Value {
+        json!({"old_file_path": path, "new_file_path": path, "new_file_contents": contents,
+               "tab_name": tab})
+    }
+
+    /// Waits until the state has `count` open reviews.
+    async fn reviews_open(feed: &crate::editor::EditorFeed, count: usize) {
+        for _ in 0..200 {
+            if feed.query(|s| s.reviews.len()).await.unwrap() == count {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("never {count} open reviews");
+    }
+
+    #[tokio::test]
+    async fn closing_and_reusing_tab_names_withdraw_pending_reviews_as_rejected() {
+        let (editor, feed, _effects) = crate::editor::start();
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+        let origin = Origin::new("test:1", "tester");
+        let tabs = Arc::new(DiffTabs::default());
+
+        // close_tab on a pending diff.
+        let pending = tokio::spawn({
+            let (tabs, editor, origin, a) =
+                (tabs.clone(), editor.clone(), origin.clone(), a.clone());
+            async move {
+                tabs.open_blocking(&editor, &origin, args(&a, "x\n", "t"))
+                    .await
+            }
+        });
+        reviews_open(&feed, 1).await;
+        let closed = tabs.close_tab(&editor, &origin, json!({"tab_name": "t"}));
+        assert_eq!(closed.unwrap(), ["TAB_CLOSED"]);
+        assert_eq!(pending.await.unwrap().unwrap(), ["DIFF_REJECTED", "t"]);
+        reviews_open(&feed, 0).await;
+
+        // A new diff under the same name, for another file, replaces the old one.
+        let first = tokio::spawn({
+            let (tabs, editor, origin, a) =
+                (tabs.clone(), editor.clone(), origin.clone(), a.clone());
+            async move {
+                tabs.open_blocking(&editor, &origin, args(&a, "1\n", "same"))
+                    .await
+            }
+        });
+        reviews_open(&feed, 1).await;
+        let second = tokio::spawn({
+            let (tabs, editor, origin, b) =
+                (tabs.clone(), editor.clone(), origin.clone(), b.clone());
+            async move {
+                tabs.open_blocking(&editor, &origin, args(&b, "2\n", "same"))
+                    .await
+            }
+        });
+        assert_eq!(first.await.unwrap().unwrap(), ["DIFF_REJECTED", "same"]);
+        reviews_open(&feed, 1).await;
+        let all = tabs.close_all(&editor, &origin).unwrap();
+        assert_eq!(all, ["CLOSED_1_DIFF_TABS"]);
+        assert_eq!(second.await.unwrap().unwrap(), ["DIFF_REJECTED", "same"]);
+
+        // The origin going away (the socket closed) is TAB_CLOSED: nobody closed it on purpose.
+        let orphan = tokio::spawn({
+            let (tabs, editor, origin, a) =
+                (tabs.clone(), editor.clone(), origin.clone(), a.clone());
+            async move {
+                tabs.open_blocking(&editor, &origin, args(&a, "3\n", "o"))
+                    .await
+            }
+        });
+        reviews_open(&feed, 1).await;
+        editor.close_origin(&origin);
+        assert_eq!(orphan.await.unwrap().unwrap(), ["TAB_CLOSED"]);
+    }
+
+    #[tokio::test]
+    async fn notified_diffs_tell_their_verdict_unless_closed_quietly() {
+        let (editor, feed, _effects) = crate::editor::start();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        let origin = Origin::new("test:2", "tester");
+        let tabs = Arc::new(DiffTabs::default());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let notify = |tx: tokio::sync::mpsc::UnboundedSender<(&'static str, Value)>| -> Notify {
+            Box::new(move |method, params| {
+                let _ = tx.send((method, params));
+            })
+        };
+        let open = json!({"filePath": path, "newContent": "new\n"});
+        let answer = tabs.open_notified(&editor, &origin, open.clone(), notify(tx.clone()));
+        assert_eq!(answer.unwrap(), Vec::<String>::new());
+        reviews_open(&feed, 1).await;
+        let closed = tabs.close_notified(&editor, &origin, json!({"filePath": path}));
+        assert_eq!(closed.unwrap(), [json!({"content": "new\n"}).to_string()]);
+        let (method, params) = rx.recv().await.unwrap();
+        assert_eq!(
+            (method, params),
+            ("ide/diffRejected", json!({"filePath": path}))
+        );
+
+        let answer = tabs.open_notified(&editor, &origin, open, notify(tx));
+        assert!(answer.is_ok());
+        reviews_open(&feed, 1).await;
+        let quiet = json!({"filePath": path, "suppressNotification": true});
+        tabs.close_notified(&editor, &origin, quiet).unwrap();
+        reviews_open(&feed, 0).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(rx.try_recv().is_err(), "a quiet close tells nothing");
+        let missing = tabs.close_notified(&editor, &origin, json!({"filePath": "/nope"}));
+        assert_eq!(missing.unwrap(), [json!({"content": null}).to_string()]);
+    }
+}
