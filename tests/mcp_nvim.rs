@@ -1,0 +1,66 @@
+//! The README's Neovim one-liner for terminal agents, run by a real Neovim 0.11: it asks
+//! agentls for `agentls.terminalEnv` and opens a terminal with that environment (a shell command
+//! stands in for `claude` and records what it got).
+//!
+//! Neovim comes from `AGENTLS_TEST_NVIM`; without it the test skips with a message, except under
+//! CI, where a missing editor is a failure.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+#[test]
+fn the_readme_one_liner_gives_the_terminal_the_env() {
+    let Some(nvim) = std::env::var_os("AGENTLS_TEST_NVIM").filter(|p| !p.is_empty()) else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("Neovim missing under CI: set AGENTLS_TEST_NVIM (scripts/test-tools.sh)");
+        }
+        eprintln!("SKIPPED mcp_nvim: AGENTLS_TEST_NVIM is not set; run scripts/test-tools.sh");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let workspace = root.join("workspace");
+    std::fs::create_dir_all(workspace.join(".git")).unwrap();
+    for sub in ["home", "config", "state", "data", "cache", "tmp"] {
+        std::fs::create_dir_all(root.join(sub)).unwrap();
+    }
+    let file = workspace.join("a.txt");
+    std::fs::write(&file, "hello\n").unwrap();
+    let output = root.join("env.out");
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let run = Command::new(nvim)
+        .args(["--headless", "--clean", "-l"])
+        .arg(manifest.join("tests/nvim/terminal_env.lua"))
+        .arg(env!("CARGO_BIN_EXE_agentls"))
+        .arg(&file)
+        .arg(&output)
+        .current_dir(&workspace)
+        .env("HOME", root.join("home"))
+        .env("XDG_CONFIG_HOME", root.join("config"))
+        .env("XDG_STATE_HOME", root.join("state"))
+        .env("XDG_DATA_HOME", root.join("data"))
+        .env("XDG_CACHE_HOME", root.join("cache"))
+        .env("TMPDIR", root.join("tmp"))
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CLAUDE_CODE_SSE_PORT")
+        .env_remove("AGENTLS_CONFIG")
+        .env_remove("NVIM")
+        .env_remove("VIMRUNTIME")
+        .output()
+        .expect("run nvim");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "nvim failed: {}\n{stderr}", run.status);
+    let env = std::fs::read_to_string(&output).unwrap();
+    let lock = std::fs::read_dir(root.join("home/.claude/ide"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(lock, 0, "the lockfile is gone once Neovim quit");
+    let port = env
+        .lines()
+        .find_map(|l| l.strip_prefix("CLAUDE_CODE_SSE_PORT="))
+        .unwrap_or_else(|| panic!("no CLAUDE_CODE_SSE_PORT in {env:?}"));
+    assert!(port.parse::<u16>().is_ok(), "{env}");
+    assert!(env.contains("GEMINI_CLI_IDE_SERVER_PORT="), "{env}");
+    let workspace_line = format!("GEMINI_CLI_IDE_WORKSPACE_PATH={}", workspace.display());
+    assert!(env.lines().any(|l| l == workspace_line), "{env}");
+}
