@@ -71,6 +71,9 @@ fn doctor_without_a_config_file_says_so() {
     let (ok, out) = agentls(home.path(), &["doctor"]);
     assert!(ok);
     assert!(out.contains("(not found; using defaults)"), "{out}");
+    assert!(out.contains("default agent: demo"), "{out}");
+    assert!(out.contains("agent demo (built in): "), "{out}");
+    assert!(out.contains("[\"demo-agent\"] (found at "), "{out}");
 }
 
 #[test]
