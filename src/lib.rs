@@ -9,3 +9,4 @@ pub mod demo_agent;
 pub mod doctor;
 pub mod editor;
 pub mod lsp;
+pub mod walkthrough;
