@@ -54,7 +54,16 @@ fn serve() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let ending = runtime.block_on(agentls::lsp::serve(tokio::io::stdin(), tokio::io::stdout()));
+    // On a pipe, the server can tell when the editor has read its replies.
+    #[cfg(unix)]
+    let unread = agentls::lsp::pipe_unread(std::io::stdout());
+    #[cfg(not(unix))]
+    let unread = None;
+    let ending = runtime.block_on(agentls::lsp::serve(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        unread,
+    ));
     tracing::info!(?ending, "exiting");
     // Tasks still waiting on the editor or an agent must not keep the process alive.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
