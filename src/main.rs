@@ -89,9 +89,14 @@ fn run_async<T>(what: &str, work: impl std::future::Future<Output = T>) -> Optio
 }
 
 fn serve() -> ExitCode {
+    // On a pipe, the server can tell when the editor has read its replies.
+    #[cfg(unix)]
+    let unread = agentls::lsp::pipe_unread(std::io::stdout());
+    #[cfg(not(unix))]
+    let unread = None;
     let ending = run_async(
         "serve",
-        agentls::lsp::serve(tokio::io::stdin(), tokio::io::stdout()),
+        agentls::lsp::serve(tokio::io::stdin(), tokio::io::stdout(), unread),
     );
     tracing::info!(?ending, "exiting");
     match ending {

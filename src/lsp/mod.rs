@@ -8,6 +8,7 @@ mod convert;
 mod effects;
 mod output;
 mod server;
+mod transport;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +19,9 @@ use tower_lsp_server::{LspService, Server};
 
 pub use capabilities::ClientFeatures;
 use server::Backend;
+pub use transport::UnreadProbe;
+#[cfg(unix)]
+pub use transport::pipe_unread;
 
 /// How the session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +33,13 @@ pub enum Ending {
 }
 
 /// Serves LSP on `input`/`output` until the client says `exit` or closes the input.
-pub async fn serve(input: impl AsyncRead + Unpin, output: impl AsyncWrite) -> Ending {
+/// `output_unread` tells how many written bytes the client has not read yet, when the output
+/// can tell ([`pipe_unread`] for a pipe): a reply is followed by nothing until it was read.
+pub async fn serve(
+    input: impl AsyncRead + Unpin,
+    output: impl AsyncWrite,
+    output_unread: Option<UnreadProbe>,
+) -> Ending {
     let (editor, feed, effect_queue) = crate::editor::start();
     let shutdown_requested = Arc::new(AtomicBool::new(false));
     let (ready, ready_rx) = watch::channel(None);
@@ -56,6 +66,11 @@ pub async fn serve(input: impl AsyncRead + Unpin, output: impl AsyncWrite) -> En
         Backend::did_change_diagnostics,
     )
     .finish();
+    tracing::debug!(
+        pipe = output_unread.is_some(),
+        "after a reply, output waits until the client has read it (on a pipe) or a moment"
+    );
+    let output = transport::ReplyGap::new(Box::pin(output), output_unread);
     Server::new(input, output, socket).serve(service).await;
     if shutdown_requested.load(Ordering::SeqCst) {
         Ending::Clean
