@@ -136,26 +136,27 @@ impl Config {
     /// The agents in force: the configured ones, or, when there are none, the built-in demo
     /// agent `demo` (this executable with `demo-agent`).
     pub fn effective_agents(&self) -> BTreeMap<String, AgentSpec> {
-        if !self.agents.is_empty() {
-            return self.agents.clone();
-        }
-        let command = std::env::current_exe()
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| "agentls".into());
-        let demo = AgentSpec {
-            command,
-            args: vec!["demo-agent".into()],
-            env: BTreeMap::new(),
-        };
-        BTreeMap::from([(DEMO_AGENT.to_owned(), demo)])
+        let mut agents = self.agents.clone();
+        agents.entry(DEMO_AGENT.to_owned()).or_insert_with(|| {
+            let command = std::env::current_exe()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "agentls".into());
+            AgentSpec {
+                command,
+                args: vec!["demo-agent".into()],
+                env: BTreeMap::new(),
+            }
+        });
+        agents
     }
 
-    /// The agent a command that names none goes to: `defaultAgent`, else the first agent in
-    /// name order (the demo agent when none is configured).
-    pub fn effective_default_agent(&self) -> Option<String> {
+    /// The agent a command that names none goes to: `defaultAgent`, else the first configured
+    /// agent in name order, else the built-in demo agent.
+    pub fn effective_default_agent(&self) -> String {
         self.default_agent
             .clone()
-            .or_else(|| self.effective_agents().into_keys().next())
+            .or_else(|| self.agents.keys().next().cloned())
+            .unwrap_or_else(|| DEMO_AGENT.to_owned())
     }
 }
 
@@ -355,6 +356,7 @@ fn validate(config: &mut Config, problems: &mut Vec<Problem>) {
     });
     if let Some(name) = &config.default_agent
         && !config.agents.contains_key(name)
+        && name != DEMO_AGENT
     {
         let message = format!("names agent `{name}`, which is not configured; ignored");
         problems.push(problem(source, "defaultAgent", message));
@@ -449,20 +451,22 @@ mod tests {
     }
 
     #[test]
-    fn the_demo_agent_stands_in_when_none_is_configured() {
+    fn the_demo_agent_is_always_there_and_the_default_only_when_alone() {
         let config = Config::default();
         let agents = config.effective_agents();
         assert_eq!(agents.keys().collect::<Vec<_>>(), vec![DEMO_AGENT]);
         assert_eq!(agents[DEMO_AGENT].args, vec!["demo-agent"]);
-        assert_eq!(
-            config.effective_default_agent().as_deref(),
-            Some(DEMO_AGENT)
-        );
+        assert_eq!(config.effective_default_agent(), DEMO_AGENT);
         let (_dir, layers) =
             layers_with_file("[agents.b]\ncommand = \"x\"\n[agents.a]\ncommand = \"y\"\n");
         let config = layers.load().config;
-        assert!(!config.effective_agents().contains_key(DEMO_AGENT));
-        assert_eq!(config.effective_default_agent().as_deref(), Some("a"));
+        assert!(config.effective_agents().contains_key(DEMO_AGENT));
+        assert_eq!(config.effective_default_agent(), "a");
+        let (_dir, layers) =
+            layers_with_file("defaultAgent = \"demo\"\n[agents.a]\ncommand = \"y\"\n");
+        let loaded = layers.load();
+        assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+        assert_eq!(loaded.config.effective_default_agent(), DEMO_AGENT);
     }
 
     #[test]

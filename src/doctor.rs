@@ -34,24 +34,25 @@ pub fn report() -> String {
         let _ = writeln!(out, "problem: {problem}");
     }
     let config = &loaded.config;
-    let default = config.default_agent.as_deref().unwrap_or("(none)");
-    let _ = writeln!(out, "default agent: {default}");
+    let _ = writeln!(out, "default agent: {}", config.effective_default_agent());
     let _ = writeln!(
         out,
         "fs.allowOutsideWorkspace: {}",
         config.fs.allow_outside_workspace
     );
-    if config.agents.is_empty() {
-        let _ = writeln!(out, "agents: none configured");
-    }
-    for (name, spec) in &config.agents {
+    for (name, spec) in config.effective_agents() {
         let found = match find_command(&spec.command) {
             Some(path) => format!("found at {}", path.display()),
             None => "NOT FOUND on PATH".to_owned(),
         };
+        let builtin = if config.agents.contains_key(&name) {
+            ""
+        } else {
+            " (built in)"
+        };
         let _ = writeln!(
             out,
-            "agent {name}: {} {:?} ({found})",
+            "agent {name}{builtin}: {} {:?} ({found})",
             spec.command, spec.args
         );
         for (key, value) in spec.redacted_env() {

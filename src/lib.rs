@@ -10,3 +10,4 @@ pub mod doctor;
 pub mod editor;
 pub mod lsp;
 pub mod mcp;
+pub mod walkthrough;

@@ -1,4 +1,5 @@
-//! The `agentls` command line: serve LSP on stdio (the default), `doctor`, or `demo-agent`.
+//! The `agentls` command line: serve LSP on stdio (the default), `doctor`, `demo`, or
+//! `demo-agent`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,6 +33,12 @@ enum Command {
     /// Speak ACP on stdin/stdout as a small offline demo agent (the default agent when none is
     /// configured; see README for its prompt language).
     DemoAgent,
+    /// Walk through agentls's main job with the demo agent, no editor needed: prompt, streamed
+    /// answer, review, accept, file written.
+    Demo {
+        /// Where to put the demo file (default: a new temporary directory).
+        dir: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -52,46 +59,64 @@ fn main() -> ExitCode {
         }
         Command::Serve => serve(),
         Command::DemoAgent => demo_agent(),
+        Command::Demo { dir } => {
+            let mut stdout = std::io::stdout();
+            match run_async("demo", agentls::walkthrough::run(dir, &mut stdout)) {
+                Some(Ok(())) => ExitCode::SUCCESS,
+                Some(Err(e)) => {
+                    eprintln!("agentls demo: {e:#}");
+                    ExitCode::FAILURE
+                }
+                None => ExitCode::FAILURE,
+            }
+        }
     }
 }
 
-fn serve() -> ExitCode {
+/// Runs `work` on a fresh runtime; tasks still waiting on an editor or an agent afterwards do
+/// not keep the process alive. `None` when the runtime cannot start (already reported).
+fn run_async<T>(what: &str, work: impl std::future::Future<Output = T>) -> Option<T> {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("agentls: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
+            eprintln!("agentls {what}: cannot start the async runtime: {e}");
+            return None;
         }
     };
-    let ending = runtime.block_on(agentls::lsp::serve(tokio::io::stdin(), tokio::io::stdout()));
-    tracing::info!(?ending, "exiting");
-    // Tasks still waiting on the editor or an agent must not keep the process alive.
+    let result = runtime.block_on(work);
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    Some(result)
+}
+
+fn serve() -> ExitCode {
+    // On a pipe, the server can tell when the editor has read its replies.
+    #[cfg(unix)]
+    let unread = agentls::lsp::pipe_unread(std::io::stdout());
+    #[cfg(not(unix))]
+    let unread = None;
+    let ending = run_async(
+        "serve",
+        agentls::lsp::serve(tokio::io::stdin(), tokio::io::stdout(), unread),
+    );
+    tracing::info!(?ending, "exiting");
     match ending {
-        agentls::lsp::Ending::Clean => ExitCode::SUCCESS,
-        agentls::lsp::Ending::Abrupt => ExitCode::FAILURE,
+        Some(agentls::lsp::Ending::Clean) => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
     }
 }
 
 fn demo_agent() -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("agentls demo-agent: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = runtime.block_on(agentls::demo_agent::run(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-    ));
-    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    let result = run_async(
+        "demo-agent",
+        agentls::demo_agent::run(tokio::io::stdin(), tokio::io::stdout()),
+    );
     match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Some(Ok(())) => ExitCode::SUCCESS,
+        Some(Err(e)) => {
             eprintln!("agentls demo-agent: {e}");
             ExitCode::FAILURE
         }
+        None => ExitCode::FAILURE,
     }
 }
 

@@ -71,6 +71,9 @@ fn doctor_without_a_config_file_says_so() {
     let (ok, out) = agentls(home.path(), &["doctor"]);
     assert!(ok);
     assert!(out.contains("(not found; using defaults)"), "{out}");
+    assert!(out.contains("default agent: demo"), "{out}");
+    assert!(out.contains("agent demo (built in): "), "{out}");
+    assert!(out.contains("[\"demo-agent\"] (found at "), "{out}");
 }
 
 #[test]
@@ -88,5 +91,27 @@ fn a_broken_config_is_a_problem_not_a_crash() {
     assert!(
         out.contains("problem: agentls config") && out.contains("review.maxPreviewLines"),
         "{out}"
+    );
+}
+
+/// `agentls demo` runs the whole loop with the built-in agent: the file ends up changed.
+#[test]
+fn demo_walks_through_prompt_review_and_accept() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("demo");
+    let (ok, out) = agentls(home.path(), &["demo", dir.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    for step in [
+        "4. The proposal is a review",
+        "Accept all changes (2) from demo",
+        "5. The editor applied 2 edit(s) as one undo step",
+        "6. The turn ended: demo: end_turn",
+    ] {
+        assert!(out.contains(step), "missing {step:?} in:\n{out}");
+    }
+    let notes = std::fs::read_to_string(dir.join("notes.txt")).unwrap();
+    assert_eq!(
+        notes,
+        "Shopping\nTODO: BUY MILK\neggs and bread\nTODO: CALL THE PLUMBER\n"
     );
 }

@@ -71,8 +71,8 @@ impl Session {
     }
 }
 
-/// Runs `tests/nvim/edits_and_selection.lua` in a fresh, isolated Neovim against agentls.
-fn run_session(nvim: &Path, debounce: &str) -> (Session, PathBuf, PathBuf, PathBuf) {
+/// A fresh temp dir with a workspace (a `.git` root) and empty home/XDG dirs.
+fn sandbox() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let workspace = root.join("workspace");
@@ -80,23 +80,27 @@ fn run_session(nvim: &Path, debounce: &str) -> (Session, PathBuf, PathBuf, PathB
     for sub in ["home", "config", "state", "data", "cache"] {
         std::fs::create_dir_all(root.join(sub)).unwrap();
     }
-    let sample = workspace.join("sample.txt");
-    std::fs::write(&sample, SAMPLE).unwrap();
-    let untyped = workspace.join("scratch.zzz");
-    std::fs::write(&untyped, UNTYPED).unwrap();
+    (dir, root, workspace)
+}
 
+/// Runs `tests/nvim/<script>` with the plugin dir, the agentls binary and its log file, then
+/// `args`, in an isolated Neovim whose working directory is `workspace`.
+fn run_script(
+    nvim: &Path,
+    script: &str,
+    (dir, root, workspace): (tempfile::TempDir, PathBuf, PathBuf),
+    args: &[&Path],
+) -> Session {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let stdout_path = root.join("nvim.stdout");
     let stderr_path = root.join("nvim.stderr");
     let mut child = Command::new(nvim)
         .args(["--headless", "--clean", "-l"])
-        .arg(manifest.join("tests/nvim/edits_and_selection.lua"))
+        .arg(manifest.join("tests/nvim").join(script))
         .arg(manifest.join("editors/nvim"))
         .arg(env!("CARGO_BIN_EXE_agentls"))
         .arg(root.join("agentls.log"))
-        .arg(&sample)
-        .arg(&untyped)
-        .arg(debounce)
+        .args(args)
         .current_dir(&workspace)
         // Neovim and the server it starts (which inherits this environment) see only the
         // temp dir: no user config, state, or agentls config file.
@@ -139,12 +143,28 @@ fn run_session(nvim: &Path, debounce: &str) -> (Session, PathBuf, PathBuf, PathB
         .rev()
         .find_map(|line| serde_json::from_str::<Value>(line).ok())
         .unwrap_or(Value::Null);
-    let session = Session {
+    Session {
         status,
         result,
         stderr,
         dir,
-    };
+    }
+}
+
+/// Runs `tests/nvim/edits_and_selection.lua` in a fresh, isolated Neovim against agentls.
+fn run_session(nvim: &Path, debounce: &str) -> (Session, PathBuf, PathBuf, PathBuf) {
+    let (dir, root, workspace) = sandbox();
+    let sample = workspace.join("sample.txt");
+    std::fs::write(&sample, SAMPLE).unwrap();
+    let untyped = workspace.join("scratch.zzz");
+    std::fs::write(&untyped, UNTYPED).unwrap();
+    let args = [sample.as_path(), untyped.as_path(), Path::new(debounce)];
+    let session = run_script(
+        nvim,
+        "edits_and_selection.lua",
+        (dir, root, workspace.clone()),
+        &args,
+    );
     (session, workspace, sample, untyped)
 }
 
@@ -260,4 +280,49 @@ fn neovim_edits_and_selections_reach_the_server() {
             started.elapsed()
         );
     }
+}
+
+const NOTES: &str = "shopping\nTODO buy milk\neggs\nbread\nflour\nTODO call the plumber\n";
+
+/// A review opened by the built-in demo agent, seen in Neovim as agentls diagnostics and code
+/// actions: accepting the first change puts it in the buffer, rejecting the second keeps it out
+/// of the buffer and the file, even though the agent then writes its whole proposal.
+#[test]
+fn neovim_reviews_a_demo_agent_proposal_with_code_actions() {
+    let Some(nvim) = nvim() else { return };
+    let (dir, root, workspace) = sandbox();
+    let notes = workspace.join("notes.txt");
+    std::fs::write(&notes, NOTES).unwrap();
+    let session = run_script(&nvim, "review.lua", (dir, root, workspace), &[&notes]);
+    let ctx = session.context();
+    let out = &session.result;
+    assert!(
+        session.status.success(),
+        "nvim exited with {}; {out}\n{ctx}",
+        session.status
+    );
+    assert_eq!(out["error"], Value::Null, "the Lua script failed\n{ctx}");
+    assert_eq!(out["diagnostic_lines"], json!([1, 5]), "{ctx}");
+    let titles: Vec<&str> = out["titles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        titles[0].starts_with("Accept change 1/2 from demo"),
+        "{titles:?}"
+    );
+    assert!(
+        titles.contains(&"Accept all changes (2) from demo"),
+        "{titles:?}"
+    );
+    let expected = NOTES.replace("TODO buy milk", "TODO BUY MILK");
+    assert_eq!(out["buffer"], expected, "{ctx}");
+    assert_eq!(out["disk"], expected, "{ctx}");
+    let messages = out["messages"].to_string();
+    assert!(
+        messages.contains("demo proposes 2 changes to notes.txt"),
+        "{messages}"
+    );
 }

@@ -49,12 +49,23 @@ fn the_readme_one_liner_gives_the_terminal_the_env() {
         .output()
         .expect("run nvim");
     let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "nvim failed: {}\n{stderr}", run.status);
+    assert!(
+        run.status.success(),
+        "nvim failed: {}\n{stderr}",
+        run.status
+    );
     let env = std::fs::read_to_string(&output).unwrap();
-    let lock = std::fs::read_dir(root.join("home/.claude/ide"))
-        .map(|d| d.count())
-        .unwrap_or(0);
-    assert_eq!(lock, 0, "the lockfile is gone once Neovim quit");
+    // Neovim does not wait for its servers to exit; agentls follows within moments.
+    let locks = || {
+        std::fs::read_dir(root.join("home/.claude/ide"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while locks() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(locks(), 0, "the lockfile is gone once Neovim quit");
     let port = env
         .lines()
         .find_map(|l| l.strip_prefix("CLAUDE_CODE_SSE_PORT="))

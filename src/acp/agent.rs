@@ -26,7 +26,7 @@ use super::process::{self, ChildProcess};
 use super::session::SessionState;
 use super::transport::{self, SkippedLine};
 use crate::config::AgentSpec;
-use crate::editor::{EditorAccess, Level};
+use crate::editor::{EditorAccess, Level, Withdrawal};
 
 /// How long `initialize` and `session/new` may take (agents may install things on first run).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -257,7 +257,7 @@ impl RunningAgent {
         let Some((running, origin)) = running else {
             return false;
         };
-        self.link.editor.close_origin(&origin);
+        self.link.editor.close_origin(&origin, Withdrawal::Silent);
         if running
             && let Err(e) = self
                 .cx
@@ -276,7 +276,7 @@ impl RunningAgent {
             origins.push(s.origin.clone());
         });
         for origin in &origins {
-            self.link.editor.close_origin(origin);
+            self.link.editor.close_origin(origin, Withdrawal::Silent);
         }
         self.link.terminals.kill_all();
     }

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::error::{EDIT_CONFLICT, file_error, write_error};
 use super::link::AgentLink;
-use crate::editor::{Level, diff, file_name, files};
+use crate::editor::{Level, diff, file_name, files, select_lines};
 
 /// Serves `fs/read_text_file`: the open buffer's text, else the disk; `line`/`limit` honoured.
 pub async fn read(
@@ -19,11 +19,13 @@ pub async fn read(
     request: ReadTextFileRequest,
 ) -> Result<ReadTextFileResponse, Error> {
     let path = request.path;
-    let whole = link
-        .editor
-        .read_text_file(&path, None, None)
-        .await
-        .map_err(|e| file_error(&e))?;
+    let whole = match link.editor.read_text_file(&path, None, None).await {
+        Ok(text) => text,
+        // Inside the workspace a missing file reads as empty: agents check before creating a
+        // file, and some (Gemini CLI) cannot create one at all when this read fails.
+        Err(e) if e.is_not_found() => String::new(),
+        Err(e) => return Err(file_error(&e)),
+    };
     let content = select_lines(&whole, request.line, request.limit);
     link.with_session(&request.session_id.0, |s| s.reads.insert(path, whole));
     Ok(ReadTextFileResponse::new(content))
@@ -53,8 +55,11 @@ pub async fn write(
         })
         .flatten();
     if let Some((_, accepted_text)) = accepted {
-        let content = current.unwrap_or(accepted_text);
-        return finish_write(link, session, path, content).await;
+        // The port turns the whole proposal into exactly the accepted hunks on disk and leaves
+        // the buffer (accepted hunks plus the user's own edits) as it is.
+        write_through(link, path, &new).await?;
+        remember(link, session, path, current.unwrap_or(accepted_text));
+        return Ok(WriteTextFileResponse::new());
     }
     let base = match (&base, &current) {
         (Some(base), _) => Some(base.clone()),
@@ -90,46 +95,28 @@ pub async fn write(
         }
         _ => new,
     };
-    finish_write(link, session, path, content).await
+    write_through(link, path, &content).await?;
+    remember(link, session, path, content);
+    Ok(WriteTextFileResponse::new())
 }
 
-/// Writes `content` through the editor and remembers it as what the agent knows of the file.
-async fn finish_write(
+async fn write_through(
     link: &AgentLink,
-    session: &str,
     path: &std::path::Path,
-    content: String,
-) -> Result<WriteTextFileResponse, Error> {
+    content: &str,
+) -> Result<(), Error> {
     link.editor
-        .write_text_file(path, &content)
+        .write_text_file(path, content)
         .await
-        .map_err(|e| write_error(&e))?;
+        .map_err(|e| write_error(&e))
+}
+
+/// Remembers `content` as what the agent knows of the file, and the file as touched this turn.
+fn remember(link: &AgentLink, session: &str, path: &std::path::Path, content: String) {
     link.with_session(session, |s| {
         s.reads.insert(path.to_path_buf(), content);
         if let Some(turn) = s.turn.as_mut() {
             turn.files.insert(path.to_path_buf());
         }
     });
-    Ok(WriteTextFileResponse::new())
-}
-
-/// Lines `line..line+limit` (1-based) of `text`, line breaks kept.
-fn select_lines(text: &str, line: Option<u32>, limit: Option<u32>) -> String {
-    if line.is_none() && limit.is_none() {
-        return text.to_owned();
-    }
-    let skip = line.map_or(0, |l| l.saturating_sub(1) as usize);
-    let take = limit.map_or(usize::MAX, |l| l as usize);
-    text.split_inclusive('\n').skip(skip).take(take).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lines_are_one_based() {
-        assert_eq!(select_lines("a\nb\nc\n", Some(2), Some(1)), "b\n");
-        assert_eq!(select_lines("a\nb\nc\n", None, None), "a\nb\nc\n");
-    }
 }

@@ -157,7 +157,7 @@ impl Agents {
                 };
                 let mut entry = json!({
                     "name": name,
-                    "default": default.as_deref() == Some(name.as_str()),
+                    "default": default == name,
                     "command": spec.command,
                     "args": spec.args,
                     "state": state,
@@ -195,9 +195,7 @@ impl Inner {
         let config = self.config.borrow();
         let name = match agent {
             Some(name) => name.to_owned(),
-            None => config
-                .effective_default_agent()
-                .ok_or_else(|| AgentFailure::UnknownAgent("(default)".into()))?,
+            None => config.effective_default_agent(),
         };
         let spec = config
             .effective_agents()

@@ -101,7 +101,7 @@ pub fn tell(agent: &RunningAgent, end: &TurnEnd, turn: Option<&Turn>, progress_i
     if turn.is_some_and(|t| t.log_mid_line) {
         editor.log(Level::Info, "\n");
     }
-    editor.log(level, format!("{text}\n"));
+    // tell_user also logs it: the log keeps every message.
     editor.tell_user(level, text);
     let short = match end {
         TurnEnd::Stopped(reason) => reason.clone(),

@@ -73,6 +73,15 @@ impl Origin {
     }
 }
 
+/// Whether withdrawing an origin's business is announced to the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Withdrawal {
+    /// Quietly: the caller tells the user why (a cancelled turn, a failure summary).
+    Silent,
+    /// With a message saying what was withdrawn.
+    Announced,
+}
+
 /// A document the editor has open, as agents see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -309,14 +318,15 @@ impl EditorAccess {
         }
     }
 
-    /// Withdraws everything `origin` has open (questions now; reviews too): its askers see
-    /// "cancelled". Returns at once.
-    pub fn close_origin(&self, origin: &Origin) {
+    /// Withdraws everything `origin` has open (reviews and questions): their askers see
+    /// "cancelled", previews disappear. [`Withdrawal::Announced`] also tells the user how much
+    /// was withdrawn (once); adapters that report the cause themselves withdraw silently.
+    pub fn close_origin(&self, origin: &Origin, how: Withdrawal) {
         let origin = origin.clone();
         self.state.update(move |s| {
             let questions = s.questions.cancel_origin(&origin);
             let reviews = s.cancel_origin_reviews(&origin);
-            if questions + reviews > 0 {
+            if how == Withdrawal::Announced && questions + reviews > 0 {
                 s.effects.message(
                     Level::Warning,
                     format!(
@@ -529,7 +539,7 @@ pub fn file_name(path: &Path) -> String {
 }
 
 /// Lines `line..line+limit` (1-based) of `text`, line breaks kept.
-fn select_lines(text: &str, line: Option<u32>, limit: Option<u32>) -> String {
+pub fn select_lines(text: &str, line: Option<u32>, limit: Option<u32>) -> String {
     if line.is_none() && limit.is_none() {
         return text.to_owned();
     }

@@ -17,7 +17,7 @@ use super::convert;
 use super::server::Backend;
 use crate::editor::actions::{ActionCommand, UserAction};
 use crate::editor::reviews::Decision;
-use crate::editor::{Level, Origin, Selection};
+use crate::editor::{Level, Origin, Selection, Withdrawal};
 
 /// Dump everything the server believes about the editor (documents with their text, selections,
 /// folders). For tests and for debugging a client; not advertised.
@@ -137,7 +137,9 @@ pub async fn execute(
         }
         DEBUG_CLOSE_ORIGIN => {
             let args: OriginArgs = first_argument(arguments)?;
-            backend.editor.close_origin(&debug_origin(&args.origin));
+            backend
+                .editor
+                .close_origin(&debug_origin(&args.origin), Withdrawal::Announced);
             Ok(None)
         }
         MENTION => {

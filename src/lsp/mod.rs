@@ -9,6 +9,7 @@ mod effects;
 mod mcp_commands;
 mod output;
 mod server;
+mod transport;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +20,9 @@ use tower_lsp_server::{LspService, Server};
 
 pub use capabilities::ClientFeatures;
 use server::Backend;
+pub use transport::UnreadProbe;
+#[cfg(unix)]
+pub use transport::pipe_unread;
 
 /// How the session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +34,13 @@ pub enum Ending {
 }
 
 /// Serves LSP on `input`/`output` until the client says `exit` or closes the input.
-pub async fn serve(input: impl AsyncRead + Unpin, output: impl AsyncWrite) -> Ending {
+/// `output_unread` tells how many written bytes the client has not read yet, when the output
+/// can tell ([`pipe_unread`] for a pipe): a reply is followed by nothing until it was read.
+pub async fn serve(
+    input: impl AsyncRead + Unpin,
+    output: impl AsyncWrite,
+    output_unread: Option<UnreadProbe>,
+) -> Ending {
     let (editor, feed, effect_queue) = crate::editor::start();
     let shutdown_requested = Arc::new(AtomicBool::new(false));
     let (ready, ready_rx) = watch::channel(None);
@@ -60,6 +70,11 @@ pub async fn serve(input: impl AsyncRead + Unpin, output: impl AsyncWrite) -> En
         Backend::did_change_diagnostics,
     )
     .finish();
+    tracing::debug!(
+        pipe = output_unread.is_some(),
+        "after a reply, output waits until the client has read it (on a pipe) or a moment"
+    );
+    let output = transport::ReplyGap::new(Box::pin(output), output_unread);
     let terminated = tokio::select! {
         () = Server::new(input, output, socket).serve(service) => false,
         () = mcp_commands::termination_requested() => true,

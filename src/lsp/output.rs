@@ -1,7 +1,8 @@
-//! Output channels: the one place that turns "tell the user" into `window/showMessage`, "log this"
-//! into `window/logMessage` and "this is running" into `$/progress`. It coalesces and rate-limits
-//! so that an agent streaming megabytes never floods the editor: log text goes out in batches
-//! every 100 ms, popups are limited to a small burst, progress reports to ten a second.
+//! Output channels: the one place that turns "tell the user" into `window/showMessage` (and a
+//! line in the log), "log this" into `window/logMessage` and "this is running" into
+//! `$/progress`. It coalesces and rate-limits so that an agent streaming megabytes never floods
+//! the editor: log text goes out in batches every 100 ms, popups are limited to a small burst,
+//! progress reports to ten a second.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -154,12 +155,13 @@ impl Outbox {
             return;
         }
         self.last_message = Some((text.clone(), now));
+        // The log keeps every message, popups or not: it is the record a user scrolls back in.
+        self.append_log(level, &format!("{text}\n")).await;
         if self.allowance >= 1.0 {
             self.allowance -= 1.0;
             self.client.show_message(message_type(level), text).await;
         } else {
             self.suppressed += 1;
-            self.append_log(level, &format!("{text}\n")).await;
         }
     }
 

@@ -327,7 +327,7 @@ mod tests {
             }
         });
         reviews_open(&feed, 1).await;
-        editor.close_origin(&origin);
+        editor.close_origin(&origin, crate::editor::Withdrawal::Announced);
         assert_eq!(orphan.await.unwrap().unwrap(), ["TAB_CLOSED"]);
     }
 

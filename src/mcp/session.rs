@@ -20,7 +20,7 @@ use super::diff_tabs::DiffTabs;
 use super::outcome::{ToolError, ToolOutcome, into_mcp};
 use super::tools::{self, DiffStyle};
 use crate::editor::context::ContextEvent;
-use crate::editor::{EditorAccess, Origin};
+use crate::editor::{EditorAccess, Origin, Withdrawal};
 
 /// The newest MCP version with an `initialize` handshake; what agents send today.
 const PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_11_25;
@@ -130,7 +130,7 @@ impl Inner {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        self.editor.close_origin(&origin);
+        self.editor.close_origin(&origin, Withdrawal::Announced);
     }
 }
 

@@ -1,0 +1,251 @@
+;;; review_and_edits.el --- agentls in a real Emacs + eglot -*- lexical-binding: t -*-
+
+;; Driven by tests/editor_emacs.rs: a real Emacs (28 + eglot 1.9) loads the shipped
+;; editors/emacs/agentls.el, starts agentls (found on PATH, as a user's config finds it) for a
+;; file with non-ASCII text, edits it, then reviews a proposal: diagnostics in flymake, code
+;; actions at a change, "Accept change 1/2" picked from eglot's menu and its edit confirmed
+;; with `y', "Reject change 2/2" likewise. It prints ONE JSON line on stdout with what the
+;; buffer and the server hold; the Rust side makes the assertions. The exit code is 0 only
+;; when every step could be done.
+;;
+;;   emacs --batch -q --no-site-file -l review_and_edits.el \
+;;     AGENTLS_EL SAMPLE PROPOSAL_FILE ARTIFACT_DIR
+;;
+;; Batch Emacs has no command loop: waits run the event loop with `accept-process-output'
+;; until a condition holds or a deadline passes, and "the user pauses" runs the idle timers
+;; that are due (eglot sends didChange from one).
+
+(require 'cl-lib)
+(require 'json)
+
+(defvar test-args (prog1 command-line-args-left (setq command-line-args-left nil)))
+(defvar test-agentls-el (nth 0 test-args))
+(defvar test-sample (nth 1 test-args))
+(defvar test-proposal-file (nth 2 test-args))
+(defvar test-artifacts (nth 3 test-args))
+(unless test-artifacts
+  (error "usage: review_and_edits.el AGENTLS_EL SAMPLE PROPOSAL_FILE ARTIFACT_DIR"))
+
+;; Files are UTF-8 whatever the locale the test runs in.
+(set-language-environment "UTF-8")
+(prefer-coding-system 'utf-8)
+
+(defvar test-output nil "Alist printed as the JSON result.")
+(defun test-put (key value) (setf (alist-get key test-output) value))
+
+(defun test-log (fmt &rest args)
+  (message "[emacs] %s" (apply #'format fmt args)))
+
+;; A wait that never returns must not hang the run; the Rust side has a timeout as well.
+(run-with-timer 45 nil (lambda ()
+                         (message "WATCHDOG: the script took too long")
+                         (kill-emacs 124)))
+
+(defun test-wait-for (what predicate &optional seconds)
+  "Run the event loop until PREDICATE returns non-nil, and return that.
+Fail naming WHAT after SECONDS (default 10)."
+  (let ((deadline (+ (float-time) (or seconds 10)))
+        result)
+    (while (and (not (setq result (funcall predicate)))
+                (< (float-time) deadline))
+      (accept-process-output nil 0.02))
+    (or result (error "Timed out waiting for %s" what))))
+
+(defun test-idle ()
+  "What happens when the user pauses: the due idle timers run (batch Emacs never idles)."
+  (dolist (timer (copy-sequence timer-idle-list))
+    (when (memq timer timer-idle-list)
+      (timer-event-handler timer))))
+
+(defun test-buffer-text ()
+  (save-restriction (widen) (buffer-substring-no-properties (point-min) (point-max))))
+
+(defun test-goto (needle &optional end)
+  "Move point to the start (or END) of the first NEEDLE in the buffer."
+  (goto-char (point-min))
+  (unless (search-forward needle nil t) (error "%S not in the buffer" needle))
+  (unless end (goto-char (match-beginning 0)))
+  (point))
+
+;; What the server said, as a user would see it in the echo area or eglot's events buffer.
+(defvar test-log-messages nil)
+(defvar test-shown-messages nil)
+(defvar test-confirmations nil "Prompts eglot asked y/n, answered `y'.")
+(defvar test-menus nil "The titles eglot offered in its code action menus.")
+
+(with-eval-after-load 'eglot
+  (cl-defmethod eglot-handle-notification :before
+    (_server (_method (eql window/logMessage)) &key message &allow-other-keys)
+    (push message test-log-messages))
+  (cl-defmethod eglot-handle-notification :before
+    (_server (_method (eql window/showMessage)) &key message &allow-other-keys)
+    (push message test-shown-messages)))
+
+;; The user answers `y' to every question (eglot asks before applying a server's edit).
+(advice-add 'y-or-n-p :override
+            (lambda (prompt)
+              (push prompt test-confirmations)
+              (test-log "answering y to %S" prompt)
+              t))
+
+(defun test-verdict ()
+  "The verdict of the review opened with agentls.debug.review, once logged."
+  (cl-loop for m in test-log-messages
+           when (string-match "agentls\\.debug\\.review verdict: \\(.*\\)" m)
+           return (json-read-from-string (match-string 1 m))))
+
+(defun test-state (server)
+  "What agentls believes (agentls.debug.state), after the pending changes went out."
+  (test-idle)
+  (eglot-execute-command server 'agentls.debug.state []))
+
+(defun test-server-doc (state)
+  "The sample document in the server's STATE, as a plist (:path :text :languageId ...)."
+  (cl-loop for doc across (plist-get state :documents)
+           when (equal (plist-get doc :path) (expand-file-name test-sample))
+           return doc))
+
+(defun test-server-text (state)
+  (plist-get (test-server-doc state) :text))
+
+(defun test-agentls-diagnostics ()
+  (cl-loop for d in (flymake-diagnostics)
+           when (string-prefix-p "agentls" (flymake-diagnostic-text d))
+           collect d))
+
+(defun test-pick-action (title-prefix beg end)
+  "Run the code action whose title starts with TITLE-PREFIX, as a user does with
+`eglot-code-actions' on the region BEG..END: the menu, then the choice."
+  (let ((last-nonmenu-event ?\r)          ; a keyboard user: the minibuffer, not a popup
+        (chosen nil))
+    (cl-letf (((symbol-function 'completing-read)
+               (lambda (_prompt collection &rest _)
+                 (let ((titles (mapcar #'car collection)))
+                   (push titles test-menus)
+                   (setq chosen (cl-find-if (lambda (title) (string-prefix-p title-prefix title))
+                                            titles))
+                   (or chosen (error "No action %S among %S" title-prefix titles))))))
+      (eglot-code-actions beg end nil t))
+    chosen))
+
+(defvar test-server nil)
+(defvar test-ok nil)
+
+(condition-case err
+    (progn
+      (package-activate-all)            ; Debian's elpa-eglot lives in the system package dir
+      (require 'eglot)
+      (test-put 'eglot_version
+                (let ((desc (cadr (assq 'eglot package-alist))))
+                  (if desc (package-version-join (package-desc-version desc)) "built-in")))
+      (test-put 'emacs_version emacs-version)
+      (load test-agentls-el nil t)
+      (test-put 'agentls_on_path (executable-find "agentls"))
+
+      ;; Open the file and start eglot the way a user does (M-x eglot).
+      (find-file test-sample)
+      (test-put 'major_mode (symbol-name major-mode))
+      (call-interactively #'eglot)
+      (setq test-server (test-wait-for "eglot to connect"
+                                       (lambda () (and (eglot-managed-p) (eglot-current-server)))
+                                       20))
+      (test-put 'server_command (vconcat (process-command (jsonrpc--process test-server))))
+      (test-put 'position_encoding
+                (plist-get (eglot--capabilities test-server) :positionEncoding))
+      (test-log "connected: %s" (jsonrpc-name test-server))
+
+      ;; Edits: each kind of change eglot tracks, around emoji and CJK text.
+      (test-goto "😀" t) (insert "🎉")                        ; insert after an astral char
+      (test-goto "漢字") (delete-char 2) (insert "汉字漢")     ; replace CJK
+      (goto-char (point-min)) (delete-indentation 1)          ; join lines 1 and 2
+      (test-idle)                                             ; a pause: didChange goes out
+      (test-goto "かな" t) (insert "\n")                      ; split a line
+      (goto-char (point-max)) (backward-char) (insert " ✓ 末尾")
+      (goto-char (point-max)) (insert "새 줄 🦀\n")
+      (let ((beg (test-goto "here")))                         ; replace across a line break
+        (delete-region beg (test-goto "汉" t))
+        (goto-char beg) (insert "here + "))
+      (test-goto "字") (delete-char 1) (insert "子")
+      (goto-char (point-min)) (capitalize-word 1)             ; casing: eglot's github#259 path
+      (test-put 'buffer (test-buffer-text))
+      (let ((state (test-state test-server)))
+        (test-put 'server_after_edits (test-server-text state))
+        (test-put 'server_language_id (plist-get (test-server-doc state) :languageId))
+        (test-put 'server_encoding (plist-get state :encoding))
+        (test-put 'server_folders (plist-get state :folders)))
+
+      ;; A review: the agent proposes a new text for the file.
+      (let* ((proposal (with-temp-buffer
+                         (insert-file-contents test-proposal-file)
+                         (buffer-string)))
+             (uri (eglot--path-to-uri (expand-file-name test-sample))))
+        (eglot-execute-command test-server 'agentls.debug.review
+                               (vector (list :uri uri :text proposal :origin "gemini"))))
+      (let ((diags (test-wait-for "agentls diagnostics in flymake"
+                                  (lambda ()
+                                    (let ((d (test-agentls-diagnostics)))
+                                      (and (= (length d) 2) d))))))
+        (test-put 'diagnostics
+                  (vconcat (mapcar (lambda (d)
+                                     `((text . ,(flymake-diagnostic-text d))
+                                       (type . ,(symbol-name (flymake-diagnostic-type d)))
+                                       (line . ,(line-number-at-pos (flymake-diagnostic-beg d)))))
+                                   diags))))
+
+      ;; The code actions at the first change (the crab on line 1).
+      (let* ((beg (test-goto "🦀"))
+             (end (1+ beg)))
+        (test-put 'actions_at_change
+                  (vconcat (mapcar (lambda (a) (plist-get a :title))
+                                   (eglot-code-actions beg end))))
+        (let ((before (test-buffer-text)))
+          (test-put 'accepted_action (test-pick-action "Accept change 1/2" beg end))
+          ;; The command has answered; the edit comes as a request eglot must still see.
+          (test-wait-for "the accepted change to reach the buffer"
+                         (lambda () (not (equal before (test-buffer-text)))))))
+      (test-put 'buffer_after_accept (test-buffer-text))
+      (test-put 'confirmations (vconcat (reverse test-confirmations)))
+
+      ;; The other change: rejected from its own menu.
+      (let* ((beg (test-goto "새"))
+             (end (1+ beg)))
+        (test-put 'rejected_action (test-pick-action "Reject change 2/2" beg end)))
+      (test-put 'verdict (test-wait-for "the review's verdict" #'test-verdict))
+      (test-wait-for "the diagnostics to go" (lambda () (null (test-agentls-diagnostics))))
+      (test-put 'buffer_final (test-buffer-text))
+      (test-put 'server_final (test-server-text (test-state test-server)))
+      (test-put 'menus (vconcat (mapcar #'vconcat (reverse test-menus))))
+      (test-put 'shown_messages (vconcat (reverse test-shown-messages)))
+      (setq test-ok t))
+  (error
+   (test-log "script error: %S" err)
+   (test-put 'error (format "%S" err))))
+
+;; Keep the wire log and the server's stderr for the Rust side's failure report.
+(when test-server
+  (with-current-buffer (jsonrpc-events-buffer test-server)
+    (write-region (point-min) (point-max) (expand-file-name "eglot-events.log" test-artifacts)))
+  (let ((stderr (jsonrpc-stderr-buffer test-server)))
+    (when (buffer-live-p stderr)
+      (with-current-buffer stderr
+        (write-region (point-min) (point-max) (expand-file-name "agentls.stderr" test-artifacts))))))
+
+;; Shut the server down as `eglot-shutdown' does (shutdown, then exit), but let it leave on its
+;; own: `eglot-shutdown' kills the process right after `exit', which hides its exit status.
+(when test-server
+  (let ((process (jsonrpc--process test-server)))
+    (condition-case err
+        (progn
+          (setf (eglot--shutdown-requested test-server) t)
+          (jsonrpc-request test-server :shutdown nil :timeout 5)
+          (jsonrpc-notify test-server :exit nil)
+          (test-wait-for "agentls to exit" (lambda () (not (process-live-p process))) 5)
+          (test-put 'server_exit (process-exit-status process)))
+      (error (test-put 'shutdown_error (format "%S" err))))
+    (ignore-errors (jsonrpc-shutdown test-server))))
+
+(let ((coding-system-for-write 'utf-8))
+  (princ (concat (json-encode test-output) "\n")))
+(kill-emacs (if test-ok 0 1))
+
+;;; review_and_edits.el ends here
