@@ -7,8 +7,9 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -24,14 +25,27 @@ const CLOSED: u8 = 1;
 /// The same, and the agent asked not to be told (it settled the diff itself).
 const CLOSED_QUIETLY: u8 = 2;
 
-/// One diff: its file and proposal, whether the user still has to decide, and whether the
-/// agent closed it.
+/// How often, and how many times, a closed diff's review is withdrawn again while it may still
+/// be on its way to the editor (its text being read and diffed).
+const RETRY: Duration = Duration::from_millis(50);
+const RETRIES: usize = 40;
+
+/// What became of one diff, shared with the call waiting for its verdict.
+#[derive(Debug, Default)]
+struct Fate {
+    /// [`OPEN`], [`CLOSED`] or [`CLOSED_QUIETLY`].
+    closed: AtomicU8,
+    /// The review has its verdict.
+    settled: AtomicBool,
+}
+
+/// One diff: its file and proposal, and whether the user still has to decide.
 #[derive(Debug)]
 struct Tab {
     path: PathBuf,
     proposal: String,
     pending: bool,
-    closed: Arc<AtomicU8>,
+    fate: Arc<Fate>,
 }
 
 /// A connection's diffs.
@@ -75,17 +89,17 @@ struct NotifiedCloseArgs {
 impl DiffTabs {
     /// Registers a new pending diff under `name`, closing a pending one of that name first.
     fn open(
-        &self,
+        self: &Arc<Self>,
         editor: &EditorAccess,
         origin: &Origin,
         name: &str,
         path: PathBuf,
         proposal: &str,
-    ) -> Arc<AtomicU8> {
-        let closed = Arc::new(AtomicU8::new(OPEN));
+    ) -> Arc<Fate> {
+        let fate = Arc::new(Fate::default());
         let mut tabs = self.tabs.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(old) = tabs.remove(name) {
-            close(editor, origin, &old, CLOSED);
+            self.close(editor, origin, &old, CLOSED);
         }
         tabs.insert(
             name.to_owned(),
@@ -93,33 +107,61 @@ impl DiffTabs {
                 path,
                 proposal: proposal.to_owned(),
                 pending: true,
-                closed: Arc::clone(&closed),
+                fate: Arc::clone(&fate),
             },
         );
-        closed
+        fate
     }
 
     /// The review of `name` was decided (if `name` still means that review).
-    fn settle(&self, name: &str, which: &Arc<AtomicU8>) {
+    fn settle(&self, name: &str, fate: &Arc<Fate>) {
+        fate.settled.store(true, Ordering::SeqCst);
         let mut tabs = self.tabs.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(tab) = tabs.get_mut(name)
-            && Arc::ptr_eq(&tab.closed, which)
+            && Arc::ptr_eq(&tab.fate, fate)
         {
             tab.pending = false;
         }
     }
 
+    /// Withdraws a tab's review if the user has not decided it yet. The review may not have
+    /// reached the editor yet, so it is withdrawn again until it is settled, unless a newer
+    /// diff of the same file took over (the engine supersedes the older one then).
+    fn close(self: &Arc<Self>, editor: &EditorAccess, origin: &Origin, tab: &Tab, how: u8) {
+        if !tab.pending {
+            return;
+        }
+        tab.fate.closed.store(how, Ordering::SeqCst);
+        editor.withdraw_review(origin, &tab.path);
+        let (me, editor, origin) = (Arc::clone(self), editor.clone(), origin.clone());
+        let (path, fate) = (tab.path.clone(), Arc::clone(&tab.fate));
+        tokio::spawn(async move {
+            for _ in 0..RETRIES {
+                tokio::time::sleep(RETRY).await;
+                if fate.settled.load(Ordering::SeqCst) {
+                    return;
+                }
+                // Under the lock: a newer diff of this file cannot open in between.
+                let tabs = me.tabs.lock().unwrap_or_else(|e| e.into_inner());
+                if tabs.values().any(|t| t.pending && t.path == path) {
+                    return;
+                }
+                editor.withdraw_review(&origin, &path);
+            }
+        });
+    }
+
     /// `openDiff {old_file_path, new_file_path, new_file_contents, tab_name}`: waits for the
     /// user's verdict.
     pub async fn open_blocking(
-        &self,
+        self: &Arc<Self>,
         editor: &EditorAccess,
         origin: &Origin,
         args: Value,
     ) -> ToolOutcome {
         let args: OpenDiffArgs = parse(args)?;
         let path = shapes::path_of(&args.new_file_path);
-        let closed = self.open(
+        let fate = self.open(
             editor,
             origin,
             &args.tab_name,
@@ -130,11 +172,11 @@ impl DiffTabs {
         let verdict = editor
             .review_diff(origin, &path, &args.new_file_contents, &title)
             .await;
-        self.settle(&args.tab_name, &closed);
+        self.settle(&args.tab_name, &fate);
         match verdict {
             Ok(Verdict::Accepted { text, .. }) => Ok(vec!["FILE_SAVED".into(), text]),
             Ok(Verdict::Rejected { .. }) => Ok(vec!["DIFF_REJECTED".into(), args.tab_name]),
-            Ok(Verdict::Cancelled) if closed.load(Ordering::SeqCst) != OPEN => {
+            Ok(Verdict::Cancelled) if fate.closed.load(Ordering::SeqCst) != OPEN => {
                 Ok(vec!["DIFF_REJECTED".into(), args.tab_name])
             }
             Ok(Verdict::Cancelled) => Ok(vec!["TAB_CLOSED".into()]),
@@ -143,7 +185,12 @@ impl DiffTabs {
     }
 
     /// `close_tab {tab_name}`.
-    pub fn close_tab(&self, editor: &EditorAccess, origin: &Origin, args: Value) -> ToolOutcome {
+    pub fn close_tab(
+        self: &Arc<Self>,
+        editor: &EditorAccess,
+        origin: &Origin,
+        args: Value,
+    ) -> ToolOutcome {
         let args: TabArgs = parse(args)?;
         let removed = self
             .tabs
@@ -151,13 +198,13 @@ impl DiffTabs {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&args.tab_name);
         if let Some(tab) = removed {
-            close(editor, origin, &tab, CLOSED);
+            self.close(editor, origin, &tab, CLOSED);
         }
         Ok(vec!["TAB_CLOSED".into()])
     }
 
     /// `closeAllDiffTabs`: every diff of this connection, pending or decided.
-    pub fn close_all(&self, editor: &EditorAccess, origin: &Origin) -> ToolOutcome {
+    pub fn close_all(self: &Arc<Self>, editor: &EditorAccess, origin: &Origin) -> ToolOutcome {
         let tabs: Vec<Tab> = self
             .tabs
             .lock()
@@ -166,7 +213,7 @@ impl DiffTabs {
             .map(|(_, tab)| tab)
             .collect();
         for tab in &tabs {
-            close(editor, origin, tab, CLOSED);
+            self.close(editor, origin, tab, CLOSED);
         }
         Ok(vec![format!("CLOSED_{}_DIFF_TABS", tabs.len())])
     }
@@ -181,7 +228,7 @@ impl DiffTabs {
     ) -> ToolOutcome {
         let args: NotifiedOpenArgs = parse(args)?;
         let path = shapes::path_of(&args.file_path);
-        let closed = self.open(
+        let fate = self.open(
             editor,
             origin,
             &args.file_path,
@@ -194,13 +241,13 @@ impl DiffTabs {
             let verdict = editor
                 .review_diff(&origin, &path, &args.new_content, &title)
                 .await;
-            me.settle(&args.file_path, &closed);
+            me.settle(&args.file_path, &fate);
             match verdict {
                 Ok(Verdict::Accepted { text, .. }) => notify(
                     "ide/diffAccepted",
                     json!({"filePath": args.file_path, "content": text}),
                 ),
-                Ok(Verdict::Cancelled) if closed.load(Ordering::SeqCst) == CLOSED_QUIETLY => {}
+                Ok(Verdict::Cancelled) if fate.closed.load(Ordering::SeqCst) == CLOSED_QUIETLY => {}
                 Ok(Verdict::Rejected { .. } | Verdict::Cancelled) => {
                     notify("ide/diffRejected", json!({"filePath": args.file_path}))
                 }
@@ -216,7 +263,7 @@ impl DiffTabs {
     /// `closeDiff {filePath, suppressNotification?}`: answers `{"content": <the proposal>}`
     /// (`null` when there was no such diff).
     pub fn close_notified(
-        &self,
+        self: &Arc<Self>,
         editor: &EditorAccess,
         origin: &Origin,
         args: Value,
@@ -233,18 +280,10 @@ impl DiffTabs {
             CLOSED
         };
         let content = removed.map(|tab| {
-            close(editor, origin, &tab, how);
+            self.close(editor, origin, &tab, how);
             tab.proposal
         });
         Ok(vec![json!({ "content": content }).to_string()])
-    }
-}
-
-/// Withdraws a tab's review if the user has not decided it yet.
-fn close(editor: &EditorAccess, origin: &Origin, tab: &Tab, how: u8) {
-    if tab.pending {
-        tab.closed.store(how, Ordering::SeqCst);
-        editor.withdraw_review(origin, &tab.path);
     }
 }
 
@@ -329,6 +368,58 @@ mod tests {
         reviews_open(&feed, 1).await;
         editor.close_origin(&origin, crate::editor::Withdrawal::Announced);
         assert_eq!(orphan.await.unwrap().unwrap(), ["TAB_CLOSED"]);
+    }
+
+    #[tokio::test]
+    async fn a_diff_closed_before_its_review_reached_the_editor_is_still_withdrawn() {
+        let (editor, feed, _effects) = crate::editor::start();
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.txt");
+        let origin = Origin::new("test:3", "tester");
+        let tabs = Arc::new(DiffTabs::default());
+        for round in 0..20 {
+            let tab = format!("t{round}");
+            let pending = tokio::spawn({
+                let (tabs, editor, origin, a) =
+                    (tabs.clone(), editor.clone(), origin.clone(), a.clone());
+                let args = args(&a, "x\n", &tab);
+                async move { tabs.open_blocking(&editor, &origin, args).await }
+            });
+            // Close at once: the review may not be open yet.
+            tokio::task::yield_now().await;
+            tabs.close_tab(&editor, &origin, json!({"tab_name": tab}))
+                .unwrap();
+            let answer = tokio::time::timeout(Duration::from_secs(5), pending).await;
+            let answer = answer.expect("the closed diff answered").unwrap().unwrap();
+            assert_eq!(answer[0], "DIFF_REJECTED", "round {round}");
+        }
+        reviews_open(&feed, 0).await;
+
+        // A newer diff of the same file under the same name survives the retries.
+        let first = tokio::spawn({
+            let (tabs, editor, origin, a) =
+                (tabs.clone(), editor.clone(), origin.clone(), a.clone());
+            async move {
+                tabs.open_blocking(&editor, &origin, args(&a, "1\n", "same"))
+                    .await
+            }
+        });
+        reviews_open(&feed, 1).await;
+        let second = tokio::spawn({
+            let (tabs, editor, origin, a) =
+                (tabs.clone(), editor.clone(), origin.clone(), a.clone());
+            async move {
+                tabs.open_blocking(&editor, &origin, args(&a, "2\n", "same"))
+                    .await
+            }
+        });
+        assert_eq!(first.await.unwrap().unwrap(), ["DIFF_REJECTED", "same"]);
+        tokio::time::sleep(RETRY * 6).await;
+        reviews_open(&feed, 1).await;
+        let proposal = feed.query(|s| s.reviews[0].proposal.clone()).await.unwrap();
+        assert_eq!(proposal, "2\n");
+        tabs.close_all(&editor, &origin).unwrap();
+        assert_eq!(second.await.unwrap().unwrap(), ["DIFF_REJECTED", "same"]);
     }
 
     #[tokio::test]
