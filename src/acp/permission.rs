@@ -27,6 +27,8 @@ pub fn handle(
     cx: &ConnectionTo<Agent>,
 ) -> Result<(), Error> {
     let session = request.session_id.to_string();
+    // What the agent said before asking reaches plugins before the question does.
+    link.plugin_updates.flush();
     let id = link.next_id();
     let title = request
         .tool_call
