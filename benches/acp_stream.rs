@@ -112,7 +112,8 @@ async fn main() {
 async fn through_agentls(config: Option<String>, agent: &str) -> Run {
     let client = TestClient::start(Options {
         config_toml: config,
-        env: Vec::new(),
+        // The default log level, as users run it (the test client asks for `debug`).
+        env: vec![("AGENTLS_LOG".into(), "info".into())],
     })
     .await;
     client
