@@ -61,6 +61,8 @@ pub async fn run(
     }
     let request = PromptRequest::new(SessionId::new(session.clone()), blocks);
     let answer = agent.request(request, "session/prompt", None).await;
+    // Plugins get the turn's last text before anything that reports its end.
+    agent.link.plugin_updates.flush();
     let turn = agent
         .link
         .with_session(&session, |s| s.turn.take())

@@ -201,7 +201,7 @@ async fn run_turn(
             .map_err(Error::into_internal_error)?;
     }
     for i in 0..script.flood {
-        turn.say(&format!("chunk {i}\n"))?;
+        turn.say(&script::flood_chunk(i, script.chunk_bytes))?;
     }
     if script.hang {
         turn.say("Waiting until you cancel…\n")?;
