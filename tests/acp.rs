@@ -352,3 +352,30 @@ async fn a_flood_of_chunks_reaches_plugins_merged() {
     assert!(all.contains(&expected));
     assert!(client.shutdown().await.success());
 }
+
+/// An agent whose user has not logged in: the user is told what it offers and what to do, once,
+/// and nothing hangs.
+#[tokio::test]
+async fn an_agent_that_needs_a_login_says_what_to_do() {
+    let exe = env!("CARGO_BIN_EXE_agentls");
+    let config = format!(
+        "defaultAgent = \"locked\"\n[agents.locked]\ncommand = \"{exe}\"\nargs = [\"demo-agent\"]\n\
+         env = {{ AGENTLS_DEMO_REQUIRE_LOGIN = \"1\" }}\n"
+    );
+    let client = TestClient::start(Options {
+        config_toml: Some(config),
+        ..Options::default()
+    })
+    .await;
+    client
+        .initialize(TestClient::rich_capabilities(false), None)
+        .await;
+    client.prompt("read notes.txt").await;
+    let message = client.take_message("needs you to log in").await;
+    assert!(message.contains("Demo login"), "{message}");
+    assert!(message.contains("agents.locked.env"), "{message}");
+    let status = client.agent_status().await;
+    let text = status.to_string();
+    assert!(text.contains("authentication required"), "{status}");
+    assert!(client.shutdown().await.success());
+}
