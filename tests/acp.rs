@@ -148,7 +148,10 @@ async fn cancel_ends_a_hanging_turn_and_withdraws_a_pending_permission() {
     client.prompt("@hang").await;
     client
         .take("agentls/sessionUpdate", |p| {
-            p["update"]["content"]["text"] == "Waiting until you cancel…\n"
+            // Streamed text reaches plugins merged (at most one text update per 100 ms).
+            p["update"]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("Waiting until you cancel…\n"))
         })
         .await;
     let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
@@ -324,4 +327,55 @@ async fn modes_sessions_and_shutdown_without_zombies() {
     assert!(client.shutdown().await.success());
     // Reaped, not a zombie: its /proc entry is gone.
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+}
+
+/// 20,000 streamed chunks reach plugins as a handful of `agentls/sessionUpdate`s (merged text,
+/// nothing lost, order kept), not one notification per chunk.
+#[tokio::test]
+async fn a_flood_of_chunks_reaches_plugins_merged() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    client.prompt("@flood 20000").await;
+    client.take_message("demo: end_turn").await;
+    let updates = client.received("agentls/sessionUpdate");
+    let texts: Vec<&str> = updates
+        .iter()
+        .filter(|u| u["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["params"]["update"]["content"]["text"].as_str().unwrap())
+        .collect();
+    assert!(texts.len() < 200, "{} text updates", texts.len());
+    let expected: String = (0..20_000).map(|i| format!("chunk {i}\n")).collect();
+    let all = texts.concat();
+    assert!(
+        all.starts_with("Hello from the demo agent.\n"),
+        "{all:.100}"
+    );
+    assert!(all.contains(&expected));
+    assert!(client.shutdown().await.success());
+}
+
+/// An agent whose user has not logged in: the user is told what it offers and what to do, once,
+/// and nothing hangs.
+#[tokio::test]
+async fn an_agent_that_needs_a_login_says_what_to_do() {
+    let exe = env!("CARGO_BIN_EXE_agentls");
+    let config = format!(
+        "defaultAgent = \"locked\"\n[agents.locked]\ncommand = \"{exe}\"\nargs = [\"demo-agent\"]\n\
+         env = {{ AGENTLS_DEMO_REQUIRE_LOGIN = \"1\" }}\n"
+    );
+    let client = TestClient::start(Options {
+        config_toml: Some(config),
+        ..Options::default()
+    })
+    .await;
+    client
+        .initialize(TestClient::rich_capabilities(false), None)
+        .await;
+    client.prompt("read notes.txt").await;
+    let message = client.take_message("needs you to log in").await;
+    assert!(message.contains("Demo login"), "{message}");
+    assert!(message.contains("agents.locked.env"), "{message}");
+    let status = client.agent_status().await;
+    let text = status.to_string();
+    assert!(text.contains("authentication required"), "{status}");
+    assert!(client.shutdown().await.success());
 }

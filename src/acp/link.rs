@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 
+use super::plugin_updates::PluginUpdates;
 use super::session::SessionState;
 use super::terminal::Terminals;
 use crate::editor::{EditorAccess, Origin};
@@ -24,6 +25,8 @@ pub struct AgentLink {
     pub cwd: PathBuf,
     /// Terminals the agent started.
     pub terminals: Terminals,
+    /// Session updates on their way to editor plugins.
+    pub plugin_updates: PluginUpdates,
     sessions: Mutex<HashMap<String, SessionState>>,
     next_id: AtomicU64,
 }
@@ -33,6 +36,7 @@ impl AgentLink {
     pub fn new(agent: &str, editor: EditorAccess, cwd: PathBuf) -> Self {
         Self {
             agent: agent.to_owned(),
+            plugin_updates: PluginUpdates::new(agent, editor.clone()),
             editor,
             cwd,
             terminals: Terminals::default(),

@@ -9,6 +9,7 @@ pub mod error;
 mod fs;
 mod link;
 mod permission;
+mod plugin_updates;
 pub mod process;
 mod review;
 mod session;

@@ -27,6 +27,8 @@ pub fn handle(
     cx: &ConnectionTo<Agent>,
 ) -> Result<(), Error> {
     let session = request.session_id.to_string();
+    // What the agent said before asking reaches plugins before the question does.
+    link.plugin_updates.flush();
     let id = link.next_id();
     let title = request
         .tool_call
@@ -34,8 +36,14 @@ pub fn handle(
         .title
         .clone()
         .unwrap_or_else(|| format!("{} asks for permission", link.agent));
+    let call = request.tool_call.tool_call_id.to_string();
     let Some(withdrawn) = link.with_session(&session, |s| {
         s.permissions.insert(id, title.clone());
+        // Some agents (Gemini CLI) announce a tool call first in the permission request itself,
+        // and send nothing more for it when it is rejected: count it here for the summary.
+        if let Some(turn) = s.turn.as_mut() {
+            turn.tool_calls.entry(call).or_insert_with(|| title.clone());
+        }
         s.withdraw.clone()
     }) else {
         return responder.respond(RequestPermissionResponse::new(

@@ -237,9 +237,14 @@ impl Inner {
         };
         match self.ensure_running(name, &spec).await {
             Ok(agent) => {
-                turn::run_and_report(&agent, &text, context.as_ref(), &progress_id).await;
+                let failure =
+                    turn::run_and_report(&agent, &text, context.as_ref(), &progress_id).await;
+                if let Some(failure) = failure {
+                    self.slot(name).record_failure(&failure);
+                }
             }
             Err(failure) => {
+                self.slot(name).record_failure(&failure);
                 let (level, text) = turn::summary(name, &TurnEnd::Failed(failure.clone()), None);
                 self.editor.tell_user(level, text);
                 self.editor.progress(
@@ -352,6 +357,13 @@ impl Slot {
     fn crashed(&self, failure: &AgentFailure) {
         let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
         history.crashes.push(Instant::now());
+        history.last_error = Some(failure.to_string());
+    }
+
+    /// Remembers a failure that was not a crash (a refused session, a protocol error) for
+    /// `agentls.status`.
+    fn record_failure(&self, failure: &AgentFailure) {
+        let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
         history.last_error = Some(failure.to_string());
     }
 

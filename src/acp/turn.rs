@@ -61,6 +61,8 @@ pub async fn run(
     }
     let request = PromptRequest::new(SessionId::new(session.clone()), blocks);
     let answer = agent.request(request, "session/prompt", None).await;
+    // Plugins get the turn's last text before anything that reports its end.
+    agent.link.plugin_updates.flush();
     let turn = agent
         .link
         .with_session(&session, |s| s.turn.take())
@@ -83,15 +85,21 @@ pub async fn run_and_report(
     text: &str,
     context: Option<&PromptContext>,
     progress_id: &str,
-) {
+) -> Option<AgentFailure> {
     agent.active_turns.fetch_add(1, Ordering::SeqCst);
     let (end, turn) = run(agent, text, context, progress_id).await;
     if matches!(end, TurnEnd::Failed(AgentFailure::ProcessDied { .. })) {
         // Before the count drops: the death watcher then knows it need not tell.
         agent.death_reported.store(true, Ordering::SeqCst);
+        // Withdraw what it left open before telling the user, so what they then see is true.
+        agent.tear_down();
     }
     tell(agent, &end, turn.as_ref(), progress_id);
     agent.active_turns.fetch_sub(1, Ordering::SeqCst);
+    match end {
+        TurnEnd::Failed(failure) => Some(failure),
+        _ => None,
+    }
 }
 
 /// Tells the user how a turn ended and ends its progress.

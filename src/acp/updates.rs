@@ -1,25 +1,20 @@
 //! `session/update` → the editor: agent text and thoughts to the log (the host coalesces them),
-//! tool call titles to the turn's progress, the raw update to plugins as
-//! `agentls/sessionUpdate`, and plans, modes, commands and usage into the session's state.
-
-use agent_client_protocol::v1::schema::{
-    ContentBlock, SessionNotification, SessionUpdate, ToolCallContent, ToolCallStatus, ToolKind,
-};
-use serde_json::json;
+//! tool call titles to the turn's progress, the update to plugins as `agentls/sessionUpdate`
+//! (streamed text merged, see `plugin_updates`), and plans, modes, commands and usage into the
+//! session's state.
 
 use super::link::AgentLink;
 use super::session::Turn;
 use crate::editor::Level;
 use crate::editor::effects::ProgressPhase;
+use agent_client_protocol::v1::schema::{
+    ContentBlock, SessionNotification, SessionUpdate, ToolCallContent, ToolCallStatus, ToolKind,
+};
 
 /// Takes one `session/update` in. Cheap: it only queues effects and updates state.
 pub fn apply(link: &AgentLink, note: SessionNotification) {
     let session = note.session_id.to_string();
     let editor = &link.editor;
-    editor.notify_plugins(
-        "sessionUpdate",
-        json!({"agent": link.agent, "sessionId": session, "update": note.update}),
-    );
     let mut log = Vec::new();
     let mut progress = None;
     link.with_session(&session, |s| match &note.update {
@@ -114,6 +109,7 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
         }
         _ => {}
     });
+    link.plugin_updates.push(&session, note.update);
     for (level, text) in log {
         editor.log(level, text);
     }

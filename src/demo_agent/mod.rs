@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, CreateTerminalRequest, Diff,
-    EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
-    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
-    PlanEntryPriority, PlanEntryStatus, PromptCapabilities, PromptRequest, PromptResponse,
-    ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, SessionId, SessionMode, SessionModeState, SessionNotification,
-    SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    AgentCapabilities, AuthMethod, AuthMethodAgent, CancelNotification, ContentBlock, ContentChunk,
+    CreateTerminalRequest, Diff, EmbeddedResourceResource, Implementation, InitializeRequest,
+    InitializeResponse, NewSessionRequest, NewSessionResponse, PermissionOption,
+    PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, PromptCapabilities,
+    PromptRequest, PromptResponse, ReadTextFileRequest, ReleaseTerminalRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, SessionId, SessionMode, SessionModeState,
+    SessionNotification, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
     TerminalOutputRequest, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
     ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate, WaitForTerminalExitRequest,
     WriteTextFileRequest,
@@ -33,6 +33,12 @@ use crate::acp::transport;
 use script::{Action, Script};
 
 type Modes = Arc<Mutex<HashMap<String, String>>>;
+
+/// With `AGENTLS_DEMO_REQUIRE_LOGIN` set, the agent behaves like one whose user has not logged
+/// in: it lists a login method and refuses to open sessions (for trying agentls's message).
+fn requires_login() -> bool {
+    std::env::var_os("AGENTLS_DEMO_REQUIRE_LOGIN").is_some_and(|v| !v.is_empty())
+}
 
 /// The size of the `@bigline` chunk and noise line.
 const BIG_LINE: usize = 10 * 1024 * 1024;
@@ -66,14 +72,18 @@ pub async fn run(
             async move |init: InitializeRequest, responder: Responder<InitializeResponse>, _cx| {
                 let capabilities = AgentCapabilities::new()
                     .prompt_capabilities(PromptCapabilities::new().embedded_context(true));
-                responder.respond(
-                    InitializeResponse::new(init.protocol_version)
-                        .agent_capabilities(capabilities)
-                        .agent_info(Implementation::new(
-                            "agentls-demo",
-                            env!("CARGO_PKG_VERSION"),
-                        )),
-                )
+                let mut response = InitializeResponse::new(init.protocol_version)
+                    .agent_capabilities(capabilities)
+                    .agent_info(Implementation::new(
+                        "agentls-demo",
+                        env!("CARGO_PKG_VERSION"),
+                    ));
+                if requires_login() {
+                    let login = AuthMethodAgent::new("demo-login", "Demo login")
+                        .description("set AGENTLS_DEMO_REQUIRE_LOGIN to nothing".to_owned());
+                    response = response.auth_methods(vec![AuthMethod::Agent(login)]);
+                }
+                responder.respond(response)
             },
             on_receive_request!(),
         )
@@ -81,6 +91,9 @@ pub async fn run(
             async move |_request: NewSessionRequest,
                         responder: Responder<NewSessionResponse>,
                         _cx| {
+                if requires_login() {
+                    return responder.respond_with_error(Error::auth_required());
+                }
                 let n = sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let modes = SessionModeState::new(
                     "ask",
@@ -201,7 +214,7 @@ async fn run_turn(
             .map_err(Error::into_internal_error)?;
     }
     for i in 0..script.flood {
-        turn.say(&format!("chunk {i}\n"))?;
+        turn.say(&script::flood_chunk(i, script.chunk_bytes))?;
     }
     if script.hang {
         turn.say("Waiting until you cancel…\n")?;

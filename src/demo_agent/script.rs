@@ -1,5 +1,6 @@
 //! The demo agent's prompt language, with no I/O: which file a prompt is about, what to do to
-//! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@crash`, `@ask`, `@flood N`).
+//! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@crash`, `@ask`, `@flood N`,
+//! `@chunk BYTES`).
 //!
 //! - `uppercase <file>`: uppercase the lines that contain `TODO` (every line if none does);
 //! - `sort <file>`: sort the lines;
@@ -29,6 +30,8 @@ pub struct Script {
     pub ask: bool,
     /// Send this many extra message chunks.
     pub flood: usize,
+    /// The size of each flood chunk in bytes (0: just `chunk <n>\n`).
+    pub chunk_bytes: usize,
 }
 
 /// A deterministic change to a file.
@@ -83,6 +86,16 @@ impl Action {
     }
 }
 
+/// Flood chunk `i`: `chunk <i>`, padded with dots to `bytes` bytes (newline included) when
+/// `bytes` is larger, and a newline.
+pub fn flood_chunk(i: usize, bytes: usize) -> String {
+    let mut chunk = format!("chunk {i}");
+    let padding = bytes.saturating_sub(chunk.len() + 1);
+    chunk.extend(std::iter::repeat_n('.', padding));
+    chunk.push('\n');
+    chunk
+}
+
 /// Reads a prompt: its words, and the file URIs of its resources.
 pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
     let mut script = Script {
@@ -105,6 +118,9 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
                     .get(i + 1)
                     .and_then(|n| n.parse().ok())
                     .unwrap_or(1000);
+            }
+            "@chunk" => {
+                script.chunk_bytes = words.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(0);
             }
             _ => {
                 if script.path.is_none() && (bare.contains('/') || bare.contains('.')) {
@@ -176,5 +192,10 @@ mod tests {
         assert_eq!(script.path, Some(PathBuf::from("/ws/a b.rs")));
         assert_eq!((script.action, script.flood), (Action::Sort, 5));
         assert_eq!(parse("missing.txt", &[], dir.path()).path, None);
+        let script = parse("@flood 3 @chunk 100", &[], dir.path());
+        assert_eq!((script.flood, script.chunk_bytes), (3, 100));
+        assert_eq!(flood_chunk(7, 0), "chunk 7\n");
+        assert_eq!(flood_chunk(7, 12), "chunk 7....\n");
+        assert_eq!(flood_chunk(12345, 100).len(), 100);
     }
 }

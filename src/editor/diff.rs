@@ -4,7 +4,13 @@
 
 use std::ops::Range;
 
-use similar::{Algorithm, DiffOp, TextDiff};
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+use similar::{Algorithm, DiffOp, TextDiff, capture_diff_slices_deadline};
+
+/// The most time a line diff may take before settling for a coarser result.
+const LINE_DIFF_BUDGET: Duration = Duration::from_millis(500);
 
 /// Replaced blocks larger than this (old + new bytes) are not refined to characters: a char diff
 /// is quadratic in the worst case and a block this large is a rewrite anyway.
@@ -35,25 +41,31 @@ pub struct LineHunk {
     pub old_lines: Range<usize>,
 }
 
-/// The blocks of changed lines between `old` and `new`, in order.
+/// The blocks of changed lines between `old` and `new`, in order. Lines are interned to
+/// integers first (comparing two lines is then one integer compare), and Myers runs with a
+/// deadline: a rewrite of a huge file degrades to a coarser diff instead of taking seconds.
 pub fn line_hunks(old: &str, new: &str) -> Vec<LineHunk> {
-    let diff = TextDiff::configure()
-        .algorithm(Algorithm::Patience)
-        .diff_lines(old, new);
-    let old_starts = line_starts(diff.iter_old_slices());
-    let new_starts = line_starts(diff.iter_new_slices());
+    let old_lines: Vec<&str> = old.split_inclusive('\n').collect();
+    let new_lines: Vec<&str> = new.split_inclusive('\n').collect();
+    let mut ids: FxHashMap<&str, u32> = FxHashMap::default();
+    let old_ids = intern(&mut ids, &old_lines);
+    let new_ids = intern(&mut ids, &new_lines);
+    let deadline = Instant::now() + LINE_DIFF_BUDGET;
+    let ops = capture_diff_slices_deadline(Algorithm::Myers, &old_ids, &new_ids, Some(deadline));
+    let old_starts = line_starts(old_lines.iter().copied());
+    let new_starts = line_starts(new_lines.iter().copied());
     let mut hunks: Vec<LineHunk> = Vec::new();
-    for op in diff.ops() {
+    for op in &ops {
         if matches!(op, DiffOp::Equal { .. }) {
             continue;
         }
-        let (old_lines, new_lines) = (op.old_range(), op.new_range());
+        let (old_range, new_range) = (op.old_range(), op.new_range());
         let hunk = LineHunk {
-            old: old_starts[old_lines.start]..old_starts[old_lines.end],
-            new: new_starts[new_lines.start]..new_starts[new_lines.end],
-            old_lines,
+            old: old_starts[old_range.start]..old_starts[old_range.end],
+            new: new_starts[new_range.start]..new_starts[new_range.end],
+            old_lines: old_range,
         };
-        // Patience emits a delete and an insert for one replaced block: join touching ops.
+        // A replaced block comes as a delete and an insert: join touching ops.
         match hunks.last_mut() {
             Some(last) if last.old.end == hunk.old.start && last.new.end == hunk.new.start => {
                 last.old.end = hunk.old.end;
@@ -64,6 +76,17 @@ pub fn line_hunks(old: &str, new: &str) -> Vec<LineHunk> {
         }
     }
     hunks
+}
+
+/// Each line as a small integer, equal lines equal integers.
+fn intern<'a>(ids: &mut FxHashMap<&'a str, u32>, lines: &[&'a str]) -> Vec<u32> {
+    lines
+        .iter()
+        .map(|line| {
+            let next = ids.len() as u32;
+            *ids.entry(line).or_insert(next)
+        })
+        .collect()
 }
 
 /// The character edits that turn `old[hunk.old]` into `new[hunk.new]`, in old-text offsets.

@@ -60,6 +60,8 @@ struct Shared {
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     pending: Mutex<HashMap<i64, oneshot::Sender<Value>>>,
     received: Mutex<Vec<Value>>,
+    /// Messages from the server (not responses) by method, taken or not.
+    counts: Mutex<HashMap<String, usize>>,
     arrived: Notify,
     answers: Mutex<HashMap<String, Answer>>,
     documents: Mutex<HashMap<String, ClientDocument>>,
@@ -113,6 +115,7 @@ impl TestClient {
             stdin: tokio::sync::Mutex::new(child.stdin.take()),
             pending: Mutex::default(),
             received: Mutex::default(),
+            counts: Mutex::default(),
             arrived: Notify::new(),
             answers: Mutex::default(),
             documents: Mutex::default(),
@@ -318,6 +321,16 @@ impl TestClient {
             .collect()
     }
 
+    /// How many messages with `method` the server has sent so far (taken or not; `None`: all
+    /// methods). Responses are not counted.
+    pub fn count(&self, method: Option<&str>) -> usize {
+        let counts = self.shared.counts.lock().unwrap();
+        match method {
+            Some(method) => counts.get(method).copied().unwrap_or(0),
+            None => counts.values().sum(),
+        }
+    }
+
     /// The server's view of the editor (`agentls.debug.state`).
     pub async fn server_state(&self) -> Value {
         self.request(
@@ -480,6 +493,12 @@ async fn dispatch(shared: &Arc<Shared>, message: Value) {
     }
     let request_id = message.get("id").cloned();
     let method = message["method"].as_str().unwrap_or_default().to_owned();
+    *shared
+        .counts
+        .lock()
+        .unwrap()
+        .entry(method.clone())
+        .or_default() += 1;
     shared.received.lock().unwrap().push(message.clone());
     shared.arrived.notify_waiters();
     let Some(id) = request_id else { return };

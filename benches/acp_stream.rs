@@ -1,0 +1,336 @@
+//! An agent streaming 100,000 `agent_message_chunk`s (100 bytes of text each, 10 MB) through
+//! agentls to an LSP client, against the same NDJSON piped through `cat` to a reader that parses
+//! each line, in the same run. Prints the throughput ratio, how many LSP messages the client got,
+//! and the latency of a `didChange` → request round trip (the request must see the change) while
+//! the stream runs and while idle.
+//!
+//! The stream is recorded from the built-in demo agent (`@flood N @chunk B`). agentls then gets
+//! it twice: replayed by `cat` inside a tiny shell agent (the same bytes the baseline reads), and
+//! live from the demo agent. The client is the test client of `tests/support`, which parses
+//! every message like an editor would.
+//!
+//! Run: `cargo bench --bench acp_stream`
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::cell::Cell;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{Options, TestClient};
+
+const CHUNKS: usize = 100_000;
+const CHUNK_BYTES: usize = 100;
+/// Round trips measured in each state.
+const SAMPLES: usize = 50;
+/// The pause between two round trips, so that measuring does not become the load.
+const SPACING: Duration = Duration::from_millis(10);
+/// At most this many streams to collect the round trips measured while streaming.
+const MAX_STREAMS: usize = 5;
+
+fn prompt_text() -> String {
+    format!("@flood {CHUNKS} @chunk {CHUNK_BYTES}")
+}
+
+/// What one configuration of agentls did with the stream.
+struct Run {
+    /// Prompt to summary, first stream.
+    elapsed: Duration,
+    /// (logMessage, sessionUpdate, all) messages the client got for the first stream.
+    counts: (usize, usize, usize),
+    idle: Vec<Duration>,
+    streaming: Vec<Duration>,
+}
+
+#[tokio::main]
+async fn main() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ndjson = dir.path().join("stream.ndjson");
+
+    let (agent_alone, lines, session) = record_agent(&ndjson);
+    let bytes = std::fs::metadata(&ndjson).unwrap().len();
+    let cat = (0..3).map(|_| cat_and_parse(&ndjson)).min().unwrap();
+    let replay =
+        through_agentls(Some(replay_config(dir.path(), &ndjson, &session)), "replay").await;
+    let demo = through_agentls(None, "demo").await;
+
+    let mb = bytes as f64 / 1e6;
+    let text_mb = (CHUNKS * CHUNK_BYTES) as f64 / 1e6;
+    let rate = |d: Duration| format!("{:>8.3} s {:>7.1} MB/s", secs(d), mb / secs(d));
+    println!(
+        "acp_stream: {CHUNKS} agent_message_chunks of {CHUNK_BYTES} B ({text_mb:.1} MB of text), \
+         {lines} NDJSON lines, {mb:.1} MB on the wire"
+    );
+    println!(
+        "  cat | parse each line               {}   baseline",
+        rate(cat)
+    );
+    println!(
+        "  `cat` as agent → agentls → LSP      {}   the same NDJSON replayed",
+        rate(replay.elapsed)
+    );
+    println!(
+        "  demo agent → parse each line        {}   the agent alone",
+        rate(agent_alone)
+    );
+    println!(
+        "  demo agent → agentls → LSP          {}   prompt to summary",
+        rate(demo.elapsed)
+    );
+    println!(
+        "  throughput ratio, agentls vs cat | parse (same NDJSON): {:.3} ({:.1}× slower)",
+        secs(cat) / secs(replay.elapsed),
+        secs(replay.elapsed) / secs(cat),
+    );
+    println!(
+        "  throughput ratio, demo agent through agentls vs alone:  {:.3}",
+        secs(agent_alone) / secs(demo.elapsed),
+    );
+    for (name, run) in [("replay", &replay), ("demo", &demo)] {
+        let (logs, updates, total) = run.counts;
+        println!(
+            "  {name:<6} LSP messages for the stream: {total} in all, {updates} agentls/sessionUpdate, \
+             {logs} window/logMessage (the agent sent {lines})"
+        );
+        println!(
+            "  {name:<6} didChange → response, idle:      {}",
+            describe(&run.idle)
+        );
+        println!(
+            "  {name:<6} didChange → response, streaming: {}",
+            describe(&run.streaming)
+        );
+    }
+}
+
+/// agentls (with `config`, else the built-in demo agent) streaming to the test client, with
+/// round trips measured idle and during the stream.
+async fn through_agentls(config: Option<String>, agent: &str) -> Run {
+    let client = TestClient::start(Options {
+        config_toml: config,
+        // The default log level, as users run it (the test client asks for `debug`).
+        env: vec![("AGENTLS_LOG".into(), "info".into())],
+    })
+    .await;
+    client
+        .initialize(TestClient::rich_capabilities(false), None)
+        .await;
+    let uri = client.open("typing.txt", "text", "\n").await;
+    // The agent is started (spawn, initialize, session) before anything is measured.
+    client
+        .execute("agentls.newSession", json!({"agent": agent}))
+        .await
+        .unwrap();
+    client.take("window/showMessage", |_| true).await;
+    let version = Cell::new(0);
+    let idle = round_trips(&client, &uri, &version, SAMPLES, || false).await;
+    let summary = format!("{agent}: end_turn");
+    let mut streaming = Vec::new();
+    let mut first = None;
+    for _ in 0..MAX_STREAMS {
+        let before = counts(&client);
+        let started = Instant::now();
+        let done = Cell::new(false);
+        client.prompt(&prompt_text()).await;
+        let summary = async {
+            client
+                .take("window/showMessage", |p| {
+                    p["message"].as_str().is_some_and(|m| m.contains(&summary))
+                })
+                .await;
+            done.set(true);
+        };
+        let sampling = round_trips(&client, &uri, &version, usize::MAX, || done.get());
+        let ((), samples) = tokio::join!(summary, sampling);
+        let elapsed = started.elapsed();
+        // Let the last batched log text arrive before counting.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let after = counts(&client);
+        streaming.extend(samples);
+        first.get_or_insert((elapsed, diff(after, before)));
+        if streaming.len() >= SAMPLES {
+            break;
+        }
+    }
+    assert!(client.shutdown().await.success());
+    let (elapsed, counts) = first.unwrap();
+    Run {
+        elapsed,
+        counts,
+        idle,
+        streaming,
+    }
+}
+
+/// A config whose agent `replay` is a shell script answering `initialize` and `session/new`, and
+/// answering each prompt with `cat` of the recorded stream (then the prompt's response).
+fn replay_config(dir: &Path, stream: &Path, session: &str) -> String {
+    let script = dir.join("replay.sh");
+    let body = r#"#!/bin/sh
+# Replays a recorded ACP stream: the JSON-RPC id of each request is cut out with sed.
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"id":\("[^"]*"\|[0-9][0-9]*\).*/\1/p')
+  case "$line" in
+    *'"method":"initialize"'*)
+      printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1,"agentCapabilities":{}}}\n' "$id" ;;
+    *'"method":"session/new"'*)
+      printf '{"jsonrpc":"2.0","id":%s,"result":{"sessionId":"%s"}}\n' "$id" "$SESSION" ;;
+    *'"method":"session/prompt"'*)
+      cat "$STREAM"
+      printf '{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}\n' "$id" ;;
+  esac
+done
+"#;
+    std::fs::write(&script, body).unwrap();
+    let quote = |p: &Path| serde_json::to_string(&p.display().to_string()).unwrap();
+    format!(
+        "[agents.replay]\ncommand = \"/bin/sh\"\nargs = [{}]\n[agents.replay.env]\nSTREAM = {}\nSESSION = {:?}\n",
+        quote(&script),
+        quote(stream),
+        session
+    )
+}
+
+/// Runs `agentls demo-agent` alone for one flood turn, its stdout parsed line by line and saved
+/// to `out` (all but the prompt's response); returns the time from the prompt to its response,
+/// the lines it wrote, and the session id.
+fn record_agent(out: &Path) -> (Duration, usize, String) {
+    let cwd = tempfile::tempdir().unwrap();
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_agentls"))
+        .arg("demo-agent")
+        .current_dir(cwd.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agentls demo-agent");
+    let mut stdin = agent.stdin.take().unwrap();
+    let mut stdout = BufReader::new(agent.stdout.take().unwrap());
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
+    let mut sink = std::io::sink();
+    let init = json!({"protocolVersion": 1, "clientCapabilities": {}});
+    send(&mut stdin, 1, "initialize", init);
+    until_response(&mut stdout, 1, &mut sink);
+    let new = json!({"cwd": cwd.path(), "mcpServers": []});
+    send(&mut stdin, 2, "session/new", new);
+    let (session, _) = until_response(&mut stdout, 2, &mut sink);
+    let session = session["result"]["sessionId"].clone();
+    let started = Instant::now();
+    let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": prompt_text()}]});
+    send(&mut stdin, 3, "session/prompt", prompt);
+    let (response, lines) = until_response(&mut stdout, 3, &mut file);
+    let elapsed = started.elapsed();
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    file.flush().unwrap();
+    drop(stdin);
+    agent.wait().unwrap();
+    (elapsed, lines, session.as_str().unwrap().to_owned())
+}
+
+/// Writes one JSON-RPC request line.
+fn send(stdin: &mut impl Write, id: u64, method: &str, params: Value) {
+    let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+}
+
+/// Reads (and parses) lines up to the response to `id`, copying the others to `copy`; returns
+/// the response and how many lines were read.
+fn until_response(stdout: &mut impl BufRead, id: u64, copy: &mut impl Write) -> (Value, usize) {
+    let mut lines = 0;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "demo agent quit");
+        let message: Value = serde_json::from_str(&line).unwrap();
+        lines += 1;
+        if message["id"] == id && message.get("method").is_none() {
+            return (message, lines);
+        }
+        copy.write_all(line.as_bytes()).unwrap();
+    }
+}
+
+/// `cat file | reader` where the reader parses every line as JSON; returns how long it took.
+fn cat_and_parse(file: &Path) -> Duration {
+    let started = Instant::now();
+    let mut cat = Command::new("cat")
+        .arg(file)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cat");
+    let mut reader = BufReader::new(cat.stdout.take().unwrap());
+    let mut line = String::new();
+    let mut chunks = 0;
+    while reader.read_line(&mut line).unwrap() > 0 {
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            chunks += 1;
+        }
+        line.clear();
+    }
+    cat.wait().unwrap();
+    assert!(chunks >= CHUNKS);
+    started.elapsed()
+}
+
+/// Round trips: a one-character `didChange`, then `agentls.debug.state`, which must show the new
+/// version. Measures `n` of them, or until `stop` says so.
+async fn round_trips(
+    client: &TestClient,
+    uri: &str,
+    version: &Cell<i32>,
+    n: usize,
+    stop: impl Fn() -> bool,
+) -> Vec<Duration> {
+    let mut samples = Vec::new();
+    while samples.len() < n && !stop() {
+        let started = Instant::now();
+        client.edit(uri, support::range(0, 0, 0, 0), "x").await;
+        version.set(version.get() + 1);
+        let state = client.server_state().await;
+        let elapsed = started.elapsed();
+        // The only open document.
+        let seen = &state["documents"][0]["version"];
+        assert_eq!(*seen, json!(version.get()), "{state}");
+        samples.push(elapsed);
+        tokio::time::sleep(SPACING).await;
+    }
+    samples
+}
+
+/// (logMessage, sessionUpdate, all) messages received so far.
+fn counts(client: &TestClient) -> (usize, usize, usize) {
+    (
+        client.count(Some("window/logMessage")),
+        client.count(Some("agentls/sessionUpdate")),
+        client.count(None),
+    )
+}
+
+fn diff(after: (usize, usize, usize), before: (usize, usize, usize)) -> (usize, usize, usize) {
+    (after.0 - before.0, after.1 - before.1, after.2 - before.2)
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// "median 1.2 ms, p95 3.4 ms, max 5.6 ms (n = 50)".
+fn describe(samples: &[Duration]) -> String {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    format!(
+        "median {:.2} ms, p95 {:.2} ms, max {:.2} ms (n = {})",
+        ms(at(0.5)),
+        ms(at(0.95)),
+        ms(*sorted.last().unwrap()),
+        sorted.len()
+    )
+}
