@@ -401,3 +401,26 @@ async fn forwarded_diagnostics_are_kept_per_file() {
         .await;
     assert_eq!(client.server_state().await["diagnostics"], json!([]));
 }
+
+/// A burst of messages is rate-limited, not lost: what does not fit the burst goes out merged
+/// into one popup a little later (Helix shows only popups, so nothing may be dropped).
+#[tokio::test]
+async fn a_burst_of_messages_is_merged_not_dropped() {
+    let client = started(false).await;
+    for i in 0..8 {
+        let outside = std::path::PathBuf::from(format!("/agentls-outside-{i}.txt"));
+        write_through_server(&client, &outside, "x").await;
+    }
+    let mut seen = String::new();
+    while (0..8).any(|i| !seen.contains(&format!("/agentls-outside-{i}.txt"))) {
+        let popup = client.take("window/showMessage", |_| true).await;
+        seen.push_str(popup["params"]["message"].as_str().unwrap());
+        seen.push('\n');
+    }
+    let popups = seen.matches("outside the workspace").count();
+    assert_eq!(popups, 8, "{seen}");
+    assert!(
+        client.received("window/showMessage").is_empty(),
+        "every message was taken above"
+    );
+}

@@ -1,8 +1,8 @@
 //! Output channels: the one place that turns "tell the user" into `window/showMessage` (and a
 //! line in the log), "log this" into `window/logMessage` and "this is running" into
 //! `$/progress`. It coalesces and rate-limits so that an agent streaming megabytes never floods
-//! the editor: log text goes out in batches every 100 ms, popups are limited to a small burst,
-//! progress reports to ten a second.
+//! the editor: log text goes out in batches every 100 ms, popups beyond a small burst wait and
+//! go out merged (none is dropped), progress reports to ten a second.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -56,7 +56,8 @@ struct Outbox {
     elided: usize,
     allowance: f64,
     refilled: Instant,
-    suppressed: usize,
+    /// Popups waiting for allowance, oldest first; sent merged when several wait.
+    waiting: Vec<(Level, String)>,
     last_message: Option<(String, Instant)>,
     progress: HashMap<String, mpsc::UnboundedSender<ProgressPhase>>,
 }
@@ -71,7 +72,7 @@ impl Outbox {
             elided: 0,
             allowance: MESSAGE_BURST,
             refilled: Instant::now(),
-            suppressed: 0,
+            waiting: Vec::new(),
             last_message: None,
             progress: HashMap::new(),
         }
@@ -117,17 +118,7 @@ impl Outbox {
 
     async fn tick(&mut self) {
         self.flush_log().await;
-        self.refill();
-        if self.suppressed > 0 && self.allowance >= 1.0 {
-            self.allowance -= 1.0;
-            let text = format!(
-                "agentls: {} more message(s) went to the log (too many at once)",
-                std::mem::take(&mut self.suppressed)
-            );
-            self.client
-                .show_message(message_type(Level::Info), text)
-                .await;
-        }
+        self.send_waiting().await;
     }
 
     async fn flush_log(&mut self) {
@@ -146,7 +137,6 @@ impl Outbox {
     }
 
     async fn message(&mut self, level: Level, text: String) {
-        self.refill();
         let now = Instant::now();
         let repeated = self.last_message.as_ref().is_some_and(|(last, at)| {
             *last == text && now.duration_since(*at) < Duration::from_secs(5)
@@ -157,12 +147,30 @@ impl Outbox {
         self.last_message = Some((text.clone(), now));
         // The log keeps every message, popups or not: it is the record a user scrolls back in.
         self.append_log(level, &format!("{text}\n")).await;
-        if self.allowance >= 1.0 {
-            self.allowance -= 1.0;
-            self.client.show_message(message_type(level), text).await;
-        } else {
-            self.suppressed += 1;
+        self.waiting.push((level, text));
+        self.send_waiting().await;
+    }
+
+    /// Sends waiting popups as the allowance permits. Nothing is dropped: when several wait
+    /// (a burst), they go out as one popup, so an editor that only shows popups (Helix) still
+    /// gets every turn summary, at most a couple of seconds late.
+    async fn send_waiting(&mut self) {
+        self.refill();
+        if self.waiting.is_empty() || self.allowance < 1.0 {
+            return;
         }
+        self.allowance -= 1.0;
+        let waiting = std::mem::take(&mut self.waiting);
+        let level = waiting.iter().map(|(l, _)| *l).min().unwrap_or(Level::Info);
+        let text = match waiting.as_slice() {
+            [(_, one)] => one.clone(),
+            many => many
+                .iter()
+                .map(|(_, text)| text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        self.client.show_message(message_type(level), text).await;
     }
 
     fn refill(&mut self) {

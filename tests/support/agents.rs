@@ -59,18 +59,13 @@ impl TestClient {
             .expect("agentls.status")
     }
 
-    /// Waits until the user was told something containing `needle`, as a `window/showMessage`
-    /// or (when popups were rate-limited) in the log; returns that line.
+    /// Waits until the user was told something containing `needle` in a `window/showMessage`;
+    /// returns that line.
     pub async fn take_message(&self, needle: &str) -> String {
         let matches = |p: &Value| p["message"].as_str().unwrap_or_default().contains(needle);
-        // Biased: the popup is sent before the log batch that repeats it, so when both are
-        // there (a slow test machine) the popup is the one to take; the log copy stays for
-        // `take_log_until`.
-        let message = tokio::select! {
-            biased;
-            m = self.take("window/showMessage", matches) => m,
-            m = self.take("window/logMessage", matches) => m,
-        };
+        // Popups are never dropped (a burst goes out merged, a little later); the log copy
+        // stays for `take_log_until`.
+        let message = self.take("window/showMessage", matches).await;
         let text = message["params"]["message"].as_str().unwrap();
         text.lines()
             .find(|line| line.contains(needle))
