@@ -379,3 +379,29 @@ async fn an_agent_that_needs_a_login_says_what_to_do() {
     assert!(text.contains("authentication required"), "{status}");
     assert!(client.shutdown().await.success());
 }
+
+/// An agent that takes its proposal back (`$/cancel_request` on its permission request): the
+/// review disappears from the editor; nothing is written.
+#[tokio::test]
+async fn a_proposal_the_agent_takes_back_is_withdrawn() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    let uri = client.open("notes.txt", "text", "TODO fix\n").await;
+    client.prompt("uppercase notes.txt @withdraw 300").await;
+    client
+        .take("textDocument/publishDiagnostics", |p| {
+            p["uri"] == uri.as_str() && p["diagnostics"].as_array().unwrap().len() == 1
+        })
+        .await;
+    client
+        .take("textDocument/publishDiagnostics", |p| {
+            p["uri"] == uri.as_str() && p["diagnostics"].as_array().unwrap().is_empty()
+        })
+        .await;
+    client.take_message("demo: end_turn").await;
+    assert!(client.code_actions(&uri).await.is_empty());
+    assert_eq!(
+        std::fs::read_to_string(path_of(&uri)).unwrap(),
+        "TODO fix\n"
+    );
+    assert!(client.received("workspace/applyEdit").is_empty());
+}

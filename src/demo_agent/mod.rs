@@ -357,7 +357,18 @@ impl Turn<'_> {
                 PermissionOption::new("reject", "Reject", PermissionOptionKind::RejectOnce),
             ],
         );
-        let answer = self.cx.send_request(permission).block_task().await?;
+        let asked = self.cx.send_request(permission).block_task();
+        let answer = match script.withdraw_after {
+            None => asked.await?,
+            Some(delay) => tokio::select! {
+                answer = asked => answer?,
+                // Dropping the request sends `$/cancel_request`: the proposal is taken back.
+                () = tokio::time::sleep(delay) => {
+                    self.say("I took my proposal back.\n")?;
+                    return Ok(StopReason::EndTurn);
+                }
+            },
+        };
         let allowed = match &answer.outcome {
             RequestPermissionOutcome::Selected(selected) => {
                 selected.option_id.0.as_ref() == "allow"

@@ -1,6 +1,6 @@
 //! The demo agent's prompt language, with no I/O: which file a prompt is about, what to do to
-//! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@crash`, `@ask`, `@flood N`,
-//! `@chunk BYTES`).
+//! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@crash`, `@ask`, `@withdraw MS`,
+//! `@flood N`, `@chunk BYTES`).
 //!
 //! - `uppercase <file>`: uppercase the lines that contain `TODO` (every line if none does);
 //! - `sort <file>`: sort the lines;
@@ -30,6 +30,8 @@ pub struct Script {
     pub ask: bool,
     /// Send this many extra message chunks.
     pub flood: usize,
+    /// Take the proposal back (cancel the permission request) after this long unanswered.
+    pub withdraw_after: Option<std::time::Duration>,
     /// The size of each flood chunk in bytes (0: just `chunk <n>\n`).
     pub chunk_bytes: usize,
 }
@@ -118,6 +120,10 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
                     .get(i + 1)
                     .and_then(|n| n.parse().ok())
                     .unwrap_or(1000);
+            }
+            "@withdraw" => {
+                let ms = words.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(500);
+                script.withdraw_after = Some(std::time::Duration::from_millis(ms));
             }
             "@chunk" => {
                 script.chunk_bytes = words.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(0);

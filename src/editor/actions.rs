@@ -54,7 +54,6 @@ impl State {
     fn question_actions(&self) -> Vec<UserAction> {
         self.questions
             .open()
-            .iter()
             .flat_map(|question| {
                 question.choices.iter().map(move |choice| {
                     let verb = match choice.kind {

@@ -367,6 +367,7 @@ impl EditorAccess {
             },
         };
         let auto_accept = self.policy().auto_accepts(&origin.label);
+        let (waiting, caller_gone) = tokio::sync::oneshot::channel();
         let proposal = new_text.to_owned();
         let (base, hunks) = tokio::task::spawn_blocking(move || {
             let hunks = review::Review::hunks_between(&base, &proposal);
@@ -387,10 +388,14 @@ impl EditorAccess {
             file_existed,
             hunks,
             auto_accept,
+            caller_gone,
         };
         let (reply, verdict) = tokio::sync::oneshot::channel();
         self.state.update(move |s| s.open_review(request, reply));
-        Ok(verdict.await.unwrap_or(review::Verdict::Cancelled))
+        // If this future is dropped first, `waiting` drops with it and the review is withdrawn.
+        let verdict = verdict.await.unwrap_or(review::Verdict::Cancelled);
+        let _ = waiting.send(());
+        Ok(verdict)
     }
 
     /// Diagnostics for `path` (or every file): what the editor forwarded from its other

@@ -83,6 +83,7 @@ impl Questions {
 
     /// Answers question `id` with `choice`.
     pub fn answer(&mut self, id: u64, choice: &str) -> Result<(), AnswerError> {
+        self.open.retain(|q| !q.reply.is_closed());
         let index = self
             .open
             .iter()
@@ -103,9 +104,10 @@ impl Questions {
         before - self.open.len()
     }
 
-    /// The open questions, oldest first.
-    pub fn open(&self) -> &[Question] {
-        &self.open
+    /// The open questions, oldest first; a question whose asker stopped waiting (the agent
+    /// withdrew it) is no longer open.
+    pub fn open(&self) -> impl Iterator<Item = &Question> {
+        self.open.iter().filter(|q| !q.reply.is_closed())
     }
 }
 
@@ -155,6 +157,6 @@ mod tests {
         questions.ask(origin("b"), "?".into(), choices(), tx_b);
         assert_eq!(questions.cancel_origin(&origin("a")), 1);
         assert!(rx_a.try_recv().is_err());
-        assert_eq!(questions.open().len(), 1);
+        assert_eq!(questions.open().count(), 1);
     }
 }

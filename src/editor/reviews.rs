@@ -41,6 +41,9 @@ pub struct ReviewRequest {
     pub hunks: Vec<Hunk>,
     /// Accept everything without asking (config).
     pub auto_accept: bool,
+    /// Closes when the caller stops waiting for the verdict (its future was dropped: an agent
+    /// withdrew the request); the review is then withdrawn too.
+    pub caller_gone: oneshot::Receiver<()>,
 }
 
 /// Why a decision was not taken.
@@ -123,6 +126,14 @@ impl State {
         let label = review.origin.label.clone();
         let first = review.hunks[0].span.start;
         self.reviews.push(review);
+        let (me, caller_gone) = (self.me.clone(), request.caller_gone);
+        tokio::spawn(async move {
+            if caller_gone.await.is_err() {
+                me.update(move |s| {
+                    s.cancel_reviews(|r| r.id == id);
+                });
+            }
+        });
         if request.auto_accept {
             let _ = self.decide(id, None, Decision::Accept);
             return;
