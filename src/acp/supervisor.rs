@@ -150,6 +150,13 @@ impl Agents {
                     .unwrap_or_else(|e| e.into_inner())
                     .clone();
                 let state = match &running {
+                    // Dead but not yet cleaned up by its watcher.
+                    Some(a)
+                        if a.death_reported.load(Ordering::SeqCst)
+                            || a.process.exited().is_some() =>
+                    {
+                        "failed"
+                    }
                     Some(a) if a.active_turns.load(Ordering::SeqCst) > 0 => "prompting",
                     Some(_) => "running",
                     None if history.last_error.is_some() => "failed",
