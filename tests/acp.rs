@@ -362,14 +362,11 @@ async fn an_agent_that_needs_a_login_says_what_to_do() {
         "defaultAgent = \"locked\"\n[agents.locked]\ncommand = \"{exe}\"\nargs = [\"demo-agent\"]\n\
          env = {{ AGENTLS_DEMO_REQUIRE_LOGIN = \"1\" }}\n"
     );
-    let client = TestClient::start(Options {
+    let client = TestClient::start_initialized(Options {
         config_toml: Some(config),
         ..Options::default()
     })
     .await;
-    client
-        .initialize(TestClient::rich_capabilities(false), None)
-        .await;
     client.prompt("read notes.txt").await;
     let message = client.take_message("needs you to log in").await;
     assert!(message.contains("Demo login"), "{message}");

@@ -191,12 +191,7 @@ async fn selection_from_the_custom_notification_and_from_code_action_ranges() {
         .open("a.txt", "text", "hello 漢字 world\nsecond\n")
         .await;
     let b = client.open("b.txt", "text", "other file\n").await;
-    client
-        .notify(
-            "agentls/didChangeSelection",
-            json!({"textDocument": {"uri": a}, "selection": range(0, 6, 0, 8)}),
-        )
-        .await;
+    client.select(&a, range(0, 6, 0, 8)).await;
     let state = client.server_state().await;
     assert_eq!(state["currentSelection"]["text"], "漢字");
     // A client that cannot send the notification (Helix) still tells us through code actions.
@@ -308,14 +303,11 @@ async fn config_from_three_sources_and_a_bad_one() {
 
 #[tokio::test]
 async fn a_broken_config_file_is_reported_and_the_server_runs() {
-    let client = TestClient::start(Options {
+    let client = TestClient::start_initialized(Options {
         config_toml: Some("[agents.x]\ncommand = 5\n".into()),
         ..Options::default()
     })
     .await;
-    client
-        .initialize(TestClient::rich_capabilities(false), None)
-        .await;
     let message = client
         .take("window/showMessage", |p| {
             p["message"].as_str().unwrap().contains("agents.x.command")

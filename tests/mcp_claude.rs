@@ -64,14 +64,11 @@ async fn claude_writes_through_an_accepted_review_and_reads_diagnostics() {
     let Some(claude) = claude() else { return };
     let home = tempfile::tempdir().unwrap();
     let config = home.path().join("claude-config");
-    let client = TestClient::start(Options {
+    let client = TestClient::start_initialized(Options {
         env: vec![("CLAUDE_CONFIG_DIR".into(), config.display().to_string())],
         ..Options::default()
     })
     .await;
-    client
-        .initialize(TestClient::rich_capabilities(false), None)
-        .await;
     let lock = lockfile(&config.join("ide")).await;
     seed_config(&config, &client.workspace);
 
@@ -89,13 +86,7 @@ async fn claude_writes_through_an_accepted_review_and_reads_diagnostics() {
     let target = client.workspace.join("hello.txt");
     let uri = file_uri(&target);
     let mock = MockLlm::start(Anthropic::write_file(&target, "hello from claude\n")).await;
-    let env = client
-        .request(
-            "workspace/executeCommand",
-            json!({"command": "agentls.terminalEnv", "arguments": []}),
-        )
-        .await
-        .unwrap();
+    let env = client.terminal_env().await.unwrap();
     assert_eq!(env["CLAUDE_CODE_SSE_PORT"], lock.port.to_string());
 
     let mut command = std::process::Command::new(&claude);

@@ -40,17 +40,8 @@ fn peer() -> Option<(PathBuf, PathBuf)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_writes_through_an_accepted_review() {
     let Some((node, gemini)) = peer() else { return };
-    let client = TestClient::start(Options::default()).await;
-    client
-        .initialize(TestClient::rich_capabilities(false), None)
-        .await;
-    let env = client
-        .request(
-            "workspace/executeCommand",
-            json!({"command": "agentls.terminalEnv", "arguments": []}),
-        )
-        .await
-        .unwrap();
+    let client = TestClient::start_initialized(Options::default()).await;
+    let env = client.terminal_env().await.unwrap();
     let target = client.workspace.join("hello.txt");
     let uri = file_uri(&target);
     let mock = MockLlm::start(Gemini::write_file(&target, "hello from gemini\n")).await;

@@ -83,17 +83,8 @@ fn event_with(text: &str, needle: &str) -> Value {
 
 #[tokio::test]
 async fn context_updates_diffs_and_session_teardown_over_http() {
-    let client = TestClient::start(Options::default()).await;
-    client
-        .initialize(TestClient::rich_capabilities(false), None)
-        .await;
-    let env = client
-        .request(
-            "workspace/executeCommand",
-            json!({"command": "agentls.terminalEnv", "arguments": []}),
-        )
-        .await
-        .unwrap();
+    let client = TestClient::start_initialized(Options::default()).await;
+    let env = client.terminal_env().await.unwrap();
     let mut http = Http {
         port: env["GEMINI_CLI_IDE_SERVER_PORT"]
             .as_str()
@@ -133,12 +124,7 @@ async fn context_updates_diffs_and_session_teardown_over_http() {
 
     let uri = client.open("a.txt", "text", "alpha beta\n").await;
     let path = support::file_uri_to_path(&uri);
-    client
-        .notify(
-            "agentls/didChangeSelection",
-            json!({"textDocument": {"uri": uri}, "selection": range(0, 6, 0, 10)}),
-        )
-        .await;
+    client.select(&uri, range(0, 6, 0, 10)).await;
     let text = read_until(&mut events, "selectedText").await;
     let update = event_with(&text, "selectedText");
     assert_eq!(update["method"], "ide/contextUpdate");

@@ -14,14 +14,6 @@ use support::{Options, TestClient};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_tungstenite::tungstenite::Message;
 
-async fn started(options: Options) -> TestClient {
-    let client = TestClient::start(options).await;
-    client
-        .initialize(TestClient::rich_capabilities(false), None)
-        .await;
-    client
-}
-
 const UPGRADE: &str = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
                        Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: mcp\r\n";
 
@@ -49,7 +41,7 @@ fn request(host: &str, extra: &str) -> String {
 
 #[tokio::test]
 async fn only_the_token_holder_from_loopback_may_connect() {
-    let client = started(Options::default()).await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let lock = lockfile(&client.lock_dir()).await;
     let (port, token) = (lock.port, lock.token());
     let host = format!("127.0.0.1:{port}");
@@ -104,14 +96,8 @@ async fn only_the_token_holder_from_loopback_may_connect() {
 
 #[tokio::test]
 async fn the_http_endpoint_wants_the_bearer_token_and_our_host() {
-    let client = started(Options::default()).await;
-    let env = client
-        .request(
-            "workspace/executeCommand",
-            json!({"command": "agentls.terminalEnv", "arguments": []}),
-        )
-        .await
-        .unwrap();
+    let client = TestClient::start_initialized(Options::default()).await;
+    let env = client.terminal_env().await.unwrap();
     let port: u16 = env["GEMINI_CLI_IDE_SERVER_PORT"]
         .as_str()
         .unwrap()
@@ -148,7 +134,7 @@ async fn the_http_endpoint_wants_the_bearer_token_and_our_host() {
 
 #[tokio::test]
 async fn malformed_frames_get_errors_and_oversized_ones_close_only_that_socket() {
-    let client = started(Options::default()).await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let lock = lockfile(&client.lock_dir()).await;
 
     let mut socket = websocket(lock.port, &lock.token()).await;
@@ -213,7 +199,7 @@ where
 }
 
 async fn terminated_by(signal: &str) {
-    let mut client = started(Options::default()).await;
+    let mut client = TestClient::start_initialized(Options::default()).await;
     let lock = lockfile(&client.lock_dir()).await;
     let killed = std::process::Command::new("kill")
         .args([signal, &client.pid().to_string()])
@@ -254,7 +240,7 @@ async fn stale_lockfiles_of_ours_are_cleaned_at_start_and_others_kept() {
         )],
         ..Options::default()
     };
-    let client = started(options).await;
+    let client = TestClient::start_initialized(options).await;
     support::eventually(|| read_locks(&dir).len() == 2 && !dir.join("1.lock").exists())
         .await
         .expect("the stale lockfile of ours is removed, ours written");
@@ -293,7 +279,7 @@ async fn stale_lockfiles_of_ours_are_cleaned_at_start_and_others_kept() {
 
 #[tokio::test]
 async fn mcp_can_be_turned_off() {
-    let client = started(Options {
+    let client = TestClient::start_initialized(Options {
         config_toml: Some("[mcp]\nenabled = false\n".into()),
         ..Options::default()
     })
@@ -301,13 +287,7 @@ async fn mcp_can_be_turned_off() {
     client.server_state().await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(read_locks(&client.lock_dir()).is_empty());
-    let env = client
-        .request(
-            "workspace/executeCommand",
-            json!({"command": "agentls.terminalEnv", "arguments": []}),
-        )
-        .await
-        .unwrap_err();
+    let env = client.terminal_env().await.unwrap_err();
     assert!(
         env["message"].as_str().unwrap().contains("mcp.enabled"),
         "{env}"

@@ -9,30 +9,13 @@ use serde_json::{Value, json};
 use support::mcp_client::{McpClient, lockfile};
 use support::{Options, TestClient, file_uri, range};
 
-async fn started() -> TestClient {
-    let client = TestClient::start(Options::default()).await;
-    client
-        .initialize(TestClient::rich_capabilities(false), None)
-        .await;
-    client
-}
-
 async fn connected(client: &TestClient, name: &str) -> McpClient {
     let lock = lockfile(&client.lock_dir()).await;
     McpClient::connect(&lock, name).await
 }
 
-async fn code_actions(client: &TestClient, uri: &str, at: Value) -> Vec<Value> {
-    let params = json!({"textDocument": {"uri": uri}, "range": at, "context": {"diagnostics": []}});
-    let result = client
-        .request("textDocument/codeAction", params)
-        .await
-        .unwrap();
-    result.as_array().cloned().unwrap_or_default()
-}
-
 async fn run_action(client: &TestClient, uri: &str, at: Value, prefix: &str) {
-    let actions = code_actions(client, uri, at).await;
+    let actions = client.code_actions_at(uri, at).await;
     let action = actions
         .iter()
         .find(|a| a["title"].as_str().unwrap().starts_with(prefix))
@@ -63,7 +46,7 @@ fn open_diff_args(path: &str, contents: &str, tab: &str) -> Value {
 
 #[tokio::test]
 async fn the_lockfile_is_private_and_names_this_server() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let lock = lockfile(&client.lock_dir()).await;
     let token = lock.token();
     assert_eq!(token.len(), 32);
@@ -94,13 +77,7 @@ async fn the_lockfile_is_private_and_names_this_server() {
     .expect("lockfile rewritten with the new folder");
 
     // The terminal env names the port.
-    let env = client
-        .request(
-            "workspace/executeCommand",
-            json!({"command": "agentls.terminalEnv", "arguments": []}),
-        )
-        .await
-        .unwrap();
+    let env = client.terminal_env().await.unwrap();
     assert_eq!(env["CLAUDE_CODE_SSE_PORT"], lock.port.to_string());
 
     // The companion protocol's discovery file, also private, also following the folders.
@@ -134,7 +111,7 @@ async fn the_lockfile_is_private_and_names_this_server() {
 
 #[tokio::test]
 async fn initialize_and_list_every_tool() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let mcp = connected(&client, "test-agent").await;
     let info = mcp.server_info();
     assert_eq!(info["protocolVersion"], "2025-11-25");
@@ -165,7 +142,7 @@ async fn initialize_and_list_every_tool() {
 
 #[tokio::test]
 async fn context_tools_answer_in_the_shapes_agents_parse() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let mcp = connected(&client, "test-agent").await;
     let ws = client.workspace.display().to_string();
 
@@ -185,12 +162,7 @@ async fn context_tools_answer_in_the_shapes_agents_parse() {
 
     let uri = client.open("src/a.rs", "rust", "one\ntwo\nthree\n").await;
     let path = support::file_uri_to_path(&uri);
-    client
-        .notify(
-            "agentls/didChangeSelection",
-            json!({"textDocument": {"uri": uri}, "selection": range(1, 0, 2, 0)}),
-        )
-        .await;
+    client.select(&uri, range(1, 0, 2, 0)).await;
     let expected = json!({
         "text": "two\n", "filePath": path, "fileUrl": uri,
         "selection": {"start": {"line": 1, "character": 0}, "end": {"line": 2, "character": 0},
@@ -311,16 +283,11 @@ async fn context_tools_answer_in_the_shapes_agents_parse() {
 
 #[tokio::test]
 async fn selection_changes_are_debounced_to_the_last() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let mcp = connected(&client, "test-agent").await;
     let uri = client.open("b.txt", "text", "abcdef\n").await;
     for end in 1..=5 {
-        client
-            .notify(
-                "agentls/didChangeSelection",
-                json!({"textDocument": {"uri": uri}, "selection": range(0, 0, 0, end)}),
-            )
-            .await;
+        client.select(&uri, range(0, 0, 0, end)).await;
     }
     let last = mcp.take_notification("selection_changed", |_| true).await;
     assert_eq!(last["text"], "abcde");
@@ -333,7 +300,7 @@ async fn selection_changes_are_debounced_to_the_last() {
 
 #[tokio::test]
 async fn open_diff_accepted_whole_answers_file_saved_with_the_text() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let mcp = connected(&client, "test-agent").await;
     let uri = client.open("src/main.rs", "rust", BASE).await;
     let path = support::file_uri_to_path(&uri);
@@ -364,7 +331,7 @@ async fn open_diff_accepted_whole_answers_file_saved_with_the_text() {
 
 #[tokio::test]
 async fn open_diff_partly_accepted_answers_exactly_the_accepted_text() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let mcp = connected(&client, "test-agent").await;
     let uri = client.open("src/main.rs", "rust", BASE).await;
     let path = support::file_uri_to_path(&uri);
@@ -382,7 +349,7 @@ async fn open_diff_partly_accepted_answers_exactly_the_accepted_text() {
 
 #[tokio::test]
 async fn open_diff_rejected_answers_diff_rejected_and_touches_nothing() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let mcp = connected(&client, "test-agent").await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let path = support::file_uri_to_path(&uri);
@@ -399,7 +366,7 @@ async fn open_diff_rejected_answers_diff_rejected_and_touches_nothing() {
 
 #[tokio::test]
 async fn closing_tabs_withdraws_pending_reviews_as_rejected() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let mcp = std::sync::Arc::new(connected(&client, "test-agent").await);
     let uri = client.open("a.rs", "rust", BASE).await;
     let path = support::file_uri_to_path(&uri);
@@ -447,7 +414,7 @@ async fn closing_tabs_withdraws_pending_reviews_as_rejected() {
 
 #[tokio::test]
 async fn a_disconnected_agent_has_its_reviews_withdrawn() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let mcp = connected(&client, "test-agent").await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let path = support::file_uri_to_path(&uri);
@@ -472,7 +439,7 @@ async fn a_disconnected_agent_has_its_reviews_withdrawn() {
 
 #[tokio::test]
 async fn two_agents_at_once_each_with_its_own_reviews() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let first = connected(&client, "agent-one").await;
     let second = connected(&client, "agent-two").await;
     let a = client.open("a.rs", "rust", BASE).await;
@@ -511,12 +478,7 @@ async fn two_agents_at_once_each_with_its_own_reviews() {
     assert_eq!(one, ["FILE_SAVED", PROPOSAL]);
     assert_eq!(two, ["DIFF_REJECTED", "x"]);
     // Selections reach both.
-    client
-        .notify(
-            "agentls/didChangeSelection",
-            json!({"textDocument": {"uri": a}, "selection": range(0, 0, 0, 2)}),
-        )
-        .await;
+    client.select(&a, range(0, 0, 0, 2)).await;
     first
         .take_notification("selection_changed", |p| p["text"] == "fn")
         .await;

@@ -10,14 +10,6 @@ const BASE: &str = "fn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n\nfn
 const PROPOSAL: &str =
     "fn main() {\n    let x = 2;\n    println!(\"{x}\");\n}\n\nfn other() {\n    todo!()\n}\n";
 
-async fn started() -> TestClient {
-    let client = TestClient::start(Options::default()).await;
-    client
-        .initialize(TestClient::rich_capabilities(false), None)
-        .await;
-    client
-}
-
 async fn propose(client: &TestClient, uri: &str, text: &str, origin: &str) {
     let args = json!([{"uri": uri, "text": text, "origin": origin}]);
     client
@@ -63,15 +55,6 @@ async fn diagnostics(client: &TestClient, uri: &str, count: usize) -> Vec<Value>
         .clone()
 }
 
-async fn code_actions(client: &TestClient, uri: &str, at: Value) -> Vec<Value> {
-    let params = json!({"textDocument": {"uri": uri}, "range": at, "context": {"diagnostics": []}});
-    let result = client
-        .request("textDocument/codeAction", params)
-        .await
-        .unwrap();
-    result.as_array().cloned().unwrap_or_default()
-}
-
 fn titled<'a>(actions: &'a [Value], prefix: &str) -> &'a Value {
     actions
         .iter()
@@ -87,7 +70,7 @@ async fn run(client: &TestClient, action: &Value) -> Result<Value, Value> {
 
 #[tokio::test]
 async fn accept_one_hunk_and_reject_the_other() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let uri = client.open("src/main.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "gemini").await;
 
@@ -131,7 +114,7 @@ async fn accept_one_hunk_and_reject_the_other() {
     assert_eq!(hints[0]["label"], "+     let x = 2;");
 
     // Code actions on the first hunk: per-hunk and whole-file.
-    let actions = code_actions(&client, &uri, range(1, 8, 1, 9)).await;
+    let actions = client.code_actions_at(&uri, range(1, 8, 1, 9)).await;
     let titles: Vec<&str> = actions
         .iter()
         .map(|a| a["title"].as_str().unwrap())
@@ -164,7 +147,7 @@ async fn accept_one_hunk_and_reject_the_other() {
     );
     diagnostics(&client, &uri, 1).await;
 
-    let actions = code_actions(&client, &uri, range(5, 0, 5, 3)).await;
+    let actions = client.code_actions_at(&uri, range(5, 0, 5, 3)).await;
     run(&client, titled(&actions, "Reject change 2/2"))
         .await
         .unwrap();
@@ -180,11 +163,11 @@ async fn accept_one_hunk_and_reject_the_other() {
 
 #[tokio::test]
 async fn reject_all_touches_nothing() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "agent").await;
     diagnostics(&client, &uri, 2).await;
-    let actions = code_actions(&client, &uri, range(0, 0, 0, 0)).await;
+    let actions = client.code_actions_at(&uri, range(0, 0, 0, 0)).await;
     run(&client, titled(&actions, "Reject all changes (2)"))
         .await
         .unwrap();
@@ -199,7 +182,7 @@ async fn reject_all_touches_nothing() {
 
 #[tokio::test]
 async fn typing_inside_a_hunk_makes_it_a_conflict() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "agent").await;
     diagnostics(&client, &uri, 2).await;
@@ -232,7 +215,7 @@ async fn typing_inside_a_hunk_makes_it_a_conflict() {
             .unwrap()
             .contains("overlaps your own edit")
     );
-    let actions = code_actions(&client, &uri, range(1, 0, 1, 0)).await;
+    let actions = client.code_actions_at(&uri, range(1, 0, 1, 0)).await;
     run(&client, titled(&actions, "Ask agent to propose"))
         .await
         .unwrap();
@@ -249,14 +232,14 @@ async fn typing_inside_a_hunk_makes_it_a_conflict() {
 
 #[tokio::test]
 async fn edits_elsewhere_move_the_hunks_and_are_kept() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "agent").await;
     diagnostics(&client, &uri, 2).await;
     client.edit(&uri, range(0, 0, 0, 0), "// note\n").await;
     let diags = diagnostics(&client, &uri, 2).await;
     assert_eq!(diags[0]["range"], range(2, 0, 3, 0), "moved down one line");
-    let actions = code_actions(&client, &uri, range(0, 0, 0, 0)).await;
+    let actions = client.code_actions_at(&uri, range(0, 0, 0, 0)).await;
     run(&client, titled(&actions, "Accept all changes (2)"))
         .await
         .unwrap();
@@ -269,7 +252,7 @@ async fn edits_elsewhere_move_the_hunks_and_are_kept() {
 
 #[tokio::test]
 async fn an_origin_that_goes_away_withdraws_its_reviews() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "flaky").await;
     diagnostics(&client, &uri, 2).await;
@@ -292,7 +275,7 @@ async fn an_origin_that_goes_away_withdraws_its_reviews() {
 
 #[tokio::test]
 async fn a_newer_proposal_supersedes_the_older_one() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "agent").await;
     diagnostics(&client, &uri, 2).await;
@@ -311,17 +294,17 @@ async fn a_newer_proposal_supersedes_the_older_one() {
 
 #[tokio::test]
 async fn a_file_that_is_not_open_is_written_on_accept() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let path = client.workspace.join("closed.rs");
     std::fs::write(&path, BASE).unwrap();
     let uri = file_uri(&path);
     propose(&client, &uri, PROPOSAL, "agent").await;
     diagnostics(&client, &uri, 2).await;
-    let actions = code_actions(&client, &uri, range(6, 0, 6, 0)).await;
+    let actions = client.code_actions_at(&uri, range(6, 0, 6, 0)).await;
     run(&client, titled(&actions, "Accept change 2/2"))
         .await
         .unwrap();
-    let actions = code_actions(&client, &uri, range(1, 0, 1, 0)).await;
+    let actions = client.code_actions_at(&uri, range(1, 0, 1, 0)).await;
     run(&client, titled(&actions, "Reject change 1/2"))
         .await
         .unwrap();
@@ -334,12 +317,12 @@ async fn a_file_that_is_not_open_is_written_on_accept() {
 
 #[tokio::test]
 async fn a_new_file_is_created_on_accept() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let path = client.workspace.join("new/dir/file.txt");
     let uri = file_uri(&path);
     propose(&client, &uri, "hello\n", "agent").await;
     diagnostics(&client, &uri, 1).await;
-    let actions = code_actions(&client, &uri, range(0, 0, 0, 0)).await;
+    let actions = client.code_actions_at(&uri, range(0, 0, 0, 0)).await;
     run(&client, titled(&actions, "Accept all changes (1)"))
         .await
         .unwrap();
@@ -349,14 +332,11 @@ async fn a_new_file_is_created_on_accept() {
 
 #[tokio::test]
 async fn auto_accept_applies_without_asking() {
-    let client = TestClient::start(Options {
+    let client = TestClient::start_initialized(Options {
         config_toml: Some("[review.agents.trusted]\nautoAccept = true\n".into()),
         ..Options::default()
     })
     .await;
-    client
-        .initialize(TestClient::rich_capabilities(false), None)
-        .await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "trusted").await;
     client.take("workspace/applyEdit", |_| true).await;
@@ -366,7 +346,7 @@ async fn auto_accept_applies_without_asking() {
 
 #[tokio::test]
 async fn proposals_outside_the_workspace_are_refused() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     propose(
         &client,
         &file_uri(std::path::Path::new("/etc/hosts")),
@@ -388,11 +368,11 @@ async fn proposals_outside_the_workspace_are_refused() {
 async fn accept_first_hunk_only(client: &TestClient, uri: &str) -> String {
     propose(client, uri, PROPOSAL, "agent").await;
     diagnostics(client, uri, 2).await;
-    let actions = code_actions(client, uri, range(1, 0, 1, 0)).await;
+    let actions = client.code_actions_at(uri, range(1, 0, 1, 0)).await;
     run(client, titled(&actions, "Accept change 1/2"))
         .await
         .unwrap();
-    let actions = code_actions(client, uri, range(5, 0, 5, 0)).await;
+    let actions = client.code_actions_at(uri, range(5, 0, 5, 0)).await;
     run(client, titled(&actions, "Reject change 2/2"))
         .await
         .unwrap();
@@ -405,7 +385,7 @@ async fn accept_first_hunk_only(client: &TestClient, uri: &str) -> String {
 /// partial accept must still leave exactly the accepted hunk on disk.
 #[tokio::test]
 async fn an_agent_writing_its_whole_proposal_to_disk_gets_the_accepted_part() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let expected = accept_first_hunk_only(&client, &uri).await;
     let path = client.workspace.join("a.rs");
@@ -424,7 +404,7 @@ async fn an_agent_writing_its_whole_proposal_to_disk_gets_the_accepted_part() {
 
 #[tokio::test]
 async fn an_agent_writing_its_whole_proposal_through_the_editor_gets_the_accepted_part() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let expected = accept_first_hunk_only(&client, &uri).await;
     // An unsaved edit of the user's stays in the buffer (and off the disk).
@@ -453,11 +433,11 @@ async fn an_agent_writing_its_whole_proposal_through_the_editor_gets_the_accepte
 /// buffer takes the agent's change and keeps the user's.
 #[tokio::test]
 async fn a_later_disk_change_is_merged_into_the_buffer_keeping_unsaved_edits() {
-    let client = started().await;
+    let client = TestClient::start_initialized(Options::default()).await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "agent").await;
     diagnostics(&client, &uri, 2).await;
-    let actions = code_actions(&client, &uri, range(0, 0, 0, 0)).await;
+    let actions = client.code_actions_at(&uri, range(0, 0, 0, 0)).await;
     run(&client, titled(&actions, "Accept all changes (2)"))
         .await
         .unwrap();

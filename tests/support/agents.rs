@@ -45,6 +45,11 @@ impl TestClient {
         .await
     }
 
+    /// `agentls.terminalEnv`: the environment a terminal agent gets to find this server.
+    pub async fn terminal_env(&self) -> Result<Value, Value> {
+        self.execute("agentls.terminalEnv", Value::Null).await
+    }
+
     /// `agentls.prompt` with `text` to the default agent.
     pub async fn prompt(&self, text: &str) {
         self.execute("agentls.prompt", json!({"text": text}))

@@ -133,6 +133,16 @@ impl TestClient {
         }
     }
 
+    /// [`TestClient::start`], then `initialize` as a capable UTF-16 editor
+    /// ([`TestClient::rich_capabilities`]).
+    pub async fn start_initialized(options: Options) -> Self {
+        let client = Self::start(options).await;
+        client
+            .initialize(Self::rich_capabilities(false), None)
+            .await;
+        client
+    }
+
     /// `initialize` + `initialized` with the workspace as the only folder. Returns the result.
     pub async fn initialize(
         &self,
@@ -233,6 +243,15 @@ impl TestClient {
             .lock()
             .unwrap()
             .insert(method.to_owned(), answer);
+    }
+
+    /// Tells the server the editor's selection in `uri` (`agentls/didChangeSelection`).
+    pub async fn select(&self, uri: &str, selection: Value) {
+        self.notify(
+            "agentls/didChangeSelection",
+            json!({"textDocument": {"uri": uri}, "selection": selection}),
+        )
+        .await;
     }
 
     /// Writes `text` to `relative` in the workspace and opens it; returns its URI.
