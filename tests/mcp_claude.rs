@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::mcp_client::lockfile;
 use support::mock_llm::{Anthropic, MockLlm};
-use support::pty::Pty;
+use support::terminal_agent::{self, Session};
 use support::{Options, TestClient, file_uri, range};
 
 /// The `claude` binary, or `None` (with the reason on stderr) when the test must skip.
@@ -89,15 +89,10 @@ async fn claude_writes_through_an_accepted_review_and_reads_diagnostics() {
     let env = client.terminal_env().await.unwrap();
     assert_eq!(env["CLAUDE_CODE_SSE_PORT"], lock.port.to_string());
 
-    let mut command = std::process::Command::new(&claude);
+    let mut command = terminal_agent::command(&claude, &client, home.path());
     // Ask before writing (auto mode would write without a review).
     command
         .args(["--permission-mode", "default"])
-        .current_dir(&client.workspace)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("TERM", "xterm-256color")
         .env("CLAUDE_CONFIG_DIR", &config)
         .env("ANTHROPIC_BASE_URL", mock.url())
         .env("ANTHROPIC_API_KEY", API_KEY)
@@ -105,92 +100,30 @@ async fn claude_writes_through_an_accepted_review_and_reads_diagnostics() {
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_AUTOUPDATER", "1")
         .env("IS_SANDBOX", "1");
-    for (name, value) in env.as_object().unwrap() {
-        command.env(name, value.as_str().unwrap());
-    }
-    let mut pty = Pty::spawn(&mut command);
-    let report = |pty: &Pty, what: &str| -> String {
-        format!(
-            "{what}\n---- screen ----\n{}\n---- mock ----\n{}\n---- agentls ----\n{}",
-            pty.screen(),
-            mock.summary(),
-            client.stderr()
-        )
-    };
-
-    // Connected: agentls logs the session with the client's name.
-    let connected =
-        support::eventually(|| client.stderr().contains("terminal agent connected")).await;
-    assert!(
-        connected.is_some(),
-        "{}",
-        report(&pty, "claude never connected")
-    );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    pty.type_text("write hello.txt");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    pty.type_text("\r");
+    let mut session = Session::connect("claude", &client, &mock, command, &env).await;
+    session
+        .type_prompt(Duration::from_millis(1500), "write hello.txt")
+        .await;
 
     // The Write arrives as a review; the user accepts it in the editor.
-    let previewed = support::eventually(|| {
-        client
-            .received("textDocument/publishDiagnostics")
-            .iter()
-            .any(|m| {
-                m["params"]["uri"] == uri
-                    && m["params"]["diagnostics"].as_array().unwrap().len() == 1
-            })
-    })
-    .await;
-    assert!(
-        previewed.is_some(),
-        "{}",
-        report(&pty, "no review for the Write")
-    );
-    let params = json!({"textDocument": {"uri": uri}, "range": range(0, 0, 0, 0),
-                        "context": {"diagnostics": []}});
-    let actions = client
-        .request("textDocument/codeAction", params)
-        .await
-        .unwrap();
-    let accept = actions
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| {
-            a["title"]
-                .as_str()
-                .unwrap()
-                .starts_with("Accept all changes")
-        })
-        .unwrap_or_else(|| panic!("no accept action in {actions:#}"))
-        .clone();
-    client
-        .request("workspace/executeCommand", accept["command"].clone())
-        .await
-        .unwrap();
+    session.accept_review(&uri, "Write").await;
 
     // The CLI takes FILE_SAVED, the model sees the tool result, and the turn ends.
-    let tool_result = || {
-        mock.requests_to("/v1/messages").iter().find_map(|r| {
-            let body: Value = r.json();
-            let last = body["messages"].as_array()?.last()?.clone();
-            let content = last["content"].as_array()?;
-            content.iter().find(|b| b["type"] == "tool_result").cloned()
+    let result = session
+        .sent_to_model("tool_result", || {
+            mock.requests_to("/v1/messages").iter().find_map(|r| {
+                let body: Value = r.json();
+                let last = body["messages"].as_array()?.last()?.clone();
+                let content = last["content"].as_array()?;
+                content.iter().find(|b| b["type"] == "tool_result").cloned()
+            })
         })
-    };
-    let finished = support::eventually(|| tool_result().is_some()).await;
-    assert!(
-        finished.is_some(),
-        "{}",
-        report(&pty, "no tool_result reached the model")
-    );
-    let result = tool_result().unwrap();
+        .await;
     assert_ne!(
         result["is_error"],
         true,
         "{}",
-        report(&pty, &format!("the Write failed: {result}"))
+        session.report(&format!("the Write failed: {result}"))
     );
     assert_eq!(
         std::fs::read_to_string(&target).unwrap(),
@@ -201,13 +134,13 @@ async fn claude_writes_through_an_accepted_review_and_reads_diagnostics() {
     assert!(
         called("openDiff") && called("close_tab"),
         "{}",
-        report(&pty, "no openDiff")
+        session.report("no openDiff")
     );
     let diagnostics = support::eventually(|| client.stderr().contains("tool=getDiagnostics")).await;
     assert!(
         diagnostics.is_some(),
         "{}",
-        report(&pty, "no getDiagnostics call")
+        session.report("no getDiagnostics call")
     );
-    drop(pty);
+    drop(session);
 }

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::mock_llm::{Gemini, MockLlm};
-use support::pty::Pty;
-use support::{Options, TestClient, file_uri, range};
+use support::terminal_agent::{self, Session};
+use support::{Options, TestClient, file_uri};
 
 fn peer() -> Option<(PathBuf, PathBuf)> {
     let var = |name: &str| {
@@ -55,16 +55,11 @@ async fn gemini_writes_through_an_accepted_review() {
     });
     std::fs::write(home.join(".gemini/settings.json"), settings.to_string()).unwrap();
 
-    let mut command = std::process::Command::new(&node);
+    let mut command = terminal_agent::command(&node, &client, &home);
     command
         .arg(&gemini)
         .args(["-m", "gemini-2.5-flash"])
-        .current_dir(&client.workspace)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", &home)
         .env("TMPDIR", client.home.path().join("tmp"))
-        .env("TERM", "xterm-256color")
         .env("GEMINI_API_KEY", "dummy")
         .env("GOOGLE_GEMINI_BASE_URL", mock.url())
         .env("GEMINI_CLI_NO_RELAUNCH", "true")
@@ -72,88 +67,28 @@ async fn gemini_writes_through_an_accepted_review() {
         // Inside a container the CLI looks for its IDE at host.docker.internal unless it
         // believes it runs over SSH; the test machine may well be a container.
         .env("SSH_CONNECTION", "127.0.0.1 50000 127.0.0.1 22");
-    for (name, value) in env.as_object().unwrap() {
-        command.env(name, value.as_str().unwrap());
-    }
-    let mut pty = Pty::spawn(&mut command);
-    let report = |pty: &Pty, what: &str| -> String {
-        format!(
-            "{what}\n---- screen ----\n{}\n---- mock ----\n{}\n---- agentls ----\n{}",
-            pty.screen(),
-            mock.summary(),
-            client.stderr()
-        )
-    };
-    let connected =
-        support::eventually(|| client.stderr().contains("terminal agent connected")).await;
-    assert!(
-        connected.is_some(),
-        "{}",
-        report(&pty, "gemini never connected")
-    );
-    tokio::time::sleep(Duration::from_millis(2000)).await;
-    pty.type_text("write hello.txt");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    pty.type_text("\r");
+    let mut session = Session::connect("gemini", &client, &mock, command, &env).await;
+    session
+        .type_prompt(Duration::from_millis(2000), "write hello.txt")
+        .await;
 
-    let previewed = support::eventually(|| {
-        client
-            .received("textDocument/publishDiagnostics")
-            .iter()
-            .any(|m| {
-                m["params"]["uri"] == uri
-                    && m["params"]["diagnostics"].as_array().unwrap().len() == 1
+    session.accept_review(&uri, "write").await;
+    let response = session
+        .sent_to_model("functionResponse", || {
+            mock.requests().iter().find_map(|r| {
+                let body: Value = r.json();
+                let last = body["contents"].as_array()?.last()?.clone();
+                let parts = last["parts"].as_array()?.clone();
+                parts
+                    .into_iter()
+                    .find_map(|p| p.get("functionResponse").cloned())
             })
-    })
-    .await;
-    assert!(
-        previewed.is_some(),
-        "{}",
-        report(&pty, "no review for the write")
-    );
-    let params = json!({"textDocument": {"uri": uri}, "range": range(0, 0, 0, 0),
-                        "context": {"diagnostics": []}});
-    let actions = client
-        .request("textDocument/codeAction", params)
-        .await
-        .unwrap();
-    let accept = actions
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| {
-            a["title"]
-                .as_str()
-                .unwrap()
-                .starts_with("Accept all changes")
         })
-        .unwrap_or_else(|| panic!("no accept action in {actions:#}"))
-        .clone();
-    client
-        .request("workspace/executeCommand", accept["command"].clone())
-        .await
-        .unwrap();
-    let response = || {
-        mock.requests().iter().find_map(|r| {
-            let body: Value = r.json();
-            let last = body["contents"].as_array()?.last()?.clone();
-            let parts = last["parts"].as_array()?.clone();
-            parts
-                .into_iter()
-                .find_map(|p| p.get("functionResponse").cloned())
-        })
-    };
-    let finished = support::eventually(|| response().is_some()).await;
-    assert!(
-        finished.is_some(),
-        "{}",
-        report(&pty, "no functionResponse reached the model")
-    );
-    let response = response().unwrap();
+        .await;
     assert!(
         response["response"].get("error").is_none(),
         "{}",
-        report(&pty, &format!("the write failed: {response}"))
+        session.report(&format!("the write failed: {response}"))
     );
     assert_eq!(
         std::fs::read_to_string(&target).unwrap(),
@@ -163,6 +98,6 @@ async fn gemini_writes_through_an_accepted_review() {
     assert!(
         stderr.contains("tool call tool=openDiff"),
         "{}",
-        report(&pty, "no openDiff")
+        session.report("no openDiff")
     );
 }
