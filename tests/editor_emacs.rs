@@ -11,11 +11,14 @@
 //! Emacs comes from `AGENTLS_TEST_EMACS` (`eval "$(scripts/test-tools.sh)"` installs it). Without
 //! it the test is skipped with a message, except under CI, where a missing editor is a failure.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::peers::{self, Sandbox, Session};
 
 /// The whole Emacs session, startup to exit, must fit in this.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -32,64 +35,15 @@ const PROPOSAL: &str =
 const ACCEPTED: &str =
     "Ascii crab line emoji 😀🎉 and 🐙 here + 子漢 and かな\n mixed\nlast line ✓ 末尾\n새 줄 🦀\n";
 
-/// The Emacs binary to drive, or `None` (with the reason on stderr) when the test must skip.
-fn emacs() -> Option<PathBuf> {
-    let Some(path) = std::env::var_os("AGENTLS_TEST_EMACS").filter(|p| !p.is_empty()) else {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("Emacs missing under CI: set AGENTLS_TEST_EMACS (scripts/test-tools.sh)");
-        }
-        eprintln!(
-            "SKIPPED editor_emacs: AGENTLS_TEST_EMACS is not set; \
-             run `eval \"$(scripts/test-tools.sh)\"` to install Emacs with eglot and set it"
-        );
-        return None;
-    };
-    let path = PathBuf::from(path);
-    assert!(
-        path.is_file(),
-        "AGENTLS_TEST_EMACS={} is not a file",
-        path.display()
-    );
-    Some(path)
-}
-
-/// One finished Emacs session and everything needed to explain a failure.
-struct Session {
-    status: ExitStatus,
-    result: Value,
-    stderr: String,
-    dir: tempfile::TempDir,
-}
-
-impl Session {
-    /// Emacs's stderr, eglot's wire log and the server's stderr (tails).
-    fn context(&self) -> String {
-        let tail = |path: PathBuf| {
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            let start = text.len().saturating_sub(8000);
-            let start = (start..text.len())
-                .find(|i| text.is_char_boundary(*i))
-                .unwrap_or(0);
-            format!("--- {} (tail) ---\n{}", path.display(), &text[start..])
-        };
-        format!(
-            "--- emacs stderr ---\n{}\n{}\n{}",
-            self.stderr,
-            tail(self.dir.path().join("eglot-events.log")),
-            tail(self.dir.path().join("agentls.stderr")),
-        )
-    }
+/// Emacs's stderr, eglot's wire log and the server's stderr (tails).
+fn context(session: &Session) -> String {
+    session.context("emacs", &["eglot-events.log", "agentls.stderr"], 8000)
 }
 
 /// Runs `tests/emacs/review_and_edits.el` in a fresh, isolated batch Emacs against agentls.
 fn run_session(emacs: &Path) -> (Session, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let workspace = root.join("workspace");
-    std::fs::create_dir_all(workspace.join(".git")).unwrap();
-    for sub in ["home", "config", "state", "data", "cache"] {
-        std::fs::create_dir_all(root.join(sub)).unwrap();
-    }
+    let sandbox = Sandbox::create();
+    let (root, workspace) = (sandbox.root.clone(), sandbox.workspace.clone());
     let sample = workspace.join("sample.txt");
     std::fs::write(&sample, SAMPLE).unwrap();
     let proposal = root.join("proposal.txt");
@@ -102,64 +56,28 @@ fn run_session(emacs: &Path) -> (Session, PathBuf, PathBuf) {
         &std::env::var_os("PATH").unwrap_or_default(),
     ));
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let stdout_path = root.join("emacs.stdout");
-    let stderr_path = root.join("emacs.stderr");
     // `-q --no-site-file` rather than `-Q`: keep the system site-lisp directory, where
     // distribution packages (Debian's elpa-eglot) live, but load no init or site-start file.
-    let mut child = Command::new(emacs)
+    let mut command = Command::new(emacs);
+    command
         .args(["--batch", "-q", "--no-site-file", "-l"])
         .arg(manifest.join("tests/emacs/review_and_edits.el"))
         .arg(manifest.join("editors/emacs/agentls.el"))
         .arg(&sample)
         .arg(&proposal)
-        .arg(&root)
-        .current_dir(&workspace)
-        // Emacs and the server it starts (which inherits this environment) see only the temp
-        // dir: no user config, packages or state, no agentls config file.
+        .arg(&root);
+    // Emacs and the server it starts (which inherits this environment) see only the temp dir:
+    // no user config, packages or state, no agentls config file.
+    sandbox
+        .isolate(&mut command)
         .env("PATH", std::env::join_paths(path).unwrap())
-        .env("HOME", root.join("home"))
-        .env("XDG_CONFIG_HOME", root.join("config"))
-        .env("XDG_STATE_HOME", root.join("state"))
-        .env("XDG_DATA_HOME", root.join("data"))
-        .env("XDG_CACHE_HOME", root.join("cache"))
         .env("AGENTLS_LOG", "debug")
         .env_remove("AGENTLS_CONFIG")
         .env_remove("EMACSLOADPATH")
         .env_remove("EMACSDATA")
         .env_remove("EMACSPATH")
-        .env_remove("EMACSDOC")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).unwrap())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .expect("spawn emacs");
-
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for emacs") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            panic!("emacs took longer than {TIMEOUT:?} (killed); stderr:\n{stderr}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    let result = stdout
-        .lines()
-        .rev()
-        .find_map(|line| serde_json::from_str::<Value>(line).ok())
-        .unwrap_or(Value::Null);
-    let session = Session {
-        status,
-        result,
-        stderr,
-        dir,
-    };
+        .env_remove("EMACSDOC");
+    let session = sandbox.run(&mut command, "emacs", TIMEOUT);
     (session, workspace, sample)
 }
 
@@ -175,10 +93,12 @@ fn strings(value: &Value) -> Vec<&str> {
 /// Edits and a review through the shipped eglot config, as a user runs them.
 #[test]
 fn emacs_eglot_edits_and_a_review_accepted_from_code_actions() {
-    let Some(emacs) = emacs() else { return };
+    let Some(emacs) = peers::binary("AGENTLS_TEST_EMACS", "Emacs") else {
+        return;
+    };
     let started = Instant::now();
     let (session, workspace, sample) = run_session(&emacs);
-    let ctx = session.context();
+    let ctx = context(&session);
     let out = &session.result;
     assert!(out.is_object(), "no JSON result on emacs's stdout\n{ctx}");
     assert_eq!(out["error"], Value::Null, "the Lisp script failed\n{ctx}");

@@ -5,11 +5,14 @@
 //! Neovim comes from `AGENTLS_TEST_NVIM` (`eval "$(scripts/test-tools.sh)"` installs it). Without
 //! it the test is skipped with a message, except under CI, where a missing editor is a failure.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::peers::{self, Sandbox, Session};
 
 /// The whole Neovim session, startup to exit, must fit in this.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -22,93 +25,27 @@ const EDITED: &str =
 const UNTYPED: &str = "plain words\nno final break";
 const UNTYPED_EDITED: &str = "plain words\nno final break, 끝 🦀";
 
-/// The Neovim binary to drive, or `None` (with the reason on stderr) when the test must skip.
-fn nvim() -> Option<PathBuf> {
-    let Some(path) = std::env::var_os("AGENTLS_TEST_NVIM").filter(|p| !p.is_empty()) else {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("Neovim missing under CI: set AGENTLS_TEST_NVIM (scripts/test-tools.sh)");
-        }
-        eprintln!(
-            "SKIPPED editor_nvim: AGENTLS_TEST_NVIM is not set; \
-             run `eval \"$(scripts/test-tools.sh)\"` to install Neovim 0.11 and set it"
-        );
-        return None;
-    };
-    let path = PathBuf::from(path);
-    assert!(
-        path.is_file(),
-        "AGENTLS_TEST_NVIM={} is not a file",
-        path.display()
-    );
-    Some(path)
-}
-
-/// One finished Neovim session and everything needed to explain a failure.
-struct Session {
-    status: ExitStatus,
-    result: Value,
-    stderr: String,
-    dir: tempfile::TempDir,
-}
-
-impl Session {
-    /// Neovim's stderr and the tails of the server's and Neovim's LSP logs.
-    fn context(&self) -> String {
-        let tail = |path: PathBuf| {
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            let start = text.len().saturating_sub(6000);
-            let start = (start..text.len())
-                .find(|i| text.is_char_boundary(*i))
-                .unwrap_or(0);
-            format!("--- {} (tail) ---\n{}", path.display(), &text[start..])
-        };
-        format!(
-            "--- nvim stderr ---\n{}\n{}\n{}",
-            self.stderr,
-            tail(self.dir.path().join("agentls.log")),
-            tail(self.dir.path().join("state/nvim/lsp.log")),
-        )
-    }
-}
-
-/// A fresh temp dir with a workspace (a `.git` root) and empty home/XDG dirs.
-fn sandbox() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let workspace = root.join("workspace");
-    std::fs::create_dir_all(workspace.join(".git")).unwrap();
-    for sub in ["home", "config", "state", "data", "cache"] {
-        std::fs::create_dir_all(root.join(sub)).unwrap();
-    }
-    (dir, root, workspace)
+/// Neovim's stderr and the tails of the server's and Neovim's LSP logs.
+fn context(session: &Session) -> String {
+    session.context("nvim", &["agentls.log", "state/nvim/lsp.log"], 6000)
 }
 
 /// Runs `tests/nvim/<script>` with the plugin dir, the agentls binary and its log file, then
-/// `args`, in an isolated Neovim whose working directory is `workspace`.
-fn run_script(
-    nvim: &Path,
-    script: &str,
-    (dir, root, workspace): (tempfile::TempDir, PathBuf, PathBuf),
-    args: &[&Path],
-) -> Session {
+/// `args`, in an isolated Neovim whose working directory is the sandbox's workspace.
+fn run_script(nvim: &Path, script: &str, sandbox: Sandbox, args: &[&Path]) -> Session {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let stdout_path = root.join("nvim.stdout");
-    let stderr_path = root.join("nvim.stderr");
-    let mut child = Command::new(nvim)
+    let mut command = Command::new(nvim);
+    command
         .args(["--headless", "--clean", "-l"])
         .arg(manifest.join("tests/nvim").join(script))
         .arg(manifest.join("editors/nvim"))
         .arg(env!("CARGO_BIN_EXE_agentls"))
-        .arg(root.join("agentls.log"))
-        .args(args)
-        .current_dir(&workspace)
-        // Neovim and the server it starts (which inherits this environment) see only the
-        // temp dir: no user config, state, or agentls config file.
-        .env("HOME", root.join("home"))
-        .env("XDG_CONFIG_HOME", root.join("config"))
-        .env("XDG_STATE_HOME", root.join("state"))
-        .env("XDG_DATA_HOME", root.join("data"))
-        .env("XDG_CACHE_HOME", root.join("cache"))
+        .arg(sandbox.root.join("agentls.log"))
+        .args(args);
+    // Neovim and the server it starts (which inherits this environment) see only the temp dir:
+    // no user config, state, or agentls config file.
+    sandbox
+        .isolate(&mut command)
         .env_remove("AGENTLS_CONFIG")
         .env_remove("AGENTLS_LOG")
         .env_remove("NVIM")
@@ -116,55 +53,20 @@ fn run_script(
         .env_remove("NVIM_LOG_FILE")
         .env_remove("VIMINIT")
         .env_remove("VIMRUNTIME")
-        .env_remove("VIM")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).unwrap())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .expect("spawn nvim");
-
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for nvim") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            panic!("nvim took longer than {TIMEOUT:?} (killed); stderr:\n{stderr}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    let result = stdout
-        .lines()
-        .rev()
-        .find_map(|line| serde_json::from_str::<Value>(line).ok())
-        .unwrap_or(Value::Null);
-    Session {
-        status,
-        result,
-        stderr,
-        dir,
-    }
+        .env_remove("VIM");
+    sandbox.run(&mut command, "nvim", TIMEOUT)
 }
 
 /// Runs `tests/nvim/edits_and_selection.lua` in a fresh, isolated Neovim against agentls.
 fn run_session(nvim: &Path, debounce: &str) -> (Session, PathBuf, PathBuf, PathBuf) {
-    let (dir, root, workspace) = sandbox();
+    let sandbox = Sandbox::create();
+    let workspace = sandbox.workspace.clone();
     let sample = workspace.join("sample.txt");
     std::fs::write(&sample, SAMPLE).unwrap();
     let untyped = workspace.join("scratch.zzz");
     std::fs::write(&untyped, UNTYPED).unwrap();
     let args = [sample.as_path(), untyped.as_path(), Path::new(debounce)];
-    let session = run_script(
-        nvim,
-        "edits_and_selection.lua",
-        (dir, root, workspace.clone()),
-        &args,
-    );
+    let session = run_script(nvim, "edits_and_selection.lua", sandbox, &args);
     (session, workspace, sample, untyped)
 }
 
@@ -185,7 +87,7 @@ fn document<'a>(state: &'a Value, path: &Path, context: &str) -> &'a Value {
 
 fn check_session(nvim: &Path, debounce: &str) {
     let (session, workspace, sample, untyped) = run_session(nvim, debounce);
-    let ctx = format!("[debounce {debounce}]\n{}", session.context());
+    let ctx = format!("[debounce {debounce}]\n{}", context(&session));
     let out = &session.result;
     assert!(
         session.status.success(),
@@ -271,7 +173,9 @@ fn check_session(nvim: &Path, debounce: &str) {
 /// once (debounce 0) and once with Neovim's default debounce, which batches changes.
 #[test]
 fn neovim_edits_and_selections_reach_the_server() {
-    let Some(nvim) = nvim() else { return };
+    let Some(nvim) = peers::binary("AGENTLS_TEST_NVIM", "Neovim") else {
+        return;
+    };
     for debounce in ["0", "default"] {
         let started = Instant::now();
         check_session(&nvim, debounce);
@@ -289,12 +193,14 @@ const NOTES: &str = "shopping\nTODO buy milk\neggs\nbread\nflour\nTODO call the 
 /// of the buffer and the file, even though the agent then writes its whole proposal.
 #[test]
 fn neovim_reviews_a_demo_agent_proposal_with_code_actions() {
-    let Some(nvim) = nvim() else { return };
-    let (dir, root, workspace) = sandbox();
-    let notes = workspace.join("notes.txt");
+    let Some(nvim) = peers::binary("AGENTLS_TEST_NVIM", "Neovim") else {
+        return;
+    };
+    let sandbox = Sandbox::create();
+    let notes = sandbox.workspace.join("notes.txt");
     std::fs::write(&notes, NOTES).unwrap();
-    let session = run_script(&nvim, "review.lua", (dir, root, workspace), &[&notes]);
-    let ctx = session.context();
+    let session = run_script(&nvim, "review.lua", sandbox, &[&notes]);
+    let ctx = context(&session);
     let out = &session.result;
     assert!(
         session.status.success(),

@@ -9,32 +9,14 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::mcp_client::lockfile;
 use support::mock_llm::{Anthropic, MockLlm};
+use support::peers;
 use support::terminal_agent::{self, Session};
 use support::{Options, TestClient, file_uri, range};
-
-/// The `claude` binary, or `None` (with the reason on stderr) when the test must skip.
-fn claude() -> Option<PathBuf> {
-    let Some(path) = std::env::var_os("AGENTLS_TEST_CLAUDE").filter(|p| !p.is_empty()) else {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("claude missing under CI: set AGENTLS_TEST_CLAUDE (scripts/test-tools.sh)");
-        }
-        eprintln!("SKIPPED mcp_claude: AGENTLS_TEST_CLAUDE is not set; run scripts/test-tools.sh");
-        return None;
-    };
-    let path = PathBuf::from(path);
-    assert!(
-        path.is_file(),
-        "AGENTLS_TEST_CLAUDE={} is not a file",
-        path.display()
-    );
-    Some(path)
-}
 
 const API_KEY: &str = "sk-ant-api03-agentls-test-key-0123456789abcdefghij";
 
@@ -61,7 +43,9 @@ fn seed_config(config: &std::path::Path, workspace: &std::path::Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_writes_through_an_accepted_review_and_reads_diagnostics() {
-    let Some(claude) = claude() else { return };
+    let Some(claude) = peers::binary("AGENTLS_TEST_CLAUDE", "claude") else {
+        return;
+    };
     let home = tempfile::tempdir().unwrap();
     let config = home.path().join("claude-config");
     let client = TestClient::start_initialized(Options {

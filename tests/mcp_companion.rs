@@ -9,37 +9,22 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::mock_llm::{Gemini, MockLlm};
+use support::peers;
 use support::terminal_agent::{self, Session};
 use support::{Options, TestClient, file_uri};
 
-fn peer() -> Option<(PathBuf, PathBuf)> {
-    let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
-    };
-    match (var("AGENTLS_TEST_NODE"), var("AGENTLS_TEST_GEMINI")) {
-        (Some(node), Some(gemini)) => Some((node, gemini)),
-        _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("Gemini CLI missing under CI: set AGENTLS_TEST_GEMINI (scripts/test-tools.sh)")
-        }
-        _ => {
-            eprintln!(
-                "SKIPPED mcp_companion: AGENTLS_TEST_GEMINI is not set; run scripts/test-tools.sh"
-            );
-            None
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_writes_through_an_accepted_review() {
-    let Some((node, gemini)) = peer() else { return };
+    let Some(node) = peers::binary("AGENTLS_TEST_NODE", "Node") else {
+        return;
+    };
+    let Some(gemini) = peers::binary("AGENTLS_TEST_GEMINI", "Gemini CLI") else {
+        return;
+    };
     let client = TestClient::start_initialized(Options::default()).await;
     let env = client.terminal_env().await.unwrap();
     let target = client.workspace.join("hello.txt");

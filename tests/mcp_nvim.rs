@@ -5,41 +5,33 @@
 //! Neovim comes from `AGENTLS_TEST_NVIM`; without it the test skips with a message, except under
 //! CI, where a missing editor is a failure.
 
+mod support;
+
 use std::path::PathBuf;
 use std::process::Command;
 
+use support::peers::{self, Sandbox};
+
 #[test]
 fn the_readme_one_liner_gives_the_terminal_the_env() {
-    let Some(nvim) = std::env::var_os("AGENTLS_TEST_NVIM").filter(|p| !p.is_empty()) else {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("Neovim missing under CI: set AGENTLS_TEST_NVIM (scripts/test-tools.sh)");
-        }
-        eprintln!("SKIPPED mcp_nvim: AGENTLS_TEST_NVIM is not set; run scripts/test-tools.sh");
+    let Some(nvim) = peers::binary("AGENTLS_TEST_NVIM", "Neovim") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let workspace = root.join("workspace");
-    std::fs::create_dir_all(workspace.join(".git")).unwrap();
-    for sub in ["home", "config", "state", "data", "cache", "tmp"] {
-        std::fs::create_dir_all(root.join(sub)).unwrap();
-    }
+    let sandbox = Sandbox::create();
+    let (root, workspace) = (&sandbox.root, &sandbox.workspace);
     let file = workspace.join("a.txt");
     std::fs::write(&file, "hello\n").unwrap();
     let output = root.join("env.out");
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let run = Command::new(nvim)
+    let mut command = Command::new(nvim);
+    command
         .args(["--headless", "--clean", "-l"])
         .arg(manifest.join("tests/nvim/terminal_env.lua"))
         .arg(env!("CARGO_BIN_EXE_agentls"))
         .arg(&file)
-        .arg(&output)
-        .current_dir(&workspace)
-        .env("HOME", root.join("home"))
-        .env("XDG_CONFIG_HOME", root.join("config"))
-        .env("XDG_STATE_HOME", root.join("state"))
-        .env("XDG_DATA_HOME", root.join("data"))
-        .env("XDG_CACHE_HOME", root.join("cache"))
+        .arg(&output);
+    let run = sandbox
+        .isolate(&mut command)
         .env("TMPDIR", root.join("tmp"))
         .env_remove("CLAUDE_CONFIG_DIR")
         .env_remove("CLAUDE_CODE_SSE_PORT")
