@@ -36,11 +36,13 @@ pub fn create(
     folders: &[PathBuf],
     token: &AuthToken,
 ) -> std::io::Result<DiscoveryFile> {
-    for path in discovery::clean_stale(&scan(dir)) {
-        tracing::info!(path = %path.display(), "removed a stale discovery file of a dead agentls");
-    }
     let name = format!("{PREFIX}{}-{port}.json", std::process::id());
-    DiscoveryFile::create(dir.join(name), &contents(port, folders, token))
+    discovery::create_replacing_stale(
+        &scan(dir),
+        "discovery file",
+        dir.join(name),
+        &contents(port, folders, token),
+    )
 }
 
 /// The companion discovery files in `dir`, any IDE's.

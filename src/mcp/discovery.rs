@@ -64,6 +64,20 @@ impl Drop for DiscoveryFile {
     }
 }
 
+/// Removes the files of ours among `found` whose process is gone (logging each as a stale
+/// `kind`), then writes `contents` to `path` as [`DiscoveryFile::create`] does.
+pub fn create_replacing_stale(
+    found: &[Found],
+    kind: &str,
+    path: PathBuf,
+    contents: &Value,
+) -> std::io::Result<DiscoveryFile> {
+    for stale in clean_stale(found) {
+        tracing::info!(path = %stale.display(), "removed a stale {kind} of a dead agentls");
+    }
+    DiscoveryFile::create(path, contents)
+}
+
 /// Creates `dir` (and parents) and makes it private to the user.
 fn private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::DirBuilder::new()

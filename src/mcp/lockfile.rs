@@ -49,10 +49,12 @@ pub fn create(
     folders: &[PathBuf],
     token: &AuthToken,
 ) -> std::io::Result<DiscoveryFile> {
-    for path in discovery::clean_stale(&scan(dir)) {
-        tracing::info!(path = %path.display(), "removed a stale lockfile of a dead agentls");
-    }
-    DiscoveryFile::create(dir.join(format!("{port}.lock")), &contents(folders, token))
+    discovery::create_replacing_stale(
+        &scan(dir),
+        "lockfile",
+        dir.join(format!("{port}.lock")),
+        &contents(folders, token),
+    )
 }
 
 /// The lockfiles in `dir`, any IDE's.
