@@ -298,6 +298,20 @@ mod tests {
                "tab_name": tab})
     }
 
+    /// `openDiff` of `contents` for `path` in tab `tab`, waiting for the verdict in a task.
+    fn spawn_open(
+        tabs: &Arc<DiffTabs>,
+        editor: &EditorAccess,
+        origin: &Origin,
+        path: &std::path::Path,
+        contents: &str,
+        tab: &str,
+    ) -> tokio::task::JoinHandle<ToolOutcome> {
+        let (tabs, editor, origin) = (Arc::clone(tabs), editor.clone(), origin.clone());
+        let args = args(path, contents, tab);
+        tokio::spawn(async move { tabs.open_blocking(&editor, &origin, args).await })
+    }
+
     /// Waits until the state has `count` open reviews.
     async fn reviews_open(feed: &crate::editor::EditorFeed, count: usize) {
         for _ in 0..200 {
@@ -318,14 +332,7 @@ mod tests {
         let tabs = Arc::new(DiffTabs::default());
 
         // close_tab on a pending diff.
-        let pending = tokio::spawn({
-            let (tabs, editor, origin, a) =
-                (tabs.clone(), editor.clone(), origin.clone(), a.clone());
-            async move {
-                tabs.open_blocking(&editor, &origin, args(&a, "x\n", "t"))
-                    .await
-            }
-        });
+        let pending = spawn_open(&tabs, &editor, &origin, &a, "x\n", "t");
         reviews_open(&feed, 1).await;
         let closed = tabs.close_tab(&editor, &origin, json!({"tab_name": "t"}));
         assert_eq!(closed.unwrap(), ["TAB_CLOSED"]);
@@ -333,23 +340,9 @@ mod tests {
         reviews_open(&feed, 0).await;
 
         // A new diff under the same name, for another file, replaces the old one.
-        let first = tokio::spawn({
-            let (tabs, editor, origin, a) =
-                (tabs.clone(), editor.clone(), origin.clone(), a.clone());
-            async move {
-                tabs.open_blocking(&editor, &origin, args(&a, "1\n", "same"))
-                    .await
-            }
-        });
+        let first = spawn_open(&tabs, &editor, &origin, &a, "1\n", "same");
         reviews_open(&feed, 1).await;
-        let second = tokio::spawn({
-            let (tabs, editor, origin, b) =
-                (tabs.clone(), editor.clone(), origin.clone(), b.clone());
-            async move {
-                tabs.open_blocking(&editor, &origin, args(&b, "2\n", "same"))
-                    .await
-            }
-        });
+        let second = spawn_open(&tabs, &editor, &origin, &b, "2\n", "same");
         assert_eq!(first.await.unwrap().unwrap(), ["DIFF_REJECTED", "same"]);
         reviews_open(&feed, 1).await;
         let all = tabs.close_all(&editor, &origin).unwrap();
@@ -357,14 +350,7 @@ mod tests {
         assert_eq!(second.await.unwrap().unwrap(), ["DIFF_REJECTED", "same"]);
 
         // The origin going away (the socket closed) is TAB_CLOSED: nobody closed it on purpose.
-        let orphan = tokio::spawn({
-            let (tabs, editor, origin, a) =
-                (tabs.clone(), editor.clone(), origin.clone(), a.clone());
-            async move {
-                tabs.open_blocking(&editor, &origin, args(&a, "3\n", "o"))
-                    .await
-            }
-        });
+        let orphan = spawn_open(&tabs, &editor, &origin, &a, "3\n", "o");
         reviews_open(&feed, 1).await;
         editor.close_origin(&origin, crate::editor::Withdrawal::Announced);
         assert_eq!(orphan.await.unwrap().unwrap(), ["TAB_CLOSED"]);
@@ -379,12 +365,7 @@ mod tests {
         let tabs = Arc::new(DiffTabs::default());
         for round in 0..20 {
             let tab = format!("t{round}");
-            let pending = tokio::spawn({
-                let (tabs, editor, origin, a) =
-                    (tabs.clone(), editor.clone(), origin.clone(), a.clone());
-                let args = args(&a, "x\n", &tab);
-                async move { tabs.open_blocking(&editor, &origin, args).await }
-            });
+            let pending = spawn_open(&tabs, &editor, &origin, &a, "x\n", &tab);
             // Close at once: the review may not be open yet.
             tokio::task::yield_now().await;
             tabs.close_tab(&editor, &origin, json!({"tab_name": tab}))
@@ -396,23 +377,9 @@ mod tests {
         reviews_open(&feed, 0).await;
 
         // A newer diff of the same file under the same name survives the retries.
-        let first = tokio::spawn({
-            let (tabs, editor, origin, a) =
-                (tabs.clone(), editor.clone(), origin.clone(), a.clone());
-            async move {
-                tabs.open_blocking(&editor, &origin, args(&a, "1\n", "same"))
-                    .await
-            }
-        });
+        let first = spawn_open(&tabs, &editor, &origin, &a, "1\n", "same");
         reviews_open(&feed, 1).await;
-        let second = tokio::spawn({
-            let (tabs, editor, origin, a) =
-                (tabs.clone(), editor.clone(), origin.clone(), a.clone());
-            async move {
-                tabs.open_blocking(&editor, &origin, args(&a, "2\n", "same"))
-                    .await
-            }
-        });
+        let second = spawn_open(&tabs, &editor, &origin, &a, "2\n", "same");
         assert_eq!(first.await.unwrap().unwrap(), ["DIFF_REJECTED", "same"]);
         tokio::time::sleep(RETRY * 6).await;
         reviews_open(&feed, 1).await;
