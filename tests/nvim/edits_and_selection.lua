@@ -9,21 +9,14 @@
 local plugin_dir, server, log_file, sample, untyped, debounce = unpack(arg)
 assert(debounce, 'usage: edits_and_selection.lua PLUGIN_DIR SERVER LOG SAMPLE UNTYPED 0|default')
 
--- A hung wait must never hang the test run; the Rust side has its own timeout as well.
-vim.defer_fn(function()
-  io.stderr:write('WATCHDOG: the script took too long\n')
-  vim.cmd('cquit 124')
-end, 45000)
+local helpers = dofile(vim.fs.joinpath(vim.fs.dirname(arg[0]), 'helpers.lua'))
+helpers.watchdog(45000)
 
 local function log(fmt, ...)
   io.stderr:write(('[nvim] ' .. fmt .. '\n'):format(...))
 end
 
-local function wait_for(what, predicate, ms)
-  if not vim.wait(ms or 10000, predicate, 10) then
-    error('timed out waiting for ' .. what, 2)
-  end
-end
+local wait_for = helpers.waiter(10000)
 
 -- What Neovim sent, counted by method (LspNotify runs after each notification went out).
 local sent = {}
@@ -41,10 +34,7 @@ end
 local DID_CHANGE = 'textDocument/didChange'
 local SELECTION = 'agentls/didChangeSelection'
 
-local function buffer_text(bufnr)
-  local lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
-  return table.concat(lines, '\n') .. (vim.bo[bufnr].eol and '\n' or '')
-end
+local buffer_text = helpers.buffer_text
 
 --- 0-based byte column where `needle` starts in line `row` (0-based).
 local function col_of(bufnr, row, needle)
@@ -69,13 +59,7 @@ local ok, err = xpcall(function()
     end,
   })
 
-  vim.cmd.edit(vim.fn.fnameescape(sample))
-  local bufnr = vim.api.nvim_get_current_buf()
-  local client
-  wait_for('agentls to attach', function()
-    client = vim.lsp.get_clients({ bufnr = bufnr, name = 'agentls' })[1]
-    return client ~= nil and client.initialized
-  end)
+  local bufnr, client = helpers.edit_attached(sample, wait_for)
   output.offset_encoding = client.offset_encoding
   output.filetype = vim.bo[bufnr].filetype
   log('attached: encoding %s, root %s', client.offset_encoding, tostring(client.root_dir))

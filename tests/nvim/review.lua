@@ -8,21 +8,10 @@
 local plugin_dir, server, log_file, notes = unpack(arg)
 assert(notes, 'usage: review.lua PLUGIN_DIR SERVER LOG NOTES')
 
-vim.defer_fn(function()
-  io.stderr:write('WATCHDOG: the script took too long\n')
-  vim.cmd('cquit 124')
-end, 45000)
-
-local function wait_for(what, predicate, ms)
-  if not vim.wait(ms or 15000, predicate, 10) then
-    error('timed out waiting for ' .. what, 2)
-  end
-end
-
-local function buffer_text(bufnr)
-  local lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
-  return table.concat(lines, '\n') .. (vim.bo[bufnr].eol and '\n' or '')
-end
+local helpers = dofile(vim.fs.joinpath(vim.fs.dirname(arg[0]), 'helpers.lua'))
+helpers.watchdog(45000)
+local wait_for = helpers.waiter(15000)
+local buffer_text = helpers.buffer_text
 
 local output = { messages = {} }
 local ok, err = xpcall(function()
@@ -37,13 +26,7 @@ local ok, err = xpcall(function()
       end,
     },
   })
-  vim.cmd.edit(vim.fn.fnameescape(notes))
-  local bufnr = vim.api.nvim_get_current_buf()
-  local client
-  wait_for('agentls to attach', function()
-    client = vim.lsp.get_clients({ bufnr = bufnr, name = 'agentls' })[1]
-    return client ~= nil and client.initialized
-  end)
+  local bufnr, client = helpers.edit_attached(notes, wait_for)
 
   -- Ask the demo agent; the command returns at once and the turn runs in the background.
   local prompt = client:request_sync('workspace/executeCommand', {

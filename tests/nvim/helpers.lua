@@ -1,0 +1,45 @@
+-- Shared by the scripts in tests/nvim, which load it with
+-- `dofile(vim.fs.joinpath(vim.fs.dirname(arg[0]), 'helpers.lua'))`: the watchdog, waiting with a
+-- deadline, a buffer's text as its file holds it, and opening a file with agentls attached.
+
+local M = {}
+
+--- Quits Neovim with status 124 after `ms`: a hung wait must never hang the test run (the Rust
+--- side has its own timeout as well).
+function M.watchdog(ms)
+  vim.defer_fn(function()
+    io.stderr:write('WATCHDOG: the script took too long\n')
+    vim.cmd('cquit 124')
+  end, ms)
+end
+
+--- A `wait_for(what, predicate, ms)` that polls `predicate` for `ms` (default `default_ms`) and
+--- raises an error naming `what` when it never holds.
+function M.waiter(default_ms)
+  return function(what, predicate, ms)
+    if not vim.wait(ms or default_ms, predicate, 10) then
+      error('timed out waiting for ' .. what, 2)
+    end
+  end
+end
+
+--- The text of `bufnr` as its file holds it (with the final line break, if it has one).
+function M.buffer_text(bufnr)
+  local lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
+  return table.concat(lines, '\n') .. (vim.bo[bufnr].eol and '\n' or '')
+end
+
+--- Edits `path` and waits (with `wait_for`) until agentls is attached to it and initialized;
+--- returns the buffer and the client.
+function M.edit_attached(path, wait_for)
+  vim.cmd.edit(vim.fn.fnameescape(path))
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client
+  wait_for('agentls to attach', function()
+    client = vim.lsp.get_clients({ bufnr = bufnr, name = 'agentls' })[1]
+    return client ~= nil and client.initialized
+  end)
+  return bufnr, client
+end
+
+return M
