@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -87,6 +87,11 @@ struct NotifiedCloseArgs {
 }
 
 impl DiffTabs {
+    /// The diffs, locked (a panic elsewhere while holding the lock leaves them usable).
+    fn locked(&self) -> MutexGuard<'_, HashMap<String, Tab>> {
+        self.tabs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Registers a new pending diff under `name`, closing a pending one of that name first.
     fn open(
         self: &Arc<Self>,
@@ -97,7 +102,7 @@ impl DiffTabs {
         proposal: &str,
     ) -> Arc<Fate> {
         let fate = Arc::new(Fate::default());
-        let mut tabs = self.tabs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tabs = self.locked();
         if let Some(old) = tabs.remove(name) {
             self.close(editor, origin, &old, CLOSED);
         }
@@ -116,7 +121,7 @@ impl DiffTabs {
     /// The review of `name` was decided (if `name` still means that review).
     fn settle(&self, name: &str, fate: &Arc<Fate>) {
         fate.settled.store(true, Ordering::SeqCst);
-        let mut tabs = self.tabs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tabs = self.locked();
         if let Some(tab) = tabs.get_mut(name)
             && Arc::ptr_eq(&tab.fate, fate)
         {
@@ -142,7 +147,7 @@ impl DiffTabs {
                     return;
                 }
                 // Under the lock: a newer diff of this file cannot open in between.
-                let tabs = me.tabs.lock().unwrap_or_else(|e| e.into_inner());
+                let tabs = me.locked();
                 if tabs.values().any(|t| t.pending && t.path == path) {
                     return;
                 }
@@ -192,11 +197,7 @@ impl DiffTabs {
         args: Value,
     ) -> ToolOutcome {
         let args: TabArgs = parse(args)?;
-        let removed = self
-            .tabs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&args.tab_name);
+        let removed = self.locked().remove(&args.tab_name);
         if let Some(tab) = removed {
             self.close(editor, origin, &tab, CLOSED);
         }
@@ -205,13 +206,7 @@ impl DiffTabs {
 
     /// `closeAllDiffTabs`: every diff of this connection, pending or decided.
     pub fn close_all(self: &Arc<Self>, editor: &EditorAccess, origin: &Origin) -> ToolOutcome {
-        let tabs: Vec<Tab> = self
-            .tabs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .map(|(_, tab)| tab)
-            .collect();
+        let tabs: Vec<Tab> = self.locked().drain().map(|(_, tab)| tab).collect();
         for tab in &tabs {
             self.close(editor, origin, tab, CLOSED);
         }
@@ -269,11 +264,7 @@ impl DiffTabs {
         args: Value,
     ) -> ToolOutcome {
         let args: NotifiedCloseArgs = parse(args)?;
-        let removed = self
-            .tabs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&args.file_path);
+        let removed = self.locked().remove(&args.file_path);
         let how = if args.suppress_notification {
             CLOSED_QUIETLY
         } else {
