@@ -232,3 +232,39 @@ fn neovim_reviews_a_demo_agent_proposal_with_code_actions() {
         "{messages}"
     );
 }
+
+/// The shipped module forwards what Neovim's other diagnostic sources report (here a plain
+/// namespace standing in for another language server) to agentls, and their clearing too.
+#[test]
+fn neovim_forwards_other_diagnostics_to_agentls() {
+    let Some(nvim) = peers::binary("AGENTLS_TEST_NVIM", "Neovim") else {
+        return;
+    };
+    let sandbox = Sandbox::create();
+    let file = sandbox.workspace.join("main.txt");
+    std::fs::write(&file, "let 漢字 = 1\nfoo()\n").unwrap();
+    let session = run_script(&nvim, "diagnostics.lua", sandbox, &[&file]);
+    let ctx = context(&session);
+    let out = &session.result;
+    assert!(
+        session.status.success(),
+        "nvim exited with {}; {out}\n{ctx}",
+        session.status
+    );
+    assert_eq!(out["error"], Value::Null, "the Lua script failed\n{ctx}");
+    let forwarded = &out["forwarded"][0];
+    assert_eq!(forwarded["path"], json!(file), "{ctx}");
+    let first = &forwarded["diagnostics"][0];
+    assert_eq!(first["message"], "unused 漢字", "{ctx}");
+    assert_eq!(first["level"], "Error", "{ctx}");
+    assert_eq!(first["source"], "another-server", "{ctx}");
+    assert_eq!(first["code"], "E1", "{ctx}");
+    // utf-8 was negotiated: byte columns, 漢字 is bytes 4..10.
+    assert_eq!(
+        first["range"],
+        json!({"start": {"line": 0, "character": 4}, "end": {"line": 0, "character": 10}}),
+        "{ctx}"
+    );
+    assert_eq!(forwarded["diagnostics"][1]["level"], "Log", "a hint: {ctx}");
+    assert_eq!(out["cleared"], true, "{ctx}");
+}

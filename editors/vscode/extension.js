@@ -1,5 +1,6 @@
-// Minimal VS Code client for agentls: starts `agentls` over stdio for every file and sends the
-// selection as `agentls/didChangeSelection`.
+// Minimal VS Code client for agentls: starts `agentls` over stdio for every file, sends the
+// selection as `agentls/didChangeSelection` and the other servers' diagnostics as
+// `agentls/didChangeDiagnostics`.
 const vscode = require('vscode');
 const { LanguageClient, TransportKind } = require('vscode-languageclient/node');
 
@@ -27,6 +28,20 @@ async function activate(context) {
         selection: client.code2ProtocolConverter.asRange(selection),
         text: editor.document.getText(selection),
       });
+    }),
+    // Agents see what the other language servers say (agentls's own diagnostics excluded).
+    vscode.languages.onDidChangeDiagnostics((event) => {
+      for (const uri of event.uris) {
+        if (uri.scheme !== 'file') continue;
+        const diagnostics = vscode.languages
+          .getDiagnostics(uri)
+          .filter((d) => d.source !== 'agentls')
+          .map((d) => client.code2ProtocolConverter.asDiagnostic(d));
+        client.sendNotification('agentls/didChangeDiagnostics', {
+          uri: uri.toString(),
+          diagnostics,
+        });
+      }
     }),
   );
 }

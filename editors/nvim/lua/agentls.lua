@@ -1,6 +1,6 @@
 -- agentls for Neovim: starts the agentls language server for your files and tells it what you
 -- select (the `agentls/didChangeSelection` notification), so an agent can see "the code I
--- selected". Neovim 0.11+ uses vim.lsp.config/vim.lsp.enable; 0.8-0.10 fall back to
+-- selected", and what your other language servers report (`agentls/didChangeDiagnostics`). Neovim 0.11+ uses vim.lsp.config/vim.lsp.enable; 0.8-0.10 fall back to
 -- vim.lsp.start from a FileType autocmd.
 --
 --   vim.opt.rtp:append('/path/to/agentls/editors/nvim')
@@ -32,6 +32,8 @@ M.defaults = {
   handlers = nil,
   -- The selection notifier: false turns it off; debounce_ms waits for the selection to settle.
   selection = { debounce_ms = 100 },
+  -- Forward the other servers' diagnostics (so agents see them): false turns it off.
+  diagnostics = { debounce_ms = 200 },
 }
 
 local function get_clients(filter)
@@ -204,6 +206,85 @@ local function enable_selection(opts)
   })
 end
 
+-- Forwarding diagnostics ---------------------------------------------------------------------
+
+local DIAGNOSTICS = 'agentls/didChangeDiagnostics'
+local SEVERITY = {
+  [vim.diagnostic.severity.ERROR] = 1,
+  [vim.diagnostic.severity.WARN] = 2,
+  [vim.diagnostic.severity.INFO] = 3,
+  [vim.diagnostic.severity.HINT] = 4,
+}
+local forwarded = {} -- bufnr -> the last list sent
+local forward_timers = {} -- bufnr -> timer
+
+--- The diagnostics of `bufnr` from everything but agentls itself, as LSP diagnostics in the
+--- client's offset encoding.
+function M.diagnostics_params(bufnr)
+  local client = client_of(bufnr)
+  if not client then
+    return nil
+  end
+  local encoding = client.offset_encoding or 'utf-16'
+  local list = {}
+  for _, d in ipairs(vim.diagnostic.get(bufnr)) do
+    if d.source ~= NAME then
+      local end_lnum = d.end_lnum or d.lnum
+      table.insert(list, {
+        range = {
+          start = { line = d.lnum, character = to_encoding(line_at(bufnr, d.lnum), d.col, encoding) },
+          ['end'] = {
+            line = end_lnum,
+            character = to_encoding(line_at(bufnr, end_lnum), d.end_col or d.col, encoding),
+          },
+        },
+        severity = SEVERITY[d.severity],
+        message = d.message,
+        source = d.source,
+        code = d.code,
+      })
+    end
+  end
+  return { uri = vim.uri_from_bufnr(bufnr), diagnostics = list }, client
+end
+
+local function forward(bufnr)
+  if not vim.api.nvim_buf_is_valid(bufnr) then
+    return
+  end
+  local params, client = M.diagnostics_params(bufnr)
+  if params and not vim.deep_equal(params.diagnostics, forwarded[bufnr]) then
+    notify(client, DIAGNOSTICS, params)
+    forwarded[bufnr] = params.diagnostics
+  end
+end
+
+local function enable_diagnostics(debounce_ms)
+  local group = vim.api.nvim_create_augroup('agentls.diagnostics', { clear = true })
+  vim.api.nvim_create_autocmd('DiagnosticChanged', {
+    group = group,
+    callback = function(args)
+      local bufnr = args.buf
+      local timer = forward_timers[bufnr] or uv.new_timer()
+      forward_timers[bufnr] = timer
+      timer:stop()
+      timer:start(debounce_ms, 0, vim.schedule_wrap(function()
+        forward(bufnr)
+      end))
+    end,
+  })
+  vim.api.nvim_create_autocmd('BufWipeout', {
+    group = group,
+    callback = function(args)
+      forwarded[args.buf] = nil
+      if forward_timers[args.buf] then
+        forward_timers[args.buf]:close()
+        forward_timers[args.buf] = nil
+      end
+    end,
+  })
+end
+
 -- Starting the client ------------------------------------------------------------------------
 
 local function client_config(opts)
@@ -250,7 +331,8 @@ local function start_in(bufnr, opts)
   vim.lsp.start(config, { bufnr = bufnr })
 end
 
---- Starts agentls for matching buffers and, unless `opts.selection == false`, reports selections.
+--- Starts agentls for matching buffers; reports selections and forwards diagnostics unless
+--- `opts.selection` / `opts.diagnostics` is false.
 function M.setup(opts)
   opts = vim.tbl_extend('keep', opts or {}, M.defaults)
   local group = vim.api.nvim_create_augroup('agentls.start', { clear = true })
@@ -291,6 +373,10 @@ function M.setup(opts)
   end
   if opts.selection ~= false then
     enable_selection(opts.selection or {})
+  end
+  if opts.diagnostics ~= false then
+    local diagnostics = opts.diagnostics or {}
+    enable_diagnostics(diagnostics.debounce_ms or M.defaults.diagnostics.debounce_ms)
   end
 end
 
