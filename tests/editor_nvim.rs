@@ -186,6 +186,26 @@ fn neovim_edits_and_selections_reach_the_server() {
     }
 }
 
+/// Runs `tests/nvim/<script>` on one workspace file `name` holding `text`, and checks that Neovim
+/// and the script succeeded. Returns the script's JSON result, the file, and the context for
+/// failure messages; `None` when Neovim is missing (the test is skipped).
+fn run_on_file(script: &str, name: &str, text: &str) -> Option<(Value, PathBuf, String)> {
+    let nvim = peers::binary("AGENTLS_TEST_NVIM", "Neovim")?;
+    let sandbox = Sandbox::create();
+    let file = sandbox.workspace.join(name);
+    std::fs::write(&file, text).unwrap();
+    let session = run_script(&nvim, script, sandbox, &[&file]);
+    let ctx = context(&session);
+    let out = session.result.clone();
+    assert!(
+        session.status.success(),
+        "nvim exited with {}; {out}\n{ctx}",
+        session.status
+    );
+    assert_eq!(out["error"], Value::Null, "the Lua script failed\n{ctx}");
+    Some((out, file, ctx))
+}
+
 const NOTES: &str = "shopping\nTODO buy milk\neggs\nbread\nflour\nTODO call the plumber\n";
 
 /// A review opened by the built-in demo agent, seen in Neovim as agentls diagnostics and code
@@ -193,21 +213,10 @@ const NOTES: &str = "shopping\nTODO buy milk\neggs\nbread\nflour\nTODO call the 
 /// of the buffer and the file, even though the agent then writes its whole proposal.
 #[test]
 fn neovim_reviews_a_demo_agent_proposal_with_code_actions() {
-    let Some(nvim) = peers::binary("AGENTLS_TEST_NVIM", "Neovim") else {
+    let Some((out, _notes, ctx)) = run_on_file("review.lua", "notes.txt", NOTES) else {
         return;
     };
-    let sandbox = Sandbox::create();
-    let notes = sandbox.workspace.join("notes.txt");
-    std::fs::write(&notes, NOTES).unwrap();
-    let session = run_script(&nvim, "review.lua", sandbox, &[&notes]);
-    let ctx = context(&session);
-    let out = &session.result;
-    assert!(
-        session.status.success(),
-        "nvim exited with {}; {out}\n{ctx}",
-        session.status
-    );
-    assert_eq!(out["error"], Value::Null, "the Lua script failed\n{ctx}");
+    let out = &out;
     assert_eq!(out["diagnostic_lines"], json!([1, 5]), "{ctx}");
     let titles: Vec<&str> = out["titles"]
         .as_array()
@@ -237,21 +246,11 @@ fn neovim_reviews_a_demo_agent_proposal_with_code_actions() {
 /// namespace standing in for another language server) to agentls, and their clearing too.
 #[test]
 fn neovim_forwards_other_diagnostics_to_agentls() {
-    let Some(nvim) = peers::binary("AGENTLS_TEST_NVIM", "Neovim") else {
+    let Some((out, file, ctx)) =
+        run_on_file("diagnostics.lua", "main.txt", "let 漢字 = 1\nfoo()\n")
+    else {
         return;
     };
-    let sandbox = Sandbox::create();
-    let file = sandbox.workspace.join("main.txt");
-    std::fs::write(&file, "let 漢字 = 1\nfoo()\n").unwrap();
-    let session = run_script(&nvim, "diagnostics.lua", sandbox, &[&file]);
-    let ctx = context(&session);
-    let out = &session.result;
-    assert!(
-        session.status.success(),
-        "nvim exited with {}; {out}\n{ctx}",
-        session.status
-    );
-    assert_eq!(out["error"], Value::Null, "the Lua script failed\n{ctx}");
     let forwarded = &out["forwarded"][0];
     assert_eq!(forwarded["path"], json!(file), "{ctx}");
     let first = &forwarded["diagnostics"][0];

@@ -1,6 +1,7 @@
 -- Shared by the scripts in tests/nvim, which load it with
 -- `dofile(vim.fs.joinpath(vim.fs.dirname(arg[0]), 'helpers.lua'))`: the watchdog, waiting with a
--- deadline, a buffer's text as its file holds it, and opening a file with agentls attached.
+-- deadline, a buffer's text as its file holds it, opening a file with agentls attached, and
+-- ending a script with its JSON result.
 
 local M = {}
 
@@ -40,6 +41,25 @@ function M.edit_attached(path, wait_for)
     return client ~= nil and client.initialized
   end)
   return bufnr, client
+end
+
+--- Ends a script: records a script error in `output`, stops every client (agentls gets
+--- shutdown + exit), prints `output` as one JSON line on stdout, and quits with status 0 only
+--- when the script and the stop both succeeded.
+function M.finish(ok, err, output)
+  if not ok then
+    io.stderr:write('[nvim] script error: ' .. tostring(err) .. '\n')
+    output.error = tostring(err)
+  end
+  for _, c in ipairs(vim.lsp.get_clients()) do
+    c:stop()
+  end
+  output.stopped = vim.wait(10000, function()
+    return #vim.lsp.get_clients() == 0
+  end, 10)
+  io.stdout:write(vim.json.encode(output) .. '\n')
+  io.stdout:flush()
+  vim.cmd((ok and output.stopped) and 'qa!' or 'cquit 1')
 end
 
 return M

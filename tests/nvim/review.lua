@@ -99,17 +99,4 @@ local ok, err = xpcall(function()
   file:close()
 end, debug.traceback)
 
-if not ok then
-  io.stderr:write('[nvim] script error: ' .. tostring(err) .. '\n')
-  output.error = tostring(err)
-end
-
-for _, c in ipairs(vim.lsp.get_clients()) do
-  c:stop()
-end
-output.stopped = vim.wait(10000, function()
-  return #vim.lsp.get_clients() == 0
-end, 10)
-io.stdout:write(vim.json.encode(output) .. '\n')
-io.stdout:flush()
-vim.cmd((ok and output.stopped) and 'qa!' or 'cquit 1')
+helpers.finish(ok, err, output)
