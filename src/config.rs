@@ -296,7 +296,7 @@ impl Layers {
         for (source, value) in layers {
             let mut value = value.clone();
             if !matches!(source, Source::File(_)) {
-                refuse_editor_agents(&source, &mut value, &mut problems);
+                refuse_from_editor(&source, &mut value, &mut problems);
             }
             match check_layer(&value) {
                 Ok(()) => merge(&mut merged, value),
@@ -313,19 +313,55 @@ impl Layers {
     }
 }
 
-/// Removes `agents` from a layer the editor sent: only the user's file may say what to run.
-fn refuse_editor_agents(source: &Source, value: &mut Value, problems: &mut Vec<Problem>) {
+/// Removes from a layer the editor sent what only the user's file may say: what agentls runs
+/// (`agents`) and anything that loosens the guard rails (`fs.allowOutsideWorkspace`,
+/// `review.autoAccept`, `review.agents.<name>.autoAccept` set to true). Editor settings can come
+/// from a workspace file, and a workspace must not be able to turn reviews or the workspace
+/// boundary off. Tightening (setting them false) is fine.
+fn refuse_from_editor(source: &Source, value: &mut Value, problems: &mut Vec<Problem>) {
     let Some(map) = value.as_object_mut() else {
         return;
     };
-    if map.remove("agents").is_some() {
+    let mut refuse = |key: String, what: &str| {
         problems.push(problem(
             source.clone(),
-            "agents",
-            "agents can only be defined in your config file (editor settings may come from a \
-             workspace, and a workspace must not choose what agentls runs); ignored"
-                .into(),
+            &key,
+            format!(
+                "{what} only in your config file (editor settings may come from a workspace,                  and a workspace must not decide this); ignored"
+            ),
         ));
+    };
+    if map.remove("agents").is_some() {
+        refuse("agents".into(), "agents can be defined");
+    }
+    let loosening = |v: Option<&Value>| v == Some(&Value::Bool(true));
+    if let Some(fs) = map.get_mut("fs").and_then(Value::as_object_mut)
+        && loosening(fs.get("allowOutsideWorkspace"))
+    {
+        fs.remove("allowOutsideWorkspace");
+        refuse(
+            "fs.allowOutsideWorkspace".into(),
+            "access outside the workspace can be allowed",
+        );
+    }
+    if let Some(review) = map.get_mut("review").and_then(Value::as_object_mut) {
+        if loosening(review.get("autoAccept")) {
+            review.remove("autoAccept");
+            refuse("review.autoAccept".into(), "reviews can be turned off");
+        }
+        if let Some(agents) = review.get_mut("agents").and_then(Value::as_object_mut) {
+            for (name, agent) in agents.iter_mut() {
+                if let Some(agent) = agent.as_object_mut()
+                    && loosening(agent.get("autoAccept"))
+                {
+                    agent.remove("autoAccept");
+                    refuse(
+                        format!("review.agents.{name}.autoAccept"),
+                        "reviews can be turned off",
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -401,15 +437,48 @@ mod tests {
     #[test]
     fn editor_layers_override_the_file() {
         let (_dir, mut layers) = layers_with_file(
-            "defaultAgent = \"a\"\n[agents.a]\ncommand = \"x\"\n[agents.b]\ncommand = \"y\"\n",
+            "defaultAgent = \"a\"\n[agents.a]\ncommand = \"x\"\n[agents.b]\ncommand = \"y\"\n\
+             [fs]\nallowOutsideWorkspace = true\n",
         );
-        layers.set_initialization_options(Some(json!({"fs": {"allowOutsideWorkspace": true}})));
-        layers.set_editor_settings(json!({"agentls": {"defaultAgent": "b"}}));
+        layers.set_initialization_options(Some(json!({"review": {"maxPreviewLines": 3}})));
+        layers.set_editor_settings(json!({"agentls": {"defaultAgent": "b",
+                                                      "fs": {"allowOutsideWorkspace": false}}}));
         let loaded = layers.load();
         assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
         assert_eq!(loaded.config.default_agent.as_deref(), Some("b"));
-        assert!(loaded.config.fs.allow_outside_workspace);
+        assert_eq!(loaded.config.review.max_preview_lines, 3);
+        assert!(
+            !loaded.config.fs.allow_outside_workspace,
+            "tightening is allowed"
+        );
         assert_eq!(loaded.config.agents.len(), 2);
+    }
+
+    #[test]
+    fn editor_cannot_loosen_the_guard_rails() {
+        let mut layers = Layers::default();
+        layers.set_initialization_options(Some(json!({
+            "fs": {"allowOutsideWorkspace": true},
+            "review": {"autoAccept": true, "maxPreviewLines": 4,
+                       "agents": {"x": {"autoAccept": true}}},
+        })));
+        let loaded = layers.load();
+        let keys: Vec<&str> = loaded.problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "fs.allowOutsideWorkspace",
+                "review.autoAccept",
+                "review.agents.x.autoAccept"
+            ]
+        );
+        assert!(!loaded.config.fs.allow_outside_workspace);
+        assert!(!loaded.config.review.auto_accept);
+        assert_eq!(loaded.config.review.agents["x"].auto_accept, None);
+        assert_eq!(
+            loaded.config.review.max_preview_lines, 4,
+            "the rest of the layer applies"
+        );
     }
 
     #[test]

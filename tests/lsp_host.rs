@@ -234,19 +234,37 @@ async fn selection_from_the_custom_notification_and_from_code_action_ranges() {
 /// a bad value is reported by key and the server keeps running.
 #[tokio::test]
 async fn config_from_three_sources_and_a_bad_one() {
-    let toml = "defaultAgent = \"one\"\n[agents.one]\ncommand = \"true\"\n[agents.two]\ncommand = \"true\"\n";
+    let toml = "defaultAgent = \"one\"\n[agents.one]\ncommand = \"true\"\n\
+                [agents.two]\ncommand = \"true\"\n[fs]\nallowOutsideWorkspace = true\n";
     let client = TestClient::start(Options {
         config_toml: Some(toml.into()),
         ..Options::default()
     })
     .await;
+    // initializationOptions pick another default agent, and may not loosen the guard rails.
     client
         .initialize(
             TestClient::rich_capabilities(false),
-            Some(json!({"fs": {"allowOutsideWorkspace": true}})),
+            Some(json!({"defaultAgent": "two", "review": {"autoAccept": true}})),
         )
         .await;
-    // allowOutsideWorkspace from initializationOptions: a write outside the workspace works.
+    client
+        .take("window/showMessage", |p| {
+            p["message"]
+                .as_str()
+                .unwrap()
+                .contains("`review.autoAccept`")
+        })
+        .await;
+    let status = client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.status", "arguments": []}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status["defaultAgent"], "two");
+    // allowOutsideWorkspace from the file: a write outside the workspace works.
     let outside = tempfile::tempdir().unwrap();
     let target = outside.path().join("out.txt");
     write_through_server(&client, &target, "outside\n").await;
@@ -256,7 +274,7 @@ async fn config_from_three_sources_and_a_bad_one() {
     client
         .notify(
             "workspace/didChangeConfiguration",
-            json!({"settings": {"agentls": {"fs": {"allowOutsideWorkspace": "sometimes"}}}}),
+            json!({"settings": {"agentls": {"review": {"maxPreviewLines": "many"}}}}),
         )
         .await;
     let message = client
@@ -264,11 +282,11 @@ async fn config_from_three_sources_and_a_bad_one() {
             p["message"]
                 .as_str()
                 .unwrap()
-                .contains("fs.allowOutsideWorkspace")
+                .contains("review.maxPreviewLines")
         })
         .await;
     assert_eq!(message["params"]["type"], 2, "a warning");
-    // A good value from didChangeConfiguration overrides initializationOptions.
+    // Editor settings may tighten what the file allows.
     client
         .notify(
             "workspace/didChangeConfiguration",
