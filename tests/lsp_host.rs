@@ -434,3 +434,29 @@ async fn a_burst_of_messages_is_merged_not_dropped() {
         "every message was taken above"
     );
 }
+
+/// With no workspace folder left, the boundary is the server's working directory, not nothing:
+/// a path elsewhere stays refused.
+#[tokio::test]
+async fn no_workspace_folder_does_not_open_the_boundary() {
+    let client = started(false).await;
+    let folder = support::file_uri(&client.workspace);
+    client
+        .notify(
+            "workspace/didChangeWorkspaceFolders",
+            json!({"event": {"added": [], "removed": [{"uri": folder, "name": "workspace"}]}}),
+        )
+        .await;
+    assert_eq!(client.server_state().await["folders"], json!([]));
+    let target = client.workspace.join("was-inside.txt");
+    write_through_server(&client, &target, "no\n").await;
+    client
+        .take("window/showMessage", |p| {
+            p["message"]
+                .as_str()
+                .unwrap()
+                .contains("outside the workspace")
+        })
+        .await;
+    assert!(!target.exists());
+}

@@ -42,16 +42,19 @@ impl FileError {
     }
 }
 
-/// Refuses paths that are relative, contain `..`, or resolve (through symlinks) outside every
-/// folder in `folders`. A file that does not exist yet is judged by its nearest existing
-/// ancestor. With no folders at all, only the shape of the path is checked.
-pub fn check_inside(path: &Path, folders: &[PathBuf]) -> Result<(), FileError> {
+/// Refuses paths that are relative or contain `..`.
+pub fn check_shape(path: &Path) -> Result<(), FileError> {
     if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
         return Err(FileError::NotAbsolute(path.to_owned()));
     }
-    if folders.is_empty() {
-        return Ok(());
-    }
+    Ok(())
+}
+
+/// Refuses paths that are relative, contain `..`, or resolve (through symlinks) outside every
+/// folder in `folders` — with no folders, every path is outside. A file that does not exist
+/// yet is judged by its nearest existing ancestor.
+pub fn check_inside(path: &Path, folders: &[PathBuf]) -> Result<(), FileError> {
+    check_shape(path)?;
     let resolved = resolve_existing_prefix(path);
     let inside = folders.iter().any(|folder| {
         let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.clone());
@@ -147,6 +150,10 @@ mod tests {
         ));
         assert!(matches!(
             check_inside(Path::new("/etc/passwd"), &folders),
+            Err(FileError::OutsideWorkspace(_))
+        ));
+        assert!(matches!(
+            check_inside(&ws.path().join("a.rs"), &[]),
             Err(FileError::OutsideWorkspace(_))
         ));
     }

@@ -456,13 +456,16 @@ impl EditorAccess {
             .clone()
     }
 
+    /// The workspace boundary. An editor that sent no workspace folder (Neovim without a root
+    /// marker) gets the server's working directory as the boundary, never none.
     async fn check_path(&self, path: &Path) -> Result<(), FileError> {
-        let policy = self.policy();
-        let folders = if policy.allow_outside_workspace {
-            Vec::new()
-        } else {
-            self.workspace_folders().await
-        };
+        if self.policy().allow_outside_workspace {
+            return files::check_shape(path);
+        }
+        let mut folders = self.workspace_folders().await;
+        if folders.is_empty() {
+            folders.extend(std::env::current_dir().ok());
+        }
         files::check_inside(path, &folders)
     }
 }
