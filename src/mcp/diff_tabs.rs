@@ -303,6 +303,19 @@ mod tests {
         tokio::spawn(async move { tabs.open_blocking(&editor, &origin, args).await })
     }
 
+    /// A fresh editor whose one workspace folder is a new temporary directory.
+    fn workspace() -> (
+        EditorAccess,
+        crate::editor::EditorFeed,
+        crate::editor::EffectReceiver,
+        tempfile::TempDir,
+    ) {
+        let (editor, feed, effects) = crate::editor::start();
+        let dir = tempfile::tempdir().unwrap();
+        feed.folders_changed(vec![dir.path().to_path_buf()], Vec::new());
+        (editor, feed, effects, dir)
+    }
+
     /// Waits until the state has `count` open reviews.
     async fn reviews_open(feed: &crate::editor::EditorFeed, count: usize) {
         for _ in 0..200 {
@@ -316,8 +329,7 @@ mod tests {
 
     #[tokio::test]
     async fn closing_and_reusing_tab_names_withdraw_pending_reviews_as_rejected() {
-        let (editor, feed, _effects) = crate::editor::start();
-        let dir = tempfile::tempdir().unwrap();
+        let (editor, feed, _effects, dir) = workspace();
         let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
         let origin = Origin::new("test:1", "tester");
         let tabs = Arc::new(DiffTabs::default());
@@ -349,8 +361,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_diff_closed_before_its_review_reached_the_editor_is_still_withdrawn() {
-        let (editor, feed, _effects) = crate::editor::start();
-        let dir = tempfile::tempdir().unwrap();
+        let (editor, feed, _effects, dir) = workspace();
         let a = dir.path().join("a.txt");
         let origin = Origin::new("test:3", "tester");
         let tabs = Arc::new(DiffTabs::default());
@@ -382,8 +393,7 @@ mod tests {
 
     #[tokio::test]
     async fn notified_diffs_tell_their_verdict_unless_closed_quietly() {
-        let (editor, feed, _effects) = crate::editor::start();
-        let dir = tempfile::tempdir().unwrap();
+        let (editor, feed, _effects, dir) = workspace();
         let path = dir.path().join("a.txt");
         let origin = Origin::new("test:2", "tester");
         let tabs = Arc::new(DiffTabs::default());
