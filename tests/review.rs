@@ -456,3 +456,98 @@ async fn a_later_disk_change_is_merged_into_the_buffer_keeping_unsaved_edits() {
         format!("// mine\n{PROPOSAL}// theirs\n")
     );
 }
+
+/// The user accepts everything, keeps typing, and the agent then writes its proposal: the typing
+/// stays in the buffer (the write lands on disk only).
+#[tokio::test]
+async fn an_agent_writing_an_accepted_proposal_keeps_later_typing() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    propose(&client, &uri, PROPOSAL, "agent").await;
+    diagnostics(&client, &uri, 2).await;
+    let actions = client.code_actions_at(&uri, range(0, 0, 0, 0)).await;
+    run(&client, titled(&actions, "Accept all changes (2)"))
+        .await
+        .unwrap();
+    assert_eq!(verdict(&client).await["text"], PROPOSAL);
+    client.edit(&uri, range(0, 0, 0, 0), "// mine\n").await;
+    let args = json!([{"uri": uri, "text": PROPOSAL}]);
+    client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.debug.write", "arguments": args}),
+        )
+        .await
+        .unwrap();
+    let path = client.workspace.join("a.rs");
+    support::eventually(|| std::fs::read_to_string(&path).ok().as_deref() == Some(PROPOSAL))
+        .await
+        .expect("the proposal on disk");
+    assert_eq!(client.document(&uri).text, format!("// mine\n{PROPOSAL}"));
+    assert_eq!(
+        client.received("workspace/applyEdit").len(),
+        1,
+        "only the accept's edit"
+    );
+}
+
+async fn write_as_agent(client: &TestClient, uri: &str, text: &str) {
+    let args = json!([{"uri": uri, "text": text}]);
+    client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.debug.write", "arguments": args}),
+        )
+        .await
+        .unwrap();
+}
+
+/// A write from someone who never read the file is judged against the disk: the user's unsaved
+/// edits on other lines are merged in, on the same lines the write is refused.
+#[tokio::test]
+async fn a_write_keeps_unsaved_edits_or_is_refused() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let uri = client.open("a.rs", "rust", "one\ntwo\nthree\n").await;
+    client.edit(&uri, range(0, 0, 0, 3), "ONE").await;
+    write_as_agent(&client, &uri, "one\ntwo\nTHREE\n").await;
+    client.take("workspace/applyEdit", |_| true).await;
+    assert_eq!(client.document(&uri).text, "ONE\ntwo\nTHREE\n");
+    let path = client.workspace.join("a.rs");
+    support::eventually(|| {
+        std::fs::read_to_string(&path).ok().as_deref() == Some("ONE\ntwo\nTHREE\n")
+    })
+    .await
+    .expect("the merged text on disk");
+
+    client.edit(&uri, range(1, 0, 1, 3), "mine").await;
+    write_as_agent(&client, &uri, "ONE\ntheirs\nTHREE\n").await;
+    client
+        .take("window/showMessage", |p| {
+            p["message"]
+                .as_str()
+                .unwrap()
+                .contains("edited the same lines")
+        })
+        .await;
+    assert_eq!(client.document(&uri).text, "ONE\nmine\nTHREE\n");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "ONE\ntwo\nTHREE\n");
+}
+
+/// A buffer that exists only in the editor (not on disk yet) is not replaced by a blind write.
+#[tokio::test]
+async fn a_blind_write_does_not_replace_an_unsaved_new_buffer() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let path = client.workspace.join("draft.md");
+    let uri = client.open_unsaved(&path, "markdown", "my draft\n").await;
+    write_as_agent(&client, &uri, "agent text\n").await;
+    client
+        .take("window/showMessage", |p| {
+            p["message"]
+                .as_str()
+                .unwrap()
+                .contains("edited the same lines")
+        })
+        .await;
+    assert_eq!(client.document(&uri).text, "my draft\n");
+    assert!(!path.exists());
+}

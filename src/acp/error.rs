@@ -136,6 +136,8 @@ pub fn write_error(error: &WriteError) -> Error {
             ),
         )
         .data(json!({"path": path, "reason": "editor"})),
+        WriteError::Conflict(path) => Error::new(EDIT_CONFLICT, error.to_string())
+            .data(json!({"path": path, "reason": "conflict_with_user_edits"})),
         WriteError::Gone(e) => Error::new(ErrorCode::INTERNAL_ERROR, e.to_string()),
     }
 }

@@ -11,7 +11,8 @@ use std::time::{Duration, SystemTime};
 use super::state::{State, StateHandle};
 use super::{EffectSender, Level, diff, file_name, files};
 
-/// How long after a verdict agentls watches for the agent's own write.
+/// How long after a verdict agentls watches the disk for the agent's own write (a write through
+/// `fs/write_text_file` is corrected whenever it comes).
 const WATCH_FOR: Duration = Duration::from_secs(30);
 /// How often it looks.
 const POLL_EVERY: Duration = Duration::from_millis(100);
@@ -36,11 +37,15 @@ pub struct Expectations {
 }
 
 impl Expectations {
-    /// What a write of `content` to `path` should really write: the accepted hunks instead of a
-    /// whole proposal the user accepted only part of.
-    pub fn correct(&self, path: &Path, content: &str) -> Option<String> {
-        let (expectation, target) = self.targets.get(path)?;
-        (content == expectation.proposal && content != target).then(|| target.clone())
+    /// The agent writes the proposal the user reviewed: what the disk should get instead (the
+    /// accepted hunks only). The buffer already holds the verdict — plus whatever the user typed
+    /// since — so such a write must not touch it. Consumed: a later write is a new write.
+    pub fn take_correction(&mut self, path: &Path, content: &str) -> Option<String> {
+        let (expectation, _) = self.targets.get(path)?;
+        if content != expectation.proposal {
+            return None;
+        }
+        self.targets.remove(path).map(|(_, target)| target)
     }
 }
 
@@ -69,7 +74,10 @@ async fn watch(path: PathBuf, expectation: Expectation, me: StateHandle, effects
     let key = path.clone();
     let entry = (expectation.clone(), target.clone());
     me.update(move |s| {
-        s.expectations.targets.insert(key, entry);
+        // Refine the provisional target, unless a write already consumed it.
+        if let Some(slot) = s.expectations.targets.get_mut(&key) {
+            *slot = entry;
+        }
     });
     let deadline = tokio::time::Instant::now() + WATCH_FOR;
     let mut seen = (stamp(&path), before);
@@ -102,10 +110,6 @@ async fn watch(path: PathBuf, expectation: Expectation, me: StateHandle, effects
         }
         merge_into_buffer(&path, &target, &disk, &expectation.label, &me, &effects).await;
     }
-    let key = path.clone();
-    me.update(move |s| {
-        s.expectations.targets.remove(&key);
-    });
 }
 
 /// The disk changed in some other way: bring the open buffer along, keeping the user's edits.

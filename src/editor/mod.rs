@@ -31,6 +31,7 @@ pub use position::{Position, PositionEncoding, Range};
 pub use questions::{Choice, ChoiceKind};
 pub use review::Verdict;
 pub use selection::Selection;
+pub use state::WritePlan;
 pub use state::{State, StateGone, StateHandle};
 
 /// Why a write through the editor failed.
@@ -48,6 +49,9 @@ pub enum WriteError {
         #[source]
         source: EffectError,
     },
+    /// The user changed the same lines since the writer read the file; nothing was written.
+    #[error("{0}: the user edited the same lines since this file was read; nothing was written")]
+    Conflict(PathBuf),
     /// agentls is shutting down.
     #[error(transparent)]
     Gone(#[from] StateGone),
@@ -239,35 +243,51 @@ impl EditorAccess {
             .map_err(|source| WriteError::Editor { path, source })
     }
 
-    /// Makes `path` say `content`: an open buffer gets minimal edits through the editor (one undo
-    /// step), then the disk gets the content.
-    pub async fn write_text_file(&self, path: &Path, content: &str) -> Result<(), WriteError> {
+    /// Makes `path` say `content`, written by someone who last read `base` of it (`None`: never
+    /// read it; then the disk is what they worked from). An open buffer gets minimal edits
+    /// through the editor (one undo step), then the disk gets the text. Edits the user made since
+    /// `base` are merged in; when they touch the same lines the write is refused
+    /// ([`WriteError::Conflict`]) — a user's unsaved edit is never overwritten silently. A write of
+    /// a reviewed proposal puts exactly the accepted hunks on disk and leaves the buffer alone.
+    /// Returns the text the writer should now believe the file holds.
+    pub async fn write_text_file(
+        &self,
+        path: &Path,
+        content: &str,
+        base: Option<&str>,
+    ) -> Result<String, WriteError> {
         self.check_path(path).await?;
-        let (p, c) = (path.to_owned(), content.to_owned());
+        let disk = match files::read(path).await {
+            Ok(text) => Some(text),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(e.into()),
+        };
+        let (p, c, b) = (path.to_owned(), content.to_owned(), base.map(str::to_owned));
         let label = format!("agent edit: {}", file_name(path));
-        // After a partial accept, a write of the whole proposal writes the accepted part only;
-        // the buffer already holds the accepted hunks (and the user's edits) and stays as is.
-        let (content, plan) = self
+        let plan = self
             .state
-            .query(move |s| match s.expectations.correct(&p, &c) {
-                Some(accepted) => (accepted, None),
-                None => {
-                    let plan = s.plan_write(&p, &c, &label);
-                    (c, plan)
+            .query(move |s| s.plan_agent_write(&p, c, b, disk, &label))
+            .await?
+            .ok_or_else(|| WriteError::Conflict(path.to_owned()))?;
+        match plan {
+            WritePlan::DiskOnly { disk, view } => {
+                files::write_atomic(path, &disk).await?;
+                Ok(view)
+            }
+            WritePlan::Write { text, edit } => {
+                if let Some(edit) = edit {
+                    self.effects
+                        .request(|reply| Effect::ApplyEdit { edit, reply })
+                        .await
+                        .map_err(|source| WriteError::Editor {
+                            path: path.to_owned(),
+                            source,
+                        })?;
                 }
-            })
-            .await?;
-        if let Some(edit) = plan {
-            self.effects
-                .request(|reply| Effect::ApplyEdit { edit, reply })
-                .await
-                .map_err(|source| WriteError::Editor {
-                    path: path.to_owned(),
-                    source,
-                })?;
+                files::write_atomic(path, &text).await?;
+                Ok(text)
+            }
         }
-        files::write_atomic(path, &content).await?;
-        Ok(())
     }
 
     /// Saves the open buffer at `path` to disk (a no-op when it is not open).

@@ -155,6 +155,40 @@ impl State {
         })
     }
 
+    /// How to carry out an agent's write of `content` to `path` (see
+    /// [`super::EditorAccess::write_text_file`]); `None` when it conflicts with the user's edits
+    /// since `base`. Decided in one job, so no keystroke can slip between the check and the edits.
+    pub fn plan_agent_write(
+        &mut self,
+        path: &Path,
+        content: String,
+        base: Option<String>,
+        disk: Option<String>,
+        label: &str,
+    ) -> Option<WritePlan> {
+        if let Some(accepted) = self.expectations.take_correction(path, &content) {
+            let view = self
+                .buffer(path)
+                .map_or_else(|| accepted.clone(), |(text, _)| text);
+            return Some(WritePlan::DiskOnly {
+                disk: accepted,
+                view,
+            });
+        }
+        let current = match self.documents.get(path) {
+            Some(doc) => doc.text(),
+            None => disk.clone().unwrap_or_default(),
+        };
+        let base = base.or(disk).unwrap_or_default();
+        let text = if current == base {
+            content
+        } else {
+            diff::merge3(&base, &current, &content)?
+        };
+        let edit = self.plan_write(path, &text, label);
+        Some(WritePlan::Write { text, edit })
+    }
+
     /// Minimal edits from `old` (the document's text) to `new`, as positions.
     fn text_edits(&self, document: &Document, old: &str, new: &str) -> Vec<TextEdit> {
         let rope = document.rope();
@@ -195,6 +229,25 @@ impl State {
             "reviews": self.reviews_summary(),
         })
     }
+}
+
+/// How an agent's write is carried out.
+#[derive(Debug)]
+pub enum WritePlan {
+    /// The write was a reviewed proposal: the disk gets the accepted text, the buffer stays.
+    DiskOnly {
+        /// What the disk gets.
+        disk: String,
+        /// What the writer should believe the file holds (the buffer, when open).
+        view: String,
+    },
+    /// Write `text`: through `edit` to the open buffer (if any), then to disk.
+    Write {
+        /// The text, with the user's edits since the writer's read merged in.
+        text: String,
+        /// The buffer edit, when the file is open and differs.
+        edit: Option<DocumentEdit>,
+    },
 }
 
 type Job = Box<dyn FnOnce(&mut State) + Send>;

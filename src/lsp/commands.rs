@@ -110,7 +110,7 @@ pub async fn execute(
             let path = path_argument(&args.uri)?;
             let editor = backend.editor.clone();
             tokio::spawn(async move {
-                if let Err(e) = editor.write_text_file(&path, &args.text).await {
+                if let Err(e) = editor.write_text_file(&path, &args.text, None).await {
                     editor.tell_user(Level::Error, format!("agentls: write failed: {e}"));
                 }
             });
