@@ -171,6 +171,93 @@ async fn cancel_ends_a_hanging_turn_and_withdraws_a_pending_permission() {
     assert!(client.shutdown().await.success());
 }
 
+/// An agent that ignores `session/cancel` does not keep the session busy: after the grace the
+/// turn ends as cancelled, and the next prompt runs.
+#[tokio::test]
+async fn a_turn_the_agent_never_ends_is_over_ten_seconds_after_cancel() {
+    let client = started(capabilities_without_dialogs()).await;
+    client.open("notes.txt", "text", "one\n").await;
+    client.prompt("@deaf").await;
+    client.take_log_until("Waiting until you cancel").await;
+    let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
+    assert_eq!(cancelled, json!({"cancelled": true}));
+    let summary = client.take_message("demo: cancelled").await;
+    assert!(summary.starts_with("demo: cancelled"), "{summary}");
+    let log = client.take_log_until("after the cancel").await;
+    assert!(log.contains("no answer 10s after the cancel"), "{log}");
+    client.prompt("read notes.txt").await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(summary.contains("notes.txt has 1 lines"), "{summary}");
+    assert!(client.shutdown().await.success());
+}
+
+/// Updates the agent sends after its turn ended are logged and forwarded but start no turn: the
+/// next prompt is not refused as busy.
+#[tokio::test]
+async fn a_tool_call_after_the_turn_ended_does_not_leave_the_session_busy() {
+    let client = started(capabilities_without_dialogs()).await;
+    client.open("notes.txt", "text", "one\n").await;
+    client.prompt("@late read notes.txt").await;
+    client.take_message("demo: end_turn").await;
+    client
+        .take("agentls/sessionUpdate", |p| {
+            p["update"]["title"] == "Late tool call, finished"
+        })
+        .await;
+    let status = client.agent_status().await;
+    assert_eq!(
+        status["agents"][0]["sessions"][0]["turn"],
+        Value::Null,
+        "{status}"
+    );
+    // (Another file: the same summary twice within 5 s would be shown once.)
+    client.open("two.txt", "text", "one\ntwo\n").await;
+    client.prompt("read two.txt").await;
+    let summary = client.take_message("demo: ").await;
+    assert!(summary.contains("two.txt has 2 lines"), "{summary}");
+    assert!(client.shutdown().await.success());
+}
+
+/// One permission request proposing changes to two files: each gets its own review; it is
+/// allowed (and the agent writes both) only when both are accepted. When one is rejected the
+/// request is rejected, and the agent's next prompt says which file was rejected and that the
+/// accepted one is already applied.
+#[tokio::test]
+async fn a_permission_with_two_diffs_is_allowed_only_when_both_are_accepted() {
+    let client = started(capabilities_without_dialogs()).await;
+    let a = client.open("a.txt", "text", "// TODO a\n").await;
+    let b = client.open("b.txt", "text", "// TODO b\n").await;
+    client.prompt("uppercase a.txt @also b.txt").await;
+    wait_for_review(&client, &a).await;
+    wait_for_review(&client, &b).await;
+    client.run_code_action(&a, "Accept all changes (1)").await;
+    client.run_code_action(&b, "Reject all changes (1)").await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(summary.contains("You rejected the change"), "{summary}");
+    assert_eq!(client.document(&a).text, "// TODO A\n");
+    assert_eq!(client.document(&b).text, "// TODO b\n");
+    assert_eq!(std::fs::read_to_string(path_of(&b)).unwrap(), "// TODO b\n");
+
+    client.prompt("read a.txt").await;
+    let log = client.take_log_until("do not write them again").await;
+    assert!(
+        log.contains("agentls told me: The user rejected your changes to b.txt")
+            && log.contains("Your changes to a.txt were accepted and the editor already applied"),
+        "{log}"
+    );
+    client.take_message("demo: end_turn").await;
+
+    client.prompt("uppercase a.txt @also b.txt").await;
+    wait_for_review(&client, &b).await;
+    client.run_code_action(&b, "Accept all changes (1)").await;
+    // a.txt is already uppercase: only b.txt is proposed, and this time it is written.
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(summary.contains("Done: I uppercase"), "{summary}");
+    assert_eq!(client.document(&b).text, "// TODO B\n");
+    assert_eq!(std::fs::read_to_string(path_of(&b)).unwrap(), "// TODO B\n");
+    assert!(client.shutdown().await.success());
+}
+
 #[tokio::test]
 async fn a_killed_agent_withdraws_its_question_tells_once_and_restarts() {
     let client = started(capabilities_without_dialogs()).await;

@@ -250,7 +250,7 @@ impl RunningAgent {
             return false;
         };
         let running = self.link.with_session(&session, |s| {
-            let turn = s.turn.as_mut().map(|t| t.cancelled = true).is_some();
+            let turn = s.turn.as_ref().map(|t| t.cancel.cancel()).is_some();
             s.withdraw_permissions();
             (turn, s.origin.clone())
         });

@@ -1,5 +1,6 @@
-//! `session/request_permission`. With diff content it is an edit proposal and goes to
-//! [`review_proposed_edit`]; otherwise (run a command, fetch a URL, …) the agent's own options
+//! `session/request_permission`. With diff content it is an edit proposal: each diff goes to
+//! [`review_proposed_edit`] (several at once), and it is allowed only if every one was accepted;
+//! otherwise (run a command, fetch a URL, …) the agent's own options
 //! are put to the user as a question. Answers map back to the agent's options by kind, never by
 //! position. Nothing is allowed without the user. Requests are answered from a spawned task so
 //! the connection keeps flowing while a human thinks; a cancel or the session's death withdraws
@@ -8,8 +9,9 @@
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
-    PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SelectedPermissionOutcome, ToolCallContent,
+    Diff, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    ToolCallContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Error};
@@ -17,7 +19,7 @@ use agent_client_protocol::{Agent, Error};
 use super::link::AgentLink;
 use super::review::review_proposed_edit;
 use crate::editor::review::Verdict;
-use crate::editor::{Choice, ChoiceKind, Level, file_name};
+use crate::editor::{Choice, ChoiceKind, FileError, Level, Origin, file_name};
 
 /// Starts answering `request`; returns at once.
 pub fn handle(
@@ -76,71 +78,21 @@ async fn decide(
 ) -> RequestPermissionOutcome {
     let origin = link.origin(session);
     let options = &request.options;
-    let diff = request
+    let diffs: Vec<&Diff> = request
         .tool_call
         .fields
         .content
         .iter()
         .flatten()
-        .find_map(|c| match c {
+        .filter_map(|c| match c {
             ToolCallContent::Diff(diff) => Some(diff),
             _ => None,
-        });
-    if let Some(diff) = diff {
-        let verdict =
-            review_proposed_edit(&link.editor, &origin, &diff.path, &diff.new_text, title).await;
-        let file = file_name(&diff.path);
-        return match verdict {
-            Ok(Verdict::Accepted { text, rejected }) => {
-                link.with_session(session, |s| {
-                    s.accepted
-                        .insert(diff.path.clone(), (diff.new_text.clone(), text));
-                    if !rejected.is_empty() {
-                        s.notes.push(format!(
-                            "The user rejected part of your change to {}; it was not applied:\n{}",
-                            diff.path.display(),
-                            rejected.join("\n")
-                        ));
-                    }
-                });
-                pick(
-                    options,
-                    &[
-                        PermissionOptionKind::AllowOnce,
-                        PermissionOptionKind::AllowAlways,
-                    ],
-                )
-            }
-            Ok(Verdict::Rejected { reason }) => {
-                if let Some(reason) = reason {
-                    link.with_session(session, |s| {
-                        s.notes
-                            .push(format!("The user rejected your change to {file}: {reason}"));
-                    });
-                }
-                pick(
-                    options,
-                    &[
-                        PermissionOptionKind::RejectOnce,
-                        PermissionOptionKind::RejectAlways,
-                    ],
-                )
-            }
-            Ok(Verdict::Cancelled) => RequestPermissionOutcome::Cancelled,
-            Err(e) => {
-                link.editor.log(
-                    Level::Warning,
-                    format!("{}: refused its proposed change: {e}\n", link.agent),
-                );
-                pick(
-                    options,
-                    &[
-                        PermissionOptionKind::RejectOnce,
-                        PermissionOptionKind::RejectAlways,
-                    ],
-                )
-            }
-        };
+        })
+        .collect();
+    match diffs.as_slice() {
+        [] => {}
+        [diff] => return decide_diff(link, session, &origin, title, options, diff).await,
+        several => return decide_diffs(link, session, &origin, title, options, several).await,
     }
     let choices = options
         .iter()
@@ -156,15 +108,146 @@ async fn decide(
         .collect();
     match link.editor.ask_user(&origin, title, choices).await {
         Some(id) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id)),
-        None => pick(
-            options,
-            &[
-                PermissionOptionKind::RejectOnce,
-                PermissionOptionKind::RejectAlways,
-            ],
-        ),
+        None => pick(options, REJECT),
     }
 }
+
+/// One proposed edit: allowed when the user accepts at least one hunk of it.
+async fn decide_diff(
+    link: &AgentLink,
+    session: &str,
+    origin: &Origin,
+    title: &str,
+    options: &[PermissionOption],
+    diff: &Diff,
+) -> RequestPermissionOutcome {
+    let verdict =
+        review_proposed_edit(&link.editor, origin, &diff.path, &diff.new_text, title).await;
+    let file = file_name(&diff.path);
+    match verdict {
+        Ok(Verdict::Accepted { rejected, .. }) => {
+            note_rejected_hunks(link, session, diff, &rejected);
+            pick(options, ALLOW)
+        }
+        Ok(Verdict::Rejected { reason }) => {
+            if let Some(reason) = reason {
+                link.with_session(session, |s| {
+                    s.notes
+                        .push(format!("The user rejected your change to {file}: {reason}"));
+                });
+            }
+            pick(options, REJECT)
+        }
+        Ok(Verdict::Cancelled) => RequestPermissionOutcome::Cancelled,
+        Err(e) => {
+            refused(link, &e);
+            pick(options, REJECT)
+        }
+    }
+}
+
+/// Several proposed edits in one request: each gets its own review, all open at once. The
+/// request is allowed only if the user accepted (some of) every one; otherwise it is rejected,
+/// and the agent's next prompt says which files the user rejected and which accepted changes
+/// the review engine already applied.
+async fn decide_diffs(
+    link: &AgentLink,
+    session: &str,
+    origin: &Origin,
+    title: &str,
+    options: &[PermissionOption],
+    diffs: &[&Diff],
+) -> RequestPermissionOutcome {
+    let reviews = diffs
+        .iter()
+        .map(|diff| review_proposed_edit(&link.editor, origin, &diff.path, &diff.new_text, title));
+    let verdicts = futures::future::join_all(reviews).await;
+    let mut applied = Vec::new();
+    let mut rejected = Vec::new();
+    let mut cancelled = false;
+    for (diff, verdict) in diffs.iter().zip(verdicts) {
+        let file = file_name(&diff.path);
+        match verdict {
+            Ok(Verdict::Accepted {
+                rejected: hunks, ..
+            }) => {
+                note_rejected_hunks(link, session, diff, &hunks);
+                applied.push(file);
+            }
+            Ok(Verdict::Rejected { reason }) => rejected.push(match reason {
+                Some(reason) => format!("{file} ({reason})"),
+                None => file,
+            }),
+            Ok(Verdict::Cancelled) => cancelled = true,
+            Err(e) => {
+                refused(link, &e);
+                rejected.push(format!("{file} (agentls refused it: {e})"));
+            }
+        }
+    }
+    let outcome = if cancelled {
+        RequestPermissionOutcome::Cancelled
+    } else if rejected.is_empty() {
+        return pick(options, ALLOW);
+    } else {
+        pick(options, REJECT)
+    };
+    let mut note = Vec::new();
+    if !rejected.is_empty() {
+        note.push(format!(
+            "The user rejected your changes to {}, so your request to change {} files was \
+             rejected as a whole.",
+            rejected.join(", "),
+            diffs.len()
+        ));
+    }
+    if !applied.is_empty() {
+        note.push(format!(
+            "Your changes to {} were accepted and the editor already applied them (to the open \
+             buffer, or to the file when it was not open); do not write them again.",
+            applied.join(", ")
+        ));
+    }
+    if !note.is_empty() {
+        link.with_session(session, |s| s.notes.push(note.join(" ")));
+    }
+    outcome
+}
+
+/// Remembers the hunks of `diff` the user turned down, to tell the agent in its next prompt.
+/// (What the user accepted needs no memory here: the port corrects the agent's own write of the
+/// whole proposal to the accepted text.)
+fn note_rejected_hunks(link: &AgentLink, session: &str, diff: &Diff, rejected: &[String]) {
+    if rejected.is_empty() {
+        return;
+    }
+    link.with_session(session, |s| {
+        s.notes.push(format!(
+            "The user rejected part of your change to {}; it was not applied:\n{}",
+            diff.path.display(),
+            rejected.join("\n")
+        ));
+    });
+}
+
+/// Logs that the port refused to review a proposed change.
+fn refused(link: &AgentLink, error: &FileError) {
+    link.editor.log(
+        Level::Warning,
+        format!("{}: refused its proposed change: {error}\n", link.agent),
+    );
+}
+
+/// The options that allow, most cautious first.
+const ALLOW: &[PermissionOptionKind] = &[
+    PermissionOptionKind::AllowOnce,
+    PermissionOptionKind::AllowAlways,
+];
+/// The options that reject, most lenient first.
+const REJECT: &[PermissionOptionKind] = &[
+    PermissionOptionKind::RejectOnce,
+    PermissionOptionKind::RejectAlways,
+];
 
 fn is_allow(kind: PermissionOptionKind) -> bool {
     matches!(

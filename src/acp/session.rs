@@ -38,9 +38,6 @@ pub struct SessionState {
     pub turns: u64,
     /// Per file: the whole text the agent last read (or wrote).
     pub reads: HashMap<PathBuf, String>,
-    /// Per file: the proposal the user accepted (whole) and the text it produced (the accepted
-    /// hunks only), so that the agent's own write of the proposal keeps the user's choice.
-    pub accepted: HashMap<PathBuf, (String, String)>,
     /// Things to tell the agent at the start of its next prompt (hunks the user rejected).
     pub notes: Vec<String>,
     /// Pending permission requests: id → title.
@@ -66,8 +63,8 @@ pub struct Turn {
     pub message: String,
     /// Whether the next text chunk starts a new message.
     pub message_done: bool,
-    /// The user cancelled it.
-    pub cancelled: bool,
+    /// Cancelled when the user cancels it (`session/cancel` was sent).
+    pub cancel: CancellationToken,
     /// Whether the log's last text ended without a newline.
     pub log_mid_line: bool,
 }
@@ -87,7 +84,6 @@ impl SessionState {
             turn: None,
             turns: 0,
             reads: HashMap::new(),
-            accepted: HashMap::new(),
             notes: Vec::new(),
             permissions: BTreeMap::new(),
             withdraw: CancellationToken::new(),
@@ -120,7 +116,7 @@ impl SessionState {
                 "toolCalls": t.tool_calls.len(),
                 "failed": t.failed,
                 "files": t.files,
-                "cancelled": t.cancelled,
+                "cancelled": t.cancel.is_cancelled(),
             })),
         })
     }

@@ -3,6 +3,7 @@
 //! the start of the agent's last message) — or the class of failure when it did not finish.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{PromptRequest, SessionId, StopReason};
 
@@ -12,6 +13,9 @@ use super::error::AgentFailure;
 use super::session::Turn;
 use crate::editor::Level;
 use crate::editor::effects::ProgressPhase;
+
+/// How long a turn may go on after `session/cancel` before agentls ends it as cancelled.
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
 
 /// How a turn ended, before it is told.
 #[derive(Debug)]
@@ -60,22 +64,43 @@ pub async fn run(
         );
     }
     let request = PromptRequest::new(SessionId::new(session.clone()), blocks);
-    let answer = agent.request(request, "session/prompt", None).await;
+    let cancel = agent
+        .link
+        .with_session(&session, |s| s.turn.as_ref().map(|t| t.cancel.clone()))
+        .flatten()
+        .unwrap_or_default();
+    // An agent that ignores `session/cancel` must not keep the session busy forever.
+    let answer = tokio::select! {
+        answer = agent.request(request, "session/prompt", None) => answer,
+        () = async { cancel.cancelled().await; tokio::time::sleep(CANCEL_GRACE).await } => {
+            agent.link.editor.log(
+                Level::Warning,
+                format!(
+                    "{}: no answer {}s after the cancel; the turn is over for agentls\n",
+                    agent.name(),
+                    CANCEL_GRACE.as_secs()
+                ),
+            );
+            Err(AgentFailure::Timeout { what: "session/prompt after session/cancel", secs: CANCEL_GRACE.as_secs() })
+        }
+    };
     // Plugins get the turn's last text before anything that reports its end.
     agent.link.plugin_updates.flush();
     let turn = agent
         .link
         .with_session(&session, |s| s.turn.take())
         .flatten();
-    let cancelled = turn.as_ref().is_some_and(|t| t.cancelled);
-    let end = match answer {
-        Ok(response) => TurnEnd::Stopped(stop_reason(&response.stop_reason)),
-        // An agent may answer a cancel with an error instead of `cancelled`.
-        Err(AgentFailure::Agent(_) | AgentFailure::Protocol(_)) if cancelled => {
-            TurnEnd::Stopped("cancelled".into())
-        }
-        Err(failure) => TurnEnd::Failed(failure),
-    };
+    let cancelled = cancel.is_cancelled();
+    let end =
+        match answer {
+            Ok(response) => TurnEnd::Stopped(stop_reason(&response.stop_reason)),
+            // An agent may answer a cancel with an error instead of `cancelled`.
+            // One that does not answer within the grace has had its chance.
+            Err(
+                AgentFailure::Agent(_) | AgentFailure::Protocol(_) | AgentFailure::Timeout { .. },
+            ) if cancelled => TurnEnd::Stopped("cancelled".into()),
+            Err(failure) => TurnEnd::Failed(failure),
+        };
     (end, turn)
 }
 

@@ -8,7 +8,8 @@ use super::session::Turn;
 use crate::editor::Level;
 use crate::editor::effects::ProgressPhase;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, SessionNotification, SessionUpdate, ToolCallContent, ToolCallStatus, ToolKind,
+    ContentBlock, SessionNotification, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus,
+    ToolCallUpdateFields, ToolKind,
 };
 
 /// Takes one `session/update` in. Cheap: it only queues effects and updates state.
@@ -36,55 +37,35 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
             }
         }
         SessionUpdate::ToolCall(call) => {
-            let turn = s.turn.get_or_insert_with(Turn::default);
-            turn.message_done = true;
-            turn.tool_calls
-                .insert(call.tool_call_id.to_string(), call.title.clone());
-            let id = call.tool_call_id.to_string();
-            let mut paths: Vec<_> = diff_paths(&call.content).collect();
-            if matches!(
-                call.kind,
-                ToolKind::Edit | ToolKind::Delete | ToolKind::Move
-            ) {
-                paths.extend(call.locations.iter().map(|l| l.path.clone()));
-            }
-            if call.status == ToolCallStatus::Completed {
-                turn.files.extend(paths);
-            } else if !paths.is_empty() {
-                turn.editing.entry(id).or_default().extend(paths);
-            }
-            if call.status == ToolCallStatus::Failed {
-                turn.failed.insert(call.title.clone());
-            }
-            let lead = if turn.log_mid_line { "\n" } else { "" };
-            turn.log_mid_line = false;
+            // A tool call after its turn ended (or before one began) is still logged and
+            // forwarded, but tallies nothing: a turn made up here would never end, and every
+            // later prompt would be refused as busy.
+            let lead = match s.turn.as_mut() {
+                Some(turn) => {
+                    tally_tool_call(turn, call);
+                    progress = Some((turn.progress_id.clone(), call.title.clone()));
+                    let lead = if turn.log_mid_line { "\n" } else { "" };
+                    turn.log_mid_line = false;
+                    lead
+                }
+                None => "",
+            };
             log.push((Level::Info, format!("{lead}▸ {}\n", call.title)));
-            progress = Some((turn.progress_id.clone(), call.title.clone()));
         }
         SessionUpdate::ToolCallUpdate(update) => {
-            let turn = s.turn.get_or_insert_with(Turn::default);
             let id = update.tool_call_id.to_string();
             let fields = &update.fields;
-            if let Some(title) = &fields.title {
-                turn.tool_calls.insert(id.clone(), title.clone());
-            }
-            if let Some(content) = &fields.content {
-                let paths = diff_paths(content);
-                turn.editing.entry(id.clone()).or_default().extend(paths);
-            }
-            match fields.status {
-                Some(ToolCallStatus::Completed) => {
-                    let paths = turn.editing.remove(&id).unwrap_or_default();
-                    turn.files.extend(paths);
+            let failed = fields.status == Some(ToolCallStatus::Failed);
+            let Some(turn) = s.turn.as_mut() else {
+                if failed {
+                    let title = fields.title.clone().unwrap_or(id);
+                    log.push((Level::Warning, format!("✗ {title} failed\n")));
                 }
-                Some(ToolCallStatus::Failed) => {
-                    turn.editing.remove(&id);
-                }
-                _ => {}
-            }
+                return;
+            };
+            tally_tool_call_update(turn, &id, fields);
             let title = turn.tool_calls.get(&id).cloned().unwrap_or(id);
-            if fields.status == Some(ToolCallStatus::Failed) {
-                turn.failed.insert(title.clone());
+            if failed {
                 let lead = if turn.log_mid_line { "\n" } else { "" };
                 turn.log_mid_line = false;
                 log.push((Level::Warning, format!("{lead}✗ {title} failed\n")));
@@ -115,6 +96,56 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
     }
     if let Some((id, message)) = progress.filter(|(id, _)| !id.is_empty()) {
         editor.progress(id, ProgressPhase::Report { message });
+    }
+}
+
+/// Counts a new tool call in the running turn: its title, the files it edits, its failure.
+fn tally_tool_call(turn: &mut Turn, call: &ToolCall) {
+    turn.message_done = true;
+    let id = call.tool_call_id.to_string();
+    turn.tool_calls.insert(id.clone(), call.title.clone());
+    let mut paths: Vec<_> = diff_paths(&call.content).collect();
+    if matches!(
+        call.kind,
+        ToolKind::Edit | ToolKind::Delete | ToolKind::Move
+    ) {
+        paths.extend(call.locations.iter().map(|l| l.path.clone()));
+    }
+    if call.status == ToolCallStatus::Completed {
+        turn.files.extend(paths);
+    } else if !paths.is_empty() {
+        turn.editing.entry(id).or_default().extend(paths);
+    }
+    if call.status == ToolCallStatus::Failed {
+        turn.failed.insert(call.title.clone());
+    }
+}
+
+/// Counts an update of tool call `id` in the running turn: a new title, the files it edits,
+/// and (when it completed) those files as changed. A failure is counted by title.
+fn tally_tool_call_update(turn: &mut Turn, id: &str, fields: &ToolCallUpdateFields) {
+    if let Some(title) = &fields.title {
+        turn.tool_calls.insert(id.to_owned(), title.clone());
+    }
+    if let Some(content) = &fields.content {
+        let paths = diff_paths(content);
+        turn.editing.entry(id.to_owned()).or_default().extend(paths);
+    }
+    match fields.status {
+        Some(ToolCallStatus::Completed) => {
+            let paths = turn.editing.remove(id).unwrap_or_default();
+            turn.files.extend(paths);
+        }
+        Some(ToolCallStatus::Failed) => {
+            turn.editing.remove(id);
+            let title = turn
+                .tool_calls
+                .get(id)
+                .cloned()
+                .unwrap_or_else(|| id.to_owned());
+            turn.failed.insert(title);
+        }
+        _ => {}
     }
 }
 

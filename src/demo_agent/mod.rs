@@ -2,7 +2,8 @@
 //! tests. In one turn it streams text, reads the file named in the prompt (a read tool call over
 //! `fs/read_text_file`), proposes a deterministic change to it as a diff through
 //! `session/request_permission`, and writes it through `fs/write_text_file` if allowed. The
-//! prompt language is in [`script`]. It honours `session/cancel`.
+//! prompt language is in [`script`]. It honours `session/cancel`, and repeats what agentls told
+//! it (the `(From agentls)` notes of a prompt) at the start of its answer.
 
 pub mod script;
 
@@ -130,28 +131,44 @@ pub async fn run(
                             responder: Responder<PromptResponse>,
                             cx: ConnectionTo<Client>| {
                     let token = CancellationToken::new();
-                    let session = request.session_id.to_string();
+                    let session = request.session_id.clone();
                     turns
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .insert(session.clone(), token.clone());
+                        .insert(session.to_string(), token.clone());
                     let read_only = modes
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .get(&session)
+                        .get(session.0.as_ref())
                         .is_some_and(|m| m == "read-only");
-                    let (turns, stdout, cwd) =
-                        (Arc::clone(&turns), Arc::clone(&stdout), cwd.clone());
+                    let prompt = prompt_text(&request.prompt);
+                    let mut script = script::parse(&prompt.text, &prompt.uris, &cwd);
+                    if read_only {
+                        script.action = Action::Read;
+                    }
+                    let (turns, stdout) = (Arc::clone(&turns), Arc::clone(&stdout));
                     cx.clone().spawn(async move {
-                        let result = tokio::select! {
-                            result = run_turn(&cx, request, &stdout, &cwd, read_only) => result,
-                            () = token.cancelled() => Ok(StopReason::Cancelled),
+                        let turn = Turn {
+                            cx: &cx,
+                            session: session.clone(),
+                        };
+                        let work = run_turn(&turn, &script, &prompt.notes, &stdout);
+                        let result = if script.deaf {
+                            work.await
+                        } else {
+                            tokio::select! {
+                                result = work => result,
+                                () = token.cancelled() => Ok(StopReason::Cancelled),
+                            }
                         };
                         turns
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
-                            .remove(&session);
+                            .remove(session.0.as_ref());
                         let _ = responder.respond_with_result(result.map(PromptResponse::new));
+                        if script.late {
+                            turn.late_tool_call().await?;
+                        }
                         Ok(())
                     })
                 }
@@ -181,19 +198,11 @@ async fn write_line(out: &SharedStdout, line: &str) -> std::io::Result<()> {
 
 /// One turn, following the prompt's script.
 async fn run_turn(
-    cx: &ConnectionTo<Client>,
-    request: PromptRequest,
+    turn: &Turn<'_>,
+    script: &Script,
+    notes: &[String],
     stdout: &SharedStdout,
-    cwd: &Path,
-    read_only: bool,
 ) -> Result<StopReason, Error> {
-    let session = request.session_id.clone();
-    let (text, uris) = prompt_text(&request.prompt);
-    let mut script = script::parse(&text, &uris, cwd);
-    if read_only {
-        script.action = Action::Read;
-    }
-    let turn = Turn { cx, session };
     if script.noise {
         write_line(stdout, "demo-agent: this line is debug noise, not JSON")
             .await
@@ -201,6 +210,9 @@ async fn run_turn(
     }
     for chunk in ["Hello", " from the", " demo agent.", "\n"] {
         turn.say(chunk)?;
+    }
+    for note in notes {
+        turn.say(&format!("agentls told me: {note}\n"))?;
     }
     if script.crash {
         tracing::error!("demo-agent: crashing on purpose (@crash)");
@@ -216,30 +228,51 @@ async fn run_turn(
     for i in 0..script.flood {
         turn.say(&script::flood_chunk(i, script.chunk_bytes))?;
     }
-    if script.hang {
+    if script.hang || script.deaf {
         turn.say("Waiting until you cancel…\n")?;
         std::future::pending::<()>().await;
     }
+    if let Some(command) = &script.run {
+        return turn.ask_and_run(command, None).await;
+    }
     if script.ask {
-        return turn.ask_and_run().await;
+        let command = ["echo".to_owned(), "demo terminal output".to_owned()];
+        return turn.ask_and_run(&command, Some(1000)).await;
     }
     let Some(path) = script.path.clone() else {
         turn.say("Name a file in the workspace, e.g. `uppercase the TODO lines in notes.txt`.\n")?;
         return Ok(StopReason::EndTurn);
     };
-    turn.edit(&script, &path).await
+    let mut files = vec![path];
+    files.extend(script.also.iter().cloned());
+    turn.edit(script, &files).await
 }
 
-/// The prompt's text and the URIs of its resources.
-fn prompt_text(prompt: &[ContentBlock]) -> (String, Vec<String>) {
+/// What a prompt holds for the demo agent.
+struct PromptText {
+    /// The user's text, blocks joined by newlines.
+    text: String,
+    /// The URIs of its resources.
+    uris: Vec<String>,
+    /// What agentls told the agent (`(From agentls) …` blocks), without the prefix.
+    notes: Vec<String>,
+}
+
+/// The prompt's text, the URIs of its resources, and agentls's notes (kept apart so that a
+/// file a note names is not taken for the file the user means).
+fn prompt_text(prompt: &[ContentBlock]) -> PromptText {
     let mut text = String::new();
     let mut uris = Vec::new();
+    let mut notes = Vec::new();
     for block in prompt {
         match block {
-            ContentBlock::Text(t) => {
-                text.push_str(&t.text);
-                text.push('\n');
-            }
+            ContentBlock::Text(t) => match t.text.strip_prefix("(From agentls) ") {
+                Some(note) => notes.push(note.to_owned()),
+                None => {
+                    text.push_str(&t.text);
+                    text.push('\n');
+                }
+            },
             ContentBlock::ResourceLink(link) => uris.push(link.uri.clone()),
             ContentBlock::Resource(resource) => {
                 if let EmbeddedResourceResource::TextResourceContents(r) = &resource.resource {
@@ -249,7 +282,7 @@ fn prompt_text(prompt: &[ContentBlock]) -> (String, Vec<String>) {
             _ => {}
         }
     }
-    (text, uris)
+    PromptText { text, uris, notes }
 }
 
 struct Turn<'a> {
@@ -293,64 +326,61 @@ impl Turn<'_> {
         self.update(SessionUpdate::Plan(Plan::new(entries)))
     }
 
-    /// Read, propose, and (if allowed) write.
-    async fn edit(&self, script: &Script, path: &Path) -> Result<StopReason, Error> {
-        let file = crate::editor::file_name(path);
+    /// Read, propose, and (if allowed) write. Several files are proposed in one permission
+    /// request (one diff each).
+    async fn edit(&self, script: &Script, files: &[PathBuf]) -> Result<StopReason, Error> {
+        let names = |paths: &mut dyn Iterator<Item = &PathBuf>| {
+            paths
+                .map(|p| crate::editor::file_name(p))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        };
         self.update(SessionUpdate::AgentThoughtChunk(ContentChunk::new(
             ContentBlock::from(format!(
-                "The user wants me to {} {file}.\n",
-                script.action.describe()
+                "The user wants me to {} {}.\n",
+                script.action.describe(),
+                names(&mut files.iter())
             )),
         )))?;
         self.plan(0)?;
-        self.update(SessionUpdate::ToolCall(
-            ToolCall::new("read-1", format!("Read {file}"))
-                .kind(ToolKind::Read)
-                .status(ToolCallStatus::InProgress)
-                .locations(vec![ToolCallLocation::new(path.to_path_buf())]),
-        ))?;
-        let read = self
-            .cx
-            .send_request(ReadTextFileRequest::new(
-                self.session.clone(),
-                path.to_path_buf(),
-            ))
-            .block_task()
-            .await;
-        let old = match read {
-            Ok(response) => response.content,
-            Err(e) => {
-                self.tool_status("read-1", ToolCallStatus::Failed)?;
-                self.say(&format!(
-                    "Could not read {}: {} ({})\n",
-                    path.display(),
-                    e.message,
-                    e.code.value()
-                ))?;
+        let mut changes = Vec::new();
+        for (i, path) in files.iter().enumerate() {
+            let Some(old) = self.read(&format!("read-{}", i + 1), path).await? else {
                 return Ok(StopReason::EndTurn);
+            };
+            if let Some(new) = script.action.apply(&old) {
+                changes.push((path.clone(), old, new));
             }
-        };
-        self.tool_status("read-1", ToolCallStatus::Completed)?;
-        self.say(&format!("{file} has {} lines.\n", old.lines().count()))?;
-        let Some(new) = script.action.apply(&old) else {
+        }
+        if changes.is_empty() {
             self.say("Nothing to change.\n")?;
             return Ok(StopReason::EndTurn);
-        };
+        }
         self.plan(1)?;
-        let title = format!("Edit {file}");
-        let diff = ToolCallContent::Diff(Diff::new(path.to_path_buf(), new.clone()).old_text(old));
+        let changed = names(&mut changes.iter().map(|(path, ..)| path));
+        let title = format!("Edit {changed}");
+        let diffs: Vec<_> = changes
+            .iter()
+            .map(|(path, old, new)| {
+                ToolCallContent::Diff(Diff::new(path.clone(), new.clone()).old_text(old.clone()))
+            })
+            .collect();
+        let locations = changes
+            .iter()
+            .map(|(path, ..)| ToolCallLocation::new(path.clone()))
+            .collect();
         self.update(SessionUpdate::ToolCall(
             ToolCall::new("edit-1", title.clone())
                 .kind(ToolKind::Edit)
                 .status(ToolCallStatus::Pending)
-                .content(vec![diff.clone()])
-                .locations(vec![ToolCallLocation::new(path.to_path_buf())]),
+                .content(diffs.clone())
+                .locations(locations),
         ))?;
         let permission = RequestPermissionRequest::new(
             self.session.clone(),
             ToolCallUpdate::new(
                 "edit-1",
-                ToolCallUpdateFields::new().title(title).content(vec![diff]),
+                ToolCallUpdateFields::new().title(title).content(diffs),
             ),
             vec![
                 PermissionOption::new("allow", "Allow", PermissionOptionKind::AllowOnce),
@@ -382,36 +412,84 @@ impl Turn<'_> {
             return Ok(StopReason::EndTurn);
         }
         self.plan(2)?;
-        let write = self
-            .cx
-            .send_request(WriteTextFileRequest::new(
-                self.session.clone(),
-                path.to_path_buf(),
-                new,
-            ))
-            .block_task()
-            .await;
-        if let Err(e) = write {
-            self.tool_status("edit-1", ToolCallStatus::Failed)?;
-            self.say(&format!(
-                "Write failed: {} ({})\n",
-                e.message,
-                e.code.value()
-            ))?;
-            return Ok(StopReason::EndTurn);
+        for (path, _, new) in changes {
+            let write = self
+                .cx
+                .send_request(WriteTextFileRequest::new(self.session.clone(), path, new))
+                .block_task()
+                .await;
+            if let Err(e) = write {
+                self.tool_status("edit-1", ToolCallStatus::Failed)?;
+                self.say(&format!(
+                    "Write failed: {} ({})\n",
+                    e.message,
+                    e.code.value()
+                ))?;
+                return Ok(StopReason::EndTurn);
+            }
         }
         self.tool_status("edit-1", ToolCallStatus::Completed)?;
         self.plan(3)?;
         self.update(SessionUpdate::UsageUpdate(UsageUpdate::new(1200, 200_000)))?;
-        self.say(&format!("Done: I {} {file}.\n", script.action.describe()))?;
+        self.say(&format!(
+            "Done: I {} {changed}.\n",
+            script.action.describe()
+        ))?;
         Ok(StopReason::EndTurn)
     }
 
-    /// A permission without a diff; if allowed, a command in a terminal.
-    async fn ask_and_run(&self) -> Result<StopReason, Error> {
-        let title = "Run `echo demo terminal output`";
+    /// Reads `path` through `fs/read_text_file` as tool call `id`; `None` (after saying why)
+    /// when it could not.
+    async fn read(&self, id: &str, path: &Path) -> Result<Option<String>, Error> {
+        let file = crate::editor::file_name(path);
         self.update(SessionUpdate::ToolCall(
-            ToolCall::new("run-1", title)
+            ToolCall::new(id.to_owned(), format!("Read {file}"))
+                .kind(ToolKind::Read)
+                .status(ToolCallStatus::InProgress)
+                .locations(vec![ToolCallLocation::new(path.to_path_buf())]),
+        ))?;
+        let read = self
+            .cx
+            .send_request(ReadTextFileRequest::new(
+                self.session.clone(),
+                path.to_path_buf(),
+            ))
+            .block_task()
+            .await;
+        match read {
+            Ok(response) => {
+                self.tool_status(id, ToolCallStatus::Completed)?;
+                let lines = response.content.lines().count();
+                self.say(&format!("{file} has {lines} lines.\n"))?;
+                Ok(Some(response.content))
+            }
+            Err(e) => {
+                self.tool_status(id, ToolCallStatus::Failed)?;
+                self.say(&format!(
+                    "Could not read {}: {} ({})\n",
+                    path.display(),
+                    e.message,
+                    e.code.value()
+                ))?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// A permission without a diff; if allowed, `command` in a terminal (its output capped at
+    /// `limit` bytes, or only by agentls).
+    async fn ask_and_run(
+        &self,
+        command: &[String],
+        limit: Option<u64>,
+    ) -> Result<StopReason, Error> {
+        let Some((program, args)) = command.split_first() else {
+            self.say("Name a command after @run.\n")?;
+            return Ok(StopReason::EndTurn);
+        };
+        let title = format!("Run `{}`", command.join(" "));
+        self.update(SessionUpdate::ToolCall(
+            ToolCall::new("run-1", title.clone())
                 .kind(ToolKind::Execute)
                 .status(ToolCallStatus::Pending),
         ))?;
@@ -435,15 +513,23 @@ impl Turn<'_> {
             return Ok(StopReason::EndTurn);
         }
         let session = self.session.clone();
-        let terminal = self
-            .cx
-            .send_request(
-                CreateTerminalRequest::new(session.clone(), "echo")
-                    .args(vec!["demo terminal output".to_owned()])
-                    .output_byte_limit(1000u64),
-            )
-            .block_task()
-            .await?;
+        let mut create =
+            CreateTerminalRequest::new(session.clone(), program.clone()).args(args.to_vec());
+        if let Some(limit) = limit {
+            create = create.output_byte_limit(limit);
+        }
+        let terminal = match self.cx.send_request(create).block_task().await {
+            Ok(terminal) => terminal,
+            Err(e) => {
+                self.tool_status("run-1", ToolCallStatus::Failed)?;
+                self.say(&format!(
+                    "Could not run `{program}`: {} ({})\n",
+                    e.message,
+                    e.code.value()
+                ))?;
+                return Ok(StopReason::EndTurn);
+            }
+        };
         let id = terminal.terminal_id;
         let exit = self
             .cx
@@ -460,11 +546,38 @@ impl Turn<'_> {
             .block_task()
             .await?;
         self.tool_status("run-1", ToolCallStatus::Completed)?;
+        let printed = output.output.trim_end();
+        let printed = if printed.len() <= 200 && !output.truncated {
+            format!("{printed:?}")
+        } else {
+            format!(
+                "{} bytes{}, ending with {:?},",
+                output.output.len(),
+                if output.truncated { " (truncated)" } else { "" },
+                printed.lines().last().unwrap_or_default()
+            )
+        };
         self.say(&format!(
-            "The command printed {:?} and exited with {:?}.\n",
-            output.output.trim_end(),
+            "The command printed {printed} and exited with {:?}.\n",
             exit.exit_status.exit_code
         ))?;
         Ok(StopReason::EndTurn)
+    }
+
+    /// A tool call, and an update of it, after the turn was answered (as agents that report a
+    /// finished tool late do).
+    async fn late_tool_call(&self) -> Result<(), Error> {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        self.update(SessionUpdate::ToolCall(
+            ToolCall::new("late-1", "Late tool call")
+                .kind(ToolKind::Edit)
+                .status(ToolCallStatus::InProgress),
+        ))?;
+        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            "late-1",
+            ToolCallUpdateFields::new()
+                .title("Late tool call, finished".to_owned())
+                .status(ToolCallStatus::Completed),
+        )))
     }
 }

@@ -1,6 +1,6 @@
 //! The demo agent's prompt language, with no I/O: which file a prompt is about, what to do to
-//! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@crash`, `@ask`, `@withdraw MS`,
-//! `@flood N`, `@chunk BYTES`).
+//! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@deaf`, `@crash`, `@ask`,
+//! `@run COMMAND…`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@also FILE`, `@late`).
 //!
 //! - `uppercase <file>`: uppercase the lines that contain `TODO` (every line if none does);
 //! - `sort <file>`: sort the lines;
@@ -24,10 +24,18 @@ pub struct Script {
     pub big_line: bool,
     /// Stream a line, then wait until cancelled.
     pub hang: bool,
+    /// Stream a line, then wait forever, ignoring `session/cancel`.
+    pub deaf: bool,
     /// Stream a line, then exit with code 3.
     pub crash: bool,
     /// Ask a permission without a diff, then run a command in a terminal if allowed.
     pub ask: bool,
+    /// Like `ask`, with this command (the rest of the prompt) and no output limit.
+    pub run: Option<Vec<String>>,
+    /// More files to change the same way, proposed in the same permission request.
+    pub also: Vec<PathBuf>,
+    /// After answering the prompt, send a tool call and an update of it.
+    pub late: bool,
     /// Send this many extra message chunks.
     pub flood: usize,
     /// Take the proposal back (cancel the permission request) after this long unanswered.
@@ -105,7 +113,12 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
         ..Script::default()
     };
     let words: Vec<&str> = text.split_whitespace().collect();
+    let mut skip = 0;
     for (i, word) in words.iter().enumerate() {
+        if skip > 0 {
+            skip -= 1;
+            continue;
+        }
         let bare = word.trim_matches(|c: char| matches!(c, ',' | ';' | '`' | '"' | '\''));
         match bare.to_ascii_lowercase().as_str() {
             "uppercase" => script.action = Action::Uppercase,
@@ -113,8 +126,20 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
             "@noise" => script.noise = true,
             "@bigline" => script.big_line = true,
             "@hang" => script.hang = true,
+            "@deaf" => script.deaf = true,
             "@crash" => script.crash = true,
             "@ask" => script.ask = true,
+            "@late" => script.late = true,
+            "@run" => {
+                script.run = Some(words[i + 1..].iter().map(|w| (*w).to_owned()).collect());
+                break;
+            }
+            "@also" => {
+                if let Some(file) = words.get(i + 1) {
+                    script.also.push(cwd.join(file));
+                    skip = 1;
+                }
+            }
             "@flood" => {
                 script.flood = words
                     .get(i + 1)
@@ -201,6 +226,16 @@ mod tests {
         let script = parse("@flood 3 @chunk 100", &[], dir.path());
         assert_eq!((script.flood, script.chunk_bytes), (3, 100));
         assert_eq!(flood_chunk(7, 0), "chunk 7\n");
+        let script = parse("uppercase @also b.txt notes.txt @late", &[], dir.path());
+        assert_eq!(script.path, Some(dir.path().join("notes.txt")));
+        assert_eq!(script.also, vec![dir.path().join("b.txt")]);
+        assert!(script.late);
+        let script = parse("@deaf @run seq 1 3.txt", &[], dir.path());
+        assert!(script.deaf);
+        assert_eq!(
+            script.run,
+            Some(vec!["seq".into(), "1".into(), "3.txt".into()])
+        );
         assert_eq!(flood_chunk(7, 12), "chunk 7....\n");
         assert_eq!(flood_chunk(12345, 100).len(), 100);
     }
