@@ -1,7 +1,8 @@
 //! What may not reach the terminal-agent socket, and the lockfile's life: requests without the
 //! token, with a wrong one, from a web page (Origin), through another Host name, plain HTTP,
 //! oversized frames and malformed JSON are all refused, and the server keeps serving; the
-//! lockfile goes away on SIGTERM/SIGINT, and stale ones of dead servers are cleaned at start.
+//! lockfile goes away on SIGTERM/SIGINT, and stale ones of dead servers are cleaned at start; a
+//! discovery directory others could tamper with gets no file (the server serves on).
 
 mod support;
 
@@ -275,6 +276,40 @@ async fn stale_lockfiles_of_ours_are_cleaned_at_start_and_others_kept() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(client.shutdown().await.success());
     assert!(!ours.path.exists());
+}
+
+#[tokio::test]
+async fn a_shared_discovery_directory_others_may_swap_gets_no_file() {
+    use std::os::unix::fs::PermissionsExt as _;
+    // `$TMPDIR/gemini` made by someone else, writable by everyone and not sticky: whoever can
+    // write there can replace `ide` after we check it. No token goes there.
+    let tmp = tempfile::tempdir().unwrap();
+    let gemini = tmp.path().join("gemini");
+    std::fs::create_dir(&gemini).unwrap();
+    std::fs::set_permissions(&gemini, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let client = TestClient::start_initialized(Options {
+        env: vec![("TMPDIR".into(), tmp.path().display().to_string())],
+        ..Options::default()
+    })
+    .await;
+    // The lockfile (in a directory of ours) is written, and agents connect.
+    let lock = lockfile(&client.lock_dir()).await;
+    McpClient::connect(&lock, "agent").await.close().await;
+    let ide = gemini.join("ide");
+    let files: Vec<_> = std::fs::read_dir(&ide)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(files.is_empty(), "a token in a shared directory: {files:?}");
+    let stderr = client.stderr();
+    assert!(
+        stderr.contains("no companion discovery file: refusing")
+            && stderr.contains("writable by every user"),
+        "{stderr}"
+    );
+    // Agents started in our terminals still get everything from their environment.
+    let env = client.terminal_env().await.unwrap();
+    assert!(env["GEMINI_CLI_IDE_AUTH_TOKEN"].is_string(), "{env}");
+    assert!(client.shutdown().await.success());
 }
 
 #[tokio::test]

@@ -135,8 +135,12 @@ async fn initialize_and_list_every_tool() {
             "saveDocument"
         ]
     );
+    // MCP: an unknown tool is a protocol error with code -32602 (Invalid params).
     let unknown = mcp.call("executeCode", json!({})).await.unwrap_err();
-    assert!(unknown.contains("no tool named"), "{unknown}");
+    assert!(
+        unknown.contains("-32602: no tool named `executeCode`"),
+        "{unknown}"
+    );
     mcp.close().await;
 }
 
@@ -236,11 +240,28 @@ async fn context_tools_answer_in_the_shapes_agents_parse() {
     assert_eq!(opened, ["Opened file and selected text \"three\""]);
     let shown = client.take("window/showDocument", |_| true).await;
     assert_eq!(shown["params"]["selection"], range(3, 0, 4, 0));
+    // A failure names its real cause: only a missing file is "not found".
     let failed = mcp
         .call("openFile", json!({"filePath": missing}))
         .await
         .unwrap();
     assert_eq!(failed["isError"], true);
+    assert_eq!(
+        failed["content"][0]["text"],
+        format!("File not found: {missing}")
+    );
+    let outside = client.home.path().join("outside.txt");
+    std::fs::write(&outside, "secret\n").unwrap();
+    let refused = mcp
+        .call("openFile", json!({"filePath": outside}))
+        .await
+        .unwrap();
+    assert_eq!(refused["isError"], true);
+    let text = refused["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("outside the workspace folders") && !text.contains("not found"),
+        "{text}"
+    );
 
     // Diagnostics the editor forwarded.
     let diagnostic = json!({"range": range(0, 0, 0, 4), "severity": 2, "message": "unused",

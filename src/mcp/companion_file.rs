@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::discovery::{self, DiscoveryFile, Found, IDE_NAME};
+use super::discovery::{self, DiscoveryError, DiscoveryFile, Found, IDE_NAME};
 use super::token::AuthToken;
 
 const PREFIX: &str = "gemini-ide-server-";
@@ -29,13 +29,13 @@ pub fn contents(port: u16, folders: &[PathBuf], token: &AuthToken) -> Value {
     })
 }
 
-/// Cleans stale files of ours in `dir`, then writes ours for `port`.
+/// Cleans stale files of ours in `dir`, then writes ours for `port` (blocking).
 pub fn create(
     dir: &Path,
     port: u16,
     folders: &[PathBuf],
     token: &AuthToken,
-) -> std::io::Result<DiscoveryFile> {
+) -> Result<DiscoveryFile, DiscoveryError> {
     let name = format!("{PREFIX}{}-{port}.json", std::process::id());
     discovery::create_replacing_stale(
         &scan(dir),
@@ -45,10 +45,11 @@ pub fn create(
     )
 }
 
-/// The companion discovery files in `dir`, any IDE's.
+/// The companion discovery files in `dir`, any IDE's (blocking).
 pub fn scan(dir: &Path) -> Vec<Found> {
-    let found = discovery::scan(
+    discovery::scan(
         dir,
+        PREFIX,
         ".json",
         |path, _| {
             let name = path.file_name()?.to_str()?;
@@ -56,14 +57,5 @@ pub fn scan(dir: &Path) -> Vec<Found> {
             rest.split('-').next()?.parse().ok()
         },
         |v| v["ideInfo"]["name"].as_str(),
-    );
-    found
-        .into_iter()
-        .filter(|f| {
-            f.path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(PREFIX))
-        })
-        .collect()
+    )
 }

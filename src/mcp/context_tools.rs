@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::outcome::{ToolError, ToolOutcome, json, parse};
 use super::shapes;
-use crate::editor::{EditorAccess, Position, Range, WriteError};
+use crate::editor::{EditorAccess, FileError, Position, Range, WriteError};
 
 #[derive(Debug, Deserialize)]
 struct UriArgs {
@@ -147,7 +147,7 @@ pub async fn open_file(editor: &EditorAccess, args: Value) -> ToolOutcome {
     let text = editor
         .read_text_file(&path, None, None)
         .await
-        .map_err(|e| ToolError::Failed(format!("File not found: {e}")))?;
+        .map_err(|e| ToolError::Failed(read_failure(&args.file_path, &e)))?;
     let lines: Vec<&str> = text.lines().collect();
     let find = |needle: &str, from: usize| (from..lines.len()).find(|&i| lines[i].contains(needle));
     let (selection, mut message) = match (&args.start_text, args.start_line) {
@@ -202,6 +202,16 @@ pub async fn open_file(editor: &EditorAccess, args: Value) -> ToolOutcome {
         }));
     }
     Ok(vec![message])
+}
+
+/// Why `openFile` could not read the file, in its own words: only a missing file is "not found";
+/// a path outside the workspace or a relative one says so (and how to allow it).
+fn read_failure(file_path: &str, e: &FileError) -> String {
+    if e.is_not_found() {
+        format!("File not found: {file_path}")
+    } else {
+        format!("Cannot open file: {e}")
+    }
 }
 
 fn open_failure(e: &WriteError) -> String {

@@ -20,6 +20,12 @@ use super::token::AuthToken;
 use super::tools::DiffStyle;
 use crate::editor::EditorAccess;
 
+/// How long an MCP session may go without a message before rmcp closes it (rejecting its
+/// pending diffs). rmcp's default of 5 minutes would end a session — and withdraw its diff —
+/// while the user is still reading a long proposal; a day only bounds what a killed agent
+/// leaves behind.
+const SESSION_IDLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
 struct Gate {
     port: u16,
     token: AuthToken,
@@ -39,8 +45,9 @@ pub fn router(port: u16, token: AuthToken, editor: EditorAccess) -> Router {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(true)
         .with_max_request_body_bytes(MAX_MESSAGE_BYTES);
-    let service =
-        StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config);
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(SESSION_IDLE_LIMIT);
+    let service = StreamableHttpService::new(factory, Arc::new(sessions), config);
     let gate = Arc::new(Gate { port, token });
     Router::new()
         .nest_service("/mcp", service)

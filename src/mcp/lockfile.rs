@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::discovery::{self, DiscoveryFile, Found, IDE_NAME};
+use super::discovery::{self, DiscoveryError, DiscoveryFile, Found, IDE_NAME};
 use super::token::AuthToken;
 
 /// The lockfile directory agents scan first: `$CLAUDE_CONFIG_DIR/ide`, else `~/.claude/ide`.
@@ -42,13 +42,13 @@ pub fn contents(folders: &[PathBuf], token: &AuthToken) -> Value {
     })
 }
 
-/// Cleans stale lockfiles of ours in `dir`, then writes ours for `port`.
+/// Cleans stale lockfiles of ours in `dir`, then writes ours for `port` (blocking).
 pub fn create(
     dir: &Path,
     port: u16,
     folders: &[PathBuf],
     token: &AuthToken,
-) -> std::io::Result<DiscoveryFile> {
+) -> Result<DiscoveryFile, DiscoveryError> {
     discovery::create_replacing_stale(
         &scan(dir),
         "lockfile",
@@ -57,10 +57,11 @@ pub fn create(
     )
 }
 
-/// The lockfiles in `dir`, any IDE's.
+/// The lockfiles in `dir`, any IDE's (blocking).
 pub fn scan(dir: &Path) -> Vec<Found> {
     discovery::scan(
         dir,
+        "",
         ".lock",
         |_, v| v["pid"].as_u64().and_then(|p| u32::try_from(p).ok()),
         |v| v["ideName"].as_str(),

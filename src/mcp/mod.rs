@@ -34,7 +34,7 @@ pub use token::AuthToken;
 
 use crate::editor::EditorAccess;
 use crate::editor::context::ContextEvent;
-use discovery::DiscoveryFile;
+use discovery::{DiscoveryError, DiscoveryFile};
 
 /// Why the MCP side could not start (the language server goes on without it).
 #[derive(Debug, thiserror::Error)]
@@ -139,36 +139,57 @@ impl McpServer {
             .await?
         };
         let lock_dir = lockfile::dir().ok_or(StartError::NoConfigDir)?;
+        let companion_dir = companion_file::dir();
         // Subscribe before reading the folders, so that no change falls between the two.
         let events = editor.watch_context().await;
         let folders = editor.workspace_folders().await;
-        let failed = |path: PathBuf| move |source| StartError::DiscoveryFile { path, source };
-        let lock = lockfile::create(&lock_dir, ws_port, &folders, &ws_token)
-            .map_err(failed(lock_dir.join(format!("{ws_port}.lock"))))?;
-        let companion_dir = companion_file::dir();
-        let companion = companion_file::create(&companion_dir, http_port, &folders, &http_token)
-            .map_err(failed(companion_dir.clone()))?;
-        tracing::info!(
-            ws_port,
-            http_port,
-            lockfile = %lock.path().display(),
-            companion_file = %companion.path().display(),
-            "serving terminal agents"
-        );
-        let files = Arc::new(Mutex::new(vec![
-            Published {
-                file: lock,
+        // Scanning and writing the directories is blocking file work (and the directories are
+        // not all ours): off the async workers.
+        let (lock, companion) = {
+            let (ws_token, http_token) = (ws_token.clone(), http_token.clone());
+            let (lock_in, companion_in) = (lock_dir.clone(), companion_dir.clone());
+            tokio::task::spawn_blocking(move || {
+                (
+                    lockfile::create(&lock_in, ws_port, &folders, &ws_token),
+                    companion_file::create(&companion_in, http_port, &folders, &http_token),
+                )
+            })
+            .await
+            .map_err(|e| StartError::DiscoveryFile {
+                path: lock_dir.clone(),
+                source: std::io::Error::other(e),
+            })?
+        };
+        let mut files = Vec::new();
+        let lock = published(lock, "lockfile", lock_dir.join(format!("{ws_port}.lock")))?;
+        if let Some(file) = lock {
+            files.push(Published {
+                file,
                 contents: lockfile_contents,
                 port: ws_port,
                 token: ws_token.clone(),
-            },
-            Published {
-                file: companion,
+            });
+        }
+        let companion = published(companion, "companion discovery file", companion_dir)?;
+        if let Some(file) = companion {
+            files.push(Published {
+                file,
                 contents: companion_file::contents,
                 port: http_port,
                 token: http_token.clone(),
-            },
-        ]));
+            });
+        }
+        let paths: Vec<String> = files
+            .iter()
+            .map(|p| p.file.path().display().to_string())
+            .collect();
+        tracing::info!(
+            ws_port,
+            http_port,
+            discovery_files = ?paths,
+            "serving terminal agents"
+        );
+        let files = Arc::new(Mutex::new(files));
         if let Some(events) = events {
             tokio::spawn(keep_folders_current(
                 editor,
@@ -237,6 +258,25 @@ impl McpServer {
     }
 }
 
+/// A discovery file written, or refused for its directory (logged; agents started in our
+/// terminals still find us through their environment), or a failure that stops the start.
+fn published(
+    result: Result<DiscoveryFile, DiscoveryError>,
+    kind: &str,
+    path: PathBuf,
+) -> Result<Option<DiscoveryFile>, StartError> {
+    match result {
+        Ok(file) => Ok(Some(file)),
+        Err(e @ DiscoveryError::UnsafeDir { .. }) => {
+            tracing::warn!(
+                "no {kind}: {e}; only agents started in agentls's terminals will find this server"
+            );
+            Ok(None)
+        }
+        Err(DiscoveryError::Io(source)) => Err(StartError::DiscoveryFile { path, source }),
+    }
+}
+
 fn lockfile_contents(_port: u16, folders: &[PathBuf], token: &AuthToken) -> serde_json::Value {
     lockfile::contents(folders, token)
 }
@@ -263,12 +303,19 @@ async fn keep_folders_current(
             Ok(ContextEvent::FoldersChanged)
             | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                 let folders = editor.workspace_folders().await;
-                let files = files.lock().unwrap_or_else(|e| e.into_inner());
-                for p in files.iter() {
-                    let contents = (p.contents)(p.port, &folders, &p.token);
-                    if let Err(e) = p.file.rewrite(&contents) {
-                        tracing::warn!(path = %p.file.path().display(), "cannot update: {e}");
+                let files = Arc::clone(&files);
+                let rewritten = tokio::task::spawn_blocking(move || {
+                    let files = files.lock().unwrap_or_else(|e| e.into_inner());
+                    for p in files.iter() {
+                        let contents = (p.contents)(p.port, &folders, &p.token);
+                        if let Err(e) = p.file.rewrite(&contents) {
+                            tracing::warn!(path = %p.file.path().display(), "cannot update: {e}");
+                        }
                     }
+                })
+                .await;
+                if let Err(e) = rewritten {
+                    tracing::error!("updating the discovery files failed: {e}");
                 }
             }
             Ok(_) => {}
