@@ -380,6 +380,121 @@ async fn a_permission_without_a_diff_offers_the_agents_options_and_runs_a_termin
     assert!(client.shutdown().await.success());
 }
 
+/// A command's output is kept to 1 MiB (the newest bytes) when the agent sets no limit, and a
+/// command that does not exist is "resource not found" (-32002), not an internal error.
+#[tokio::test]
+async fn terminals_cap_unlimited_output_and_name_a_missing_command() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    client.answer(
+        "window/showMessageRequest",
+        Answer::With(json!({"title": "Run it"})),
+    );
+    // 300,000 lines, 1,988,895 bytes.
+    client.prompt("@run seq 1 300000").await;
+    let summary = client.take_message("demo: end_turn").await;
+    let kept: usize = summary
+        .split("The command printed ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(
+        (1024 * 1024 - 7..=1024 * 1024).contains(&kept),
+        "kept {kept} bytes: {summary}"
+    );
+    assert!(
+        summary.contains("(truncated), ending with \"300000\""),
+        "{summary}"
+    );
+
+    client.prompt("@run agentls-no-such-command --flag").await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(
+        summary.contains("Could not run `agentls-no-such-command`") && summary.contains("(-32002)"),
+        "{summary}"
+    );
+    assert!(client.shutdown().await.success());
+}
+
+/// An agent that closes its stdout at once but lives on is stopped, not left running unseen.
+#[tokio::test]
+async fn an_agent_that_hangs_up_at_once_is_not_left_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let script = format!("exec >&-; echo $$ > '{}'; sleep 60", pid_file.display());
+    let config = format!(
+        "defaultAgent = \"mute\"\n[agents.mute]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\n"
+    );
+    let client = TestClient::start(Options {
+        config_toml: Some(config),
+        ..Options::default()
+    })
+    .await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    client.prompt("hello").await;
+    let told = client.take_message("mute: ").await;
+    assert!(told.contains("protocol error"), "{told}");
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Reaped while agentls runs on: its /proc entry is gone.
+    support::agents::eventually_async(|| async {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    })
+    .await
+    .unwrap_or_else(|| panic!("agent {pid} still runs"));
+    assert!(client.shutdown().await.success());
+}
+
+/// An agent still starting when the editor shuts agentls down is stopped too, not left behind.
+#[tokio::test]
+async fn an_agent_still_starting_at_shutdown_does_not_outlive_agentls() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let script = format!(
+        "echo $$ > '{}'; sleep 1; exec '{}' demo-agent",
+        pid_file.display(),
+        env!("CARGO_BIN_EXE_agentls")
+    );
+    let config = format!(
+        "defaultAgent = \"slow\"\n[agents.slow]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\n"
+    );
+    let client = TestClient::start(Options {
+        config_toml: Some(config),
+        ..Options::default()
+    })
+    .await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    client.prompt("hello").await;
+    // (Read once it holds a whole number: the shell may not have finished writing it.)
+    let read_pid = || {
+        std::fs::read_to_string(&pid_file)
+            .ok()?
+            .trim()
+            .parse::<u32>()
+            .ok()
+    };
+    support::agents::eventually_async(|| async { read_pid().is_some() })
+        .await
+        .expect("the agent wrote its pid");
+    let pid = read_pid().unwrap();
+    assert!(client.shutdown().await.success());
+    // Gone, or at most a zombie waiting for its new parent to reap it.
+    let proc_stat = format!("/proc/{pid}/stat");
+    let alive = std::fs::read_to_string(&proc_stat).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|s| !s.trim_start().starts_with('Z'))
+    });
+    assert!(!alive, "agent {pid} outlived agentls");
+}
+
 #[tokio::test]
 async fn modes_sessions_and_shutdown_without_zombies() {
     let client = started(TestClient::rich_capabilities(false)).await;

@@ -98,6 +98,8 @@ impl RunningAgent {
             status = process.wait() => return Err(process.died(status)),
         };
         let Some(Connection { cx, stop }) = connected else {
+            // Not left running: nothing would ever stop or reap it.
+            process.terminate(Duration::from_millis(200)).await;
             return Err(AgentFailure::Protocol(
                 "the connection closed at once".into(),
             ));

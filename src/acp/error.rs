@@ -51,6 +51,9 @@ pub enum AgentFailure {
     /// The agent answered a request with an error.
     #[error("the agent reported an error: {0}")]
     Agent(String),
+    /// agentls is shutting down and starts no agent.
+    #[error("agentls is shutting down")]
+    ShuttingDown,
 }
 
 impl AgentFailure {
@@ -64,6 +67,7 @@ impl AgentFailure {
             Self::Timeout { .. } => "timeout",
             Self::AuthRequired(_) => "authentication required",
             Self::Agent(_) => "agent error",
+            Self::ShuttingDown => "shutting down",
         }
     }
 

@@ -183,6 +183,8 @@ impl Agents {
     }
 
     /// Stops every agent: cancel, close stdin, SIGTERM, SIGKILL; returns once all are reaped.
+    /// (An agent still starting stops itself when its start ends, and dies with agentls anyway:
+    /// its process is killed when dropped.)
     pub async fn shutdown(&self) {
         self.inner.shutting_down.store(true, Ordering::SeqCst);
         let running: Vec<_> = {
@@ -288,9 +290,6 @@ impl Inner {
         if let Some(agent) = self.running(name) {
             return Ok(agent);
         }
-        if self.shutting_down.load(Ordering::SeqCst) {
-            return Err(AgentFailure::Protocol("agentls is shutting down".into()));
-        }
         let delay = slot.backoff();
         if !delay.is_zero() {
             self.editor.log(
@@ -301,6 +300,9 @@ impl Inner {
                 ),
             );
             tokio::time::sleep(delay).await;
+        }
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(AgentFailure::ShuttingDown);
         }
         let cwd = self
             .editor
@@ -322,6 +324,12 @@ impl Inner {
             }
         };
         *slot.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&agent));
+        // A shutdown that began while it started did not see it in its slot: stop it here.
+        // (The flag is set before the shutdown looks at the slots, so one of the two sees it.)
+        if self.shutting_down.load(Ordering::SeqCst) {
+            agent.stop(STOP_GRACE).await;
+            return Err(AgentFailure::ShuttingDown);
+        }
         tokio::spawn(watch_death(
             Arc::clone(self),
             Arc::clone(&slot),

@@ -1,6 +1,6 @@
 //! `terminal/*`: commands the agent runs through agentls, each in its own process group in the
-//! workspace, with output captured (capped by `outputByteLimit`, oldest bytes dropped first) and
-//! streamed to the editor's log.
+//! workspace, with output captured (capped by `outputByteLimit`, else 1 MiB, never more than
+//! 16 MiB; oldest bytes dropped first) and streamed to the editor's log.
 
 use std::collections::HashMap;
 use std::os::unix::process::ExitStatusExt as _;
@@ -21,6 +21,11 @@ use tokio::sync::watch;
 use super::link::AgentLink;
 use super::process::{ChildProcess, signal_name};
 use crate::editor::{EditorAccess, Level};
+
+/// The output kept of a command whose agent set no `outputByteLimit` (the newest bytes).
+const DEFAULT_OUTPUT_LIMIT: usize = 1024 * 1024;
+/// The most output kept of any command, whatever limit its agent asked for.
+const MAX_OUTPUT_LIMIT: usize = 16 * 1024 * 1024;
 
 /// How long output may keep draining after the command exited (a grandchild may hold the pipe).
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
@@ -43,16 +48,14 @@ struct Terminal {
 struct Output {
     text: String,
     truncated: bool,
-    limit: Option<usize>,
+    limit: usize,
 }
 
 impl Output {
     fn push(&mut self, chunk: &str) {
         self.text.push_str(chunk);
-        if let Some(limit) = self.limit
-            && self.text.len() > limit
-        {
-            let mut cut = self.text.len() - limit;
+        if self.text.len() > self.limit {
+            let mut cut = self.text.len() - self.limit;
             while !self.text.is_char_boundary(cut) {
                 cut += 1;
             }
@@ -62,12 +65,24 @@ impl Output {
     }
 }
 
+impl Terminal {
+    /// Kills the command's process group — unless the command was reaped and both its output
+    /// pipes are closed: then no one is left in the group (nothing holds the pipes), and its id
+    /// may already belong to an unrelated process group.
+    fn kill_group(&self) {
+        if self.process.exited().is_some() && *self.drained.borrow() >= 2 {
+            return;
+        }
+        self.process.signal_group(libc::SIGKILL);
+    }
+}
+
 impl Terminals {
     /// Kills every terminal's process group and forgets them.
     pub fn kill_all(&self) {
         let all: Vec<_> = self.lock().drain().map(|(_, t)| t).collect();
         for terminal in all {
-            terminal.process.signal_group(libc::SIGKILL);
+            terminal.kill_group();
         }
     }
 
@@ -102,13 +117,20 @@ pub fn create(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| {
-            Error::new(
-                ErrorCode::INTERNAL_ERROR,
-                format!("cannot run `{}`: {e}", request.command),
-            )
+            let code = match e.kind() {
+                std::io::ErrorKind::NotFound => ErrorCode::RESOURCE_NOT_FOUND,
+                _ => ErrorCode::INTERNAL_ERROR,
+            };
+            Error::new(code, format!("cannot run `{}`: {e}", request.command))
         })?;
+    let limit = request
+        .output_byte_limit
+        .map_or(DEFAULT_OUTPUT_LIMIT, |l| {
+            usize::try_from(l).unwrap_or(usize::MAX)
+        })
+        .min(MAX_OUTPUT_LIMIT);
     let output = Arc::new(Mutex::new(Output {
-        limit: request.output_byte_limit.map(|l| l as usize),
+        limit,
         ..Output::default()
     }));
     let (done, drained) = watch::channel(0usize);
@@ -169,10 +191,7 @@ pub async fn wait_for_exit(
 
 /// `terminal/kill`: kills the command's process group; the terminal stays readable.
 pub fn kill(link: &AgentLink, request: KillTerminalRequest) -> Result<KillTerminalResponse, Error> {
-    link.terminals
-        .get(&request.terminal_id)?
-        .process
-        .signal_group(libc::SIGKILL);
+    link.terminals.get(&request.terminal_id)?.kill_group();
     Ok(KillTerminalResponse::new())
 }
 
@@ -182,7 +201,7 @@ pub fn release(
     request: ReleaseTerminalRequest,
 ) -> Result<ReleaseTerminalResponse, Error> {
     let terminal = link.terminals.get(&request.terminal_id)?;
-    terminal.process.signal_group(libc::SIGKILL);
+    terminal.kill_group();
     link.terminals.lock().remove(request.terminal_id.0.as_ref());
     Ok(ReleaseTerminalResponse::new())
 }
@@ -236,7 +255,7 @@ mod tests {
     #[test]
     fn output_keeps_the_newest_bytes_within_the_limit() {
         let mut output = Output {
-            limit: Some(5),
+            limit: 5,
             ..Output::default()
         };
         output.push("abc");
