@@ -416,14 +416,16 @@ async fn terminals_cap_unlimited_output_and_name_a_missing_command() {
     assert!(client.shutdown().await.success());
 }
 
-/// An agent that closes its stdout at once but lives on is stopped, not left running unseen.
-#[tokio::test]
-async fn an_agent_that_hangs_up_at_once_is_not_left_running() {
+/// A server whose default agent is `sh -c SCRIPT`, where `$PID_FILE` in the script names a file
+/// for it to write its pid to; prompted once. Returns the client and that file.
+async fn prompted_shell_agent(script: &str) -> (TestClient, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pid");
-    let script = format!("exec >&-; echo $$ > '{}'; sleep 60", pid_file.display());
+    let script = script.replace(
+        "$PID_FILE",
+        &format!("'{}'", dir.path().join("pid").display()),
+    );
     let config = format!(
-        "defaultAgent = \"mute\"\n[agents.mute]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\n"
+        "defaultAgent = \"sh\"\n[agents.sh]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\n"
     );
     let client = TestClient::start(Options {
         config_toml: Some(config),
@@ -434,65 +436,58 @@ async fn an_agent_that_hangs_up_at_once_is_not_left_running() {
         .initialize(capabilities_without_dialogs(), None)
         .await;
     client.prompt("hello").await;
-    let told = client.take_message("mute: ").await;
-    assert!(told.contains("protocol error"), "{told}");
-    let pid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // Reaped while agentls runs on: its /proc entry is gone.
-    support::agents::eventually_async(|| async {
-        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    (client, dir)
+}
+
+/// The pid the agent of [`prompted_shell_agent`] wrote, once it is all there.
+async fn written_pid(dir: &tempfile::TempDir) -> u32 {
+    let read = || {
+        std::fs::read_to_string(dir.path().join("pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    support::agents::eventually_async(|| async { read().is_some() })
+        .await
+        .expect("the agent wrote its pid");
+    read().unwrap()
+}
+
+/// Whether `pid` runs (a zombie waiting to be reaped by its new parent does not).
+fn runs(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|s| !s.trim_start().starts_with('Z'))
     })
-    .await
-    .unwrap_or_else(|| panic!("agent {pid} still runs"));
+}
+
+/// An agent that closes its stdout at once but lives on is stopped, not left running unseen.
+#[tokio::test]
+async fn an_agent_that_hangs_up_at_once_is_not_left_running() {
+    let (client, dir) = prompted_shell_agent("exec >&-; echo $$ > $PID_FILE; sleep 60").await;
+    let told = client.take_message("sh: ").await;
+    assert!(told.contains("protocol error"), "{told}");
+    let pid = written_pid(&dir).await;
+    // Stopped while agentls runs on.
+    support::agents::eventually_async(|| async { !runs(pid) })
+        .await
+        .unwrap_or_else(|| panic!("agent {pid} still runs"));
     assert!(client.shutdown().await.success());
 }
 
 /// An agent still starting when the editor shuts agentls down is stopped too, not left behind.
 #[tokio::test]
 async fn an_agent_still_starting_at_shutdown_does_not_outlive_agentls() {
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pid");
     let script = format!(
-        "echo $$ > '{}'; sleep 1; exec '{}' demo-agent",
-        pid_file.display(),
+        "echo $$ > $PID_FILE; sleep 1; exec '{}' demo-agent",
         env!("CARGO_BIN_EXE_agentls")
     );
-    let config = format!(
-        "defaultAgent = \"slow\"\n[agents.slow]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\n"
-    );
-    let client = TestClient::start(Options {
-        config_toml: Some(config),
-        ..Options::default()
-    })
-    .await;
-    client
-        .initialize(capabilities_without_dialogs(), None)
-        .await;
-    client.prompt("hello").await;
-    // (Read once it holds a whole number: the shell may not have finished writing it.)
-    let read_pid = || {
-        std::fs::read_to_string(&pid_file)
-            .ok()?
-            .trim()
-            .parse::<u32>()
-            .ok()
-    };
-    support::agents::eventually_async(|| async { read_pid().is_some() })
-        .await
-        .expect("the agent wrote its pid");
-    let pid = read_pid().unwrap();
+    let (client, dir) = prompted_shell_agent(&script).await;
+    let pid = written_pid(&dir).await;
     assert!(client.shutdown().await.success());
-    // Gone, or at most a zombie waiting for its new parent to reap it.
-    let proc_stat = format!("/proc/{pid}/stat");
-    let alive = std::fs::read_to_string(&proc_stat).is_ok_and(|stat| {
-        stat.rsplit(')')
-            .next()
-            .is_some_and(|s| !s.trim_start().starts_with('Z'))
-    });
-    assert!(!alive, "agent {pid} outlived agentls");
+    assert!(!runs(pid), "agent {pid} outlived agentls");
 }
 
 #[tokio::test]

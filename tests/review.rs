@@ -429,10 +429,9 @@ async fn an_agent_writing_its_whole_proposal_through_the_editor_gets_the_accepte
     );
 }
 
-/// The agent writes more than it proposed while the user has unsaved edits elsewhere: the
-/// buffer takes the agent's change and keeps the user's.
-#[tokio::test]
-async fn a_later_disk_change_is_merged_into_the_buffer_keeping_unsaved_edits() {
+/// A server where the user accepted the whole proposal for `a.rs`, then typed `// mine` on top
+/// (unsaved); returns it and the document's URI.
+async fn accepted_whole_then_typed() -> (TestClient, String) {
     let client = TestClient::start_initialized(Options::default()).await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "agent").await;
@@ -443,6 +442,14 @@ async fn a_later_disk_change_is_merged_into_the_buffer_keeping_unsaved_edits() {
         .unwrap();
     assert_eq!(verdict(&client).await["text"], PROPOSAL);
     client.edit(&uri, range(0, 0, 0, 0), "// mine\n").await;
+    (client, uri)
+}
+
+/// The agent writes more than it proposed while the user has unsaved edits elsewhere: the
+/// buffer takes the agent's change and keeps the user's.
+#[tokio::test]
+async fn a_later_disk_change_is_merged_into_the_buffer_keeping_unsaved_edits() {
+    let (client, uri) = accepted_whole_then_typed().await;
     let path = client.workspace.join("a.rs");
     std::fs::write(&path, format!("{PROPOSAL}// theirs\n")).unwrap();
     let merged = client
@@ -461,16 +468,7 @@ async fn a_later_disk_change_is_merged_into_the_buffer_keeping_unsaved_edits() {
 /// stays in the buffer (the write lands on disk only).
 #[tokio::test]
 async fn an_agent_writing_an_accepted_proposal_keeps_later_typing() {
-    let client = TestClient::start_initialized(Options::default()).await;
-    let uri = client.open("a.rs", "rust", BASE).await;
-    propose(&client, &uri, PROPOSAL, "agent").await;
-    diagnostics(&client, &uri, 2).await;
-    let actions = client.code_actions_at(&uri, range(0, 0, 0, 0)).await;
-    run(&client, titled(&actions, "Accept all changes (2)"))
-        .await
-        .unwrap();
-    assert_eq!(verdict(&client).await["text"], PROPOSAL);
-    client.edit(&uri, range(0, 0, 0, 0), "// mine\n").await;
+    let (client, uri) = accepted_whole_then_typed().await;
     let args = json!([{"uri": uri, "text": PROPOSAL}]);
     client
         .request(
