@@ -409,14 +409,7 @@ async fn an_agent_writing_its_whole_proposal_through_the_editor_gets_the_accepte
     let expected = accept_first_hunk_only(&client, &uri).await;
     // An unsaved edit of the user's stays in the buffer (and off the disk).
     client.edit(&uri, range(0, 0, 0, 0), "// mine\n").await;
-    let args = json!([{"uri": uri, "text": PROPOSAL}]);
-    client
-        .request(
-            "workspace/executeCommand",
-            json!({"command": "agentls.debug.write", "arguments": args}),
-        )
-        .await
-        .unwrap();
+    write_as_agent(&client, &uri, PROPOSAL).await;
     let path = client.workspace.join("a.rs");
     support::eventually(|| std::fs::read_to_string(&path).ok().as_deref() == Some(&expected))
         .await
@@ -469,14 +462,7 @@ async fn a_later_disk_change_is_merged_into_the_buffer_keeping_unsaved_edits() {
 #[tokio::test]
 async fn an_agent_writing_an_accepted_proposal_keeps_later_typing() {
     let (client, uri) = accepted_whole_then_typed().await;
-    let args = json!([{"uri": uri, "text": PROPOSAL}]);
-    client
-        .request(
-            "workspace/executeCommand",
-            json!({"command": "agentls.debug.write", "arguments": args}),
-        )
-        .await
-        .unwrap();
+    write_as_agent(&client, &uri, PROPOSAL).await;
     let path = client.workspace.join("a.rs");
     support::eventually(|| std::fs::read_to_string(&path).ok().as_deref() == Some(PROPOSAL))
         .await
@@ -519,6 +505,13 @@ async fn a_write_keeps_unsaved_edits_or_is_refused() {
 
     client.edit(&uri, range(1, 0, 1, 3), "mine").await;
     write_as_agent(&client, &uri, "ONE\ntheirs\nTHREE\n").await;
+    told_of_conflict(&client).await;
+    assert_eq!(client.document(&uri).text, "ONE\nmine\nTHREE\n");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "ONE\ntwo\nTHREE\n");
+}
+
+/// Waits until the user is told an agent's write was refused for touching their edits.
+async fn told_of_conflict(client: &TestClient) {
     client
         .take("window/showMessage", |p| {
             p["message"]
@@ -527,8 +520,6 @@ async fn a_write_keeps_unsaved_edits_or_is_refused() {
                 .contains("edited the same lines")
         })
         .await;
-    assert_eq!(client.document(&uri).text, "ONE\nmine\nTHREE\n");
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "ONE\ntwo\nTHREE\n");
 }
 
 /// A buffer that exists only in the editor (not on disk yet) is not replaced by a blind write.
@@ -538,14 +529,7 @@ async fn a_blind_write_does_not_replace_an_unsaved_new_buffer() {
     let path = client.workspace.join("draft.md");
     let uri = client.open_unsaved(&path, "markdown", "my draft\n").await;
     write_as_agent(&client, &uri, "agent text\n").await;
-    client
-        .take("window/showMessage", |p| {
-            p["message"]
-                .as_str()
-                .unwrap()
-                .contains("edited the same lines")
-        })
-        .await;
+    told_of_conflict(&client).await;
     assert_eq!(client.document(&uri).text, "my draft\n");
     assert!(!path.exists());
 }
