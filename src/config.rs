@@ -189,7 +189,7 @@ impl fmt::Display for Source {
 pub struct Problem {
     /// Where the bad value came from.
     pub source: Source,
-    /// The dotted key, e.g. `agents.claude.args`.
+    /// The dotted key, e.g. `agents.claude.args` (empty: the whole source).
     pub key: String,
     /// What is wrong and what agentls did about it.
     pub message: String,
@@ -197,11 +197,14 @@ pub struct Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "agentls config ({}): `{}`: {}",
-            self.source, self.key, self.message
-        )
+        match self.key.as_str() {
+            "" => write!(f, "agentls config ({}): {}", self.source, self.message),
+            key => write!(
+                f,
+                "agentls config ({}): `{key}`: {}",
+                self.source, self.message
+            ),
+        }
     }
 }
 
@@ -296,7 +299,21 @@ impl Layers {
         for (source, value) in layers {
             let mut value = value.clone();
             if !matches!(source, Source::File(_)) {
+                if !value.is_object() {
+                    let message = "the settings must be an object; this source is ignored".into();
+                    problems.push(problem(source, "", message));
+                    continue;
+                }
                 refuse_from_editor(&source, &mut value, &mut problems);
+                // Whatever the encoding (serde also reads a struct from an array), what is left
+                // must not define agents or loosen a guard rail.
+                if let Some(key) = still_loosens(&value) {
+                    let message = "only your config file may set this (editor settings may come \
+                                   from a workspace); this source is ignored"
+                        .into();
+                    problems.push(problem(source, &key, message));
+                    continue;
+                }
             }
             match check_layer(&value) {
                 Ok(()) => merge(&mut merged, value),
@@ -363,6 +380,28 @@ fn refuse_from_editor(source: &Source, value: &mut Value, problems: &mut Vec<Pro
             }
         }
     }
+}
+
+/// The key of what an editor layer still sets that only the user's file may: an agent, or a
+/// guard rail turned off. `None` when it sets none (or does not fit the schema at all, which
+/// [`check_layer`] reports).
+fn still_loosens(value: &Value) -> Option<String> {
+    let config: Config = serde_json::from_value(value.clone()).ok()?;
+    if !config.agents.is_empty() {
+        return Some("agents".into());
+    }
+    if config.fs.allow_outside_workspace {
+        return Some("fs.allowOutsideWorkspace".into());
+    }
+    if config.review.auto_accept {
+        return Some("review.autoAccept".into());
+    }
+    config
+        .review
+        .agents
+        .iter()
+        .find(|(_, o)| o.auto_accept == Some(true))
+        .map(|(name, _)| format!("review.agents.{name}.autoAccept"))
 }
 
 /// Whether a layer fits the schema; on failure the dotted key and the reason.
@@ -479,6 +518,34 @@ mod tests {
             loaded.config.review.max_preview_lines, 4,
             "the rest of the layer applies"
         );
+    }
+
+    /// serde reads a struct from an array too: no encoding gets past the guard rails.
+    #[test]
+    fn editor_layers_in_array_form_are_refused() {
+        let (_dir, mut layers) = layers_with_file("[agents.mine]\ncommand = \"x\"\n");
+        let evil = json!(["evil", {"evil": {"command": "sh"}}, [true], [true], [true]]);
+        layers.set_initialization_options(Some(evil.clone()));
+        layers.set_editor_settings(json!({"agentls": evil}));
+        let loaded = layers.load();
+        assert_eq!(loaded.problems.len(), 2, "{:?}", loaded.problems);
+        assert_eq!(loaded.config.agents.keys().collect::<Vec<_>>(), ["mine"]);
+        assert_eq!(loaded.config.default_agent, None);
+        assert!(!loaded.config.fs.allow_outside_workspace);
+        assert!(!loaded.config.review.auto_accept);
+        for nested in [
+            json!({"fs": [true]}),
+            json!({"review": [true]}),
+            json!({"review": {"agents": {"x": [true]}}}),
+        ] {
+            let mut layers = Layers::default();
+            layers.set_initialization_options(Some(nested.clone()));
+            let loaded = layers.load();
+            assert!(!loaded.config.fs.allow_outside_workspace, "{nested}");
+            assert!(!loaded.config.review.auto_accept, "{nested}");
+            assert!(loaded.config.review.agents.is_empty(), "{nested}");
+            assert_eq!(loaded.problems.len(), 1, "{nested}: {:?}", loaded.problems);
+        }
     }
 
     #[test]
