@@ -490,6 +490,33 @@ async fn an_agent_still_starting_at_shutdown_does_not_outlive_agentls() {
     assert!(!runs(pid), "agent {pid} outlived agentls");
 }
 
+/// The editor goes away without `shutdown` (it crashed): the commands agents run through
+/// agentls go too, with everything they started in the background.
+#[tokio::test]
+async fn an_editor_that_vanishes_takes_the_agents_commands_with_it() {
+    let mut client = started(TestClient::rich_capabilities(false)).await;
+    client.answer(
+        "window/showMessageRequest",
+        Answer::With(json!({"title": "Run it"})),
+    );
+    let pid_file = client.workspace.join("pid");
+    let script = format!("sleep 60 & echo $! > '{}'; wait\n", pid_file.display());
+    std::fs::write(client.workspace.join("bg.sh"), script).unwrap();
+    client.prompt("@run sh bg.sh").await;
+    let read = || std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok();
+    support::agents::eventually_async(|| async { read().is_some() })
+        .await
+        .expect("the command started");
+    let pid: u32 = read().unwrap();
+    assert!(runs(pid));
+    client.close_stdin().await;
+    assert!(!client.wait_exit().await.success());
+    assert!(
+        !runs(pid),
+        "{pid}, started by the agent's command, outlived agentls"
+    );
+}
+
 #[tokio::test]
 async fn modes_sessions_and_shutdown_without_zombies() {
     let client = started(TestClient::rich_capabilities(false)).await;

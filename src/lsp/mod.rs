@@ -33,6 +33,9 @@ pub enum Ending {
     Abrupt,
 }
 
+/// How long stopping the agents may hold up the exit.
+const AGENTS_STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Serves LSP on `input`/`output` until the client says `exit` or closes the input.
 /// `output_unread` tells how many written bytes the client has not read yet, when the output
 /// can tell ([`pipe_unread`] for a pipe): a reply is followed by nothing until it was read.
@@ -50,6 +53,7 @@ pub async fn serve(
     let backend_mcp = Arc::clone(&mcp);
     let (agent_config, agent_config_rx) = watch::channel(crate::config::Config::default());
     let agents = crate::acp::Agents::new(editor.clone(), agent_config_rx);
+    let agents_at_end = agents.clone();
     let (service, socket) = LspService::build(move |client| {
         tokio::spawn(effects::run(client, ready_rx, effect_queue));
         Backend {
@@ -81,6 +85,14 @@ pub async fn serve(
     };
     // Terminal agents must not find a lockfile of a server that is gone.
     mcp.stop();
+    // However it ended, no agent (nor a command it runs) outlives us: after `shutdown` this finds
+    // nothing left; after a crash of the editor or SIGTERM it stops them now.
+    if tokio::time::timeout(AGENTS_STOP_LIMIT, agents_at_end.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("agents were still stopping when agentls exited");
+    }
     if shutdown_requested.load(Ordering::SeqCst) && !terminated {
         Ending::Clean
     } else {
