@@ -329,6 +329,27 @@ async fn stray_stdout_noise_and_a_ten_megabyte_line_are_survived() {
     assert!(client.shutdown().await.success());
 }
 
+/// A prompt whose context range is reversed, or reaches the largest line number, about a file
+/// that is not open: the context is read from disk, and the server lives on.
+#[tokio::test]
+async fn a_reversed_or_huge_context_range_is_read_not_crashed_on() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    let path = client.workspace.join("notes.txt");
+    std::fs::write(&path, "one\ntwo\nthree\n").unwrap();
+    let uri = support::file_uri(&path);
+    for (start, end) in [(2, 0), (1, u32::MAX)] {
+        let range = json!({"start": {"line": start, "character": 0},
+                           "end": {"line": end, "character": 0}});
+        let prompt = json!({"text": "read notes.txt", "uri": uri, "range": range});
+        client.execute("agentls.prompt", prompt).await.unwrap();
+        let summary = client.take_message("demo: ").await;
+        assert!(summary.starts_with("demo: end_turn"), "{summary}");
+        // (The same summary twice within 5 s would be shown once.)
+        std::fs::write(&path, "one\ntwo\nthree\nfour\n").unwrap();
+    }
+    assert!(client.shutdown().await.success());
+}
+
 #[tokio::test]
 async fn reads_outside_the_workspace_are_refused_with_a_clear_error() {
     let client = started(TestClient::rich_capabilities(false)).await;

@@ -43,8 +43,8 @@ pub fn blocks(text: &str, context: Option<&PromptContext>, embedded: bool) -> Ve
     let what = match context.range {
         Some(range) => format!(
             "Selected lines {}–{} of {}",
-            range.start.line + 1,
-            range.end.line + 1,
+            u64::from(range.start.line) + 1,
+            u64::from(range.end.line) + 1,
             context.path.display()
         ),
         None => format!("The file {}", context.path.display()),

@@ -52,6 +52,15 @@ impl Range {
         Self { start, end }
     }
 
+    /// The same range with its ends in order (a client may send them reversed).
+    pub fn ordered(self) -> Self {
+        if self.end < self.start {
+            Self::new(self.end, self.start)
+        } else {
+            self
+        }
+    }
+
     /// Whether the range is empty (a cursor).
     pub fn is_empty(&self) -> bool {
         self.start == self.end

@@ -80,7 +80,8 @@ async fn prompt(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAn
             let path = convert::path_of(uri).ok_or_else(|| {
                 Error::invalid_params(format!("not a file URI: {}", uri.as_str()))
             })?;
-            Some(context(backend, path, args.range.map(convert::range)).await?)
+            let range = args.range.map(|r| convert::range(r).ordered());
+            Some(context(backend, path, range).await?)
         }
         None => None,
     };
@@ -117,8 +118,12 @@ async fn context(
     let text = match from_buffer {
         Some(text) => text,
         None => {
+            // The client's numbers (ordered above) may reach u32::MAX.
             let (line, limit) = match range {
-                Some(r) => (Some(r.start.line + 1), Some(r.end.line - r.start.line + 1)),
+                Some(r) => (
+                    Some(r.start.line.saturating_add(1)),
+                    Some((r.end.line - r.start.line).saturating_add(1)),
+                ),
                 None => (None, None),
             };
             backend

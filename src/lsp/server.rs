@@ -76,8 +76,11 @@ impl Backend {
     /// Handles `agentls/didChangeSelection`.
     pub async fn did_change_selection(&self, params: SelectionParams) {
         if let Some(path) = convert::path_of(&params.text_document.uri) {
-            self.feed
-                .selected(path, convert::range(params.selection), params.text);
+            self.feed.selected(
+                path,
+                convert::range(params.selection).ordered(),
+                params.text,
+            );
         }
     }
 

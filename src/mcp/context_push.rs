@@ -114,8 +114,9 @@ async fn context_update(editor: &EditorAccess) -> Value {
                 .as_ref()
                 .filter(|s| doc.focused && s.path == doc.path)
             {
-                file["cursor"] =
-                    json!({"line": s.range.end.line + 1, "character": s.range.end.character + 1});
+                let (line, character) = (s.range.end.line, s.range.end.character);
+                file["cursor"] = json!({"line": u64::from(line) + 1,
+                                        "character": u64::from(character) + 1});
                 let mut text = s.text.clone();
                 if text.len() > MAX_SELECTED_TEXT {
                     let mut cut = MAX_SELECTED_TEXT;
