@@ -2,6 +2,7 @@
 //! writing them atomically. Buffers are not this module's business.
 
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Component, Path, PathBuf};
 
 use thiserror::Error;
@@ -93,14 +94,26 @@ fn resolve_existing_prefix(path: &Path) -> PathBuf {
 
 /// Reads a UTF-8 text file.
 pub async fn read(path: &Path) -> Result<String, FileError> {
+    // A FIFO (or a device) would block the read, and its caller, until someone writes to it.
+    let meta = tokio::fs::metadata(path)
+        .await
+        .map_err(|e| FileError::io(path, e))?;
+    if !meta.is_file() {
+        let not_a_file = std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a directory, FIFO, socket or device)",
+        );
+        return Err(FileError::io(path, not_a_file));
+    }
     tokio::fs::read_to_string(path)
         .await
         .map_err(|e| FileError::io(path, e))
 }
 
 /// Writes `content` to `path` atomically: a temporary file in the same directory, flushed, given
-/// the old file's permissions, then renamed over it. Readers see the old or the new file, never
-/// half of one.
+/// the old file's permissions (a new file gets 0666 less the umask), then renamed over it.
+/// Readers see the old or the new file, never half of one. A symlink is written through: the
+/// file it names changes, the link stays.
 pub async fn write_atomic(path: &Path, content: &str) -> Result<(), FileError> {
     let path_buf = path.to_owned();
     let content = content.to_owned();
@@ -111,15 +124,26 @@ pub async fn write_atomic(path: &Path, content: &str) -> Result<(), FileError> {
 
 fn write_atomic_blocking(path: &Path, content: &str) -> Result<(), FileError> {
     let io = |e| FileError::io(path, e);
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let resolved;
+    let path = if is_link {
+        resolved = std::fs::canonicalize(path).map_err(io)?;
+        resolved.as_path()
+    } else {
+        path
+    };
     let dir = path
         .parent()
         .ok_or_else(|| FileError::NotAbsolute(path.to_owned()))?;
     std::fs::create_dir_all(dir).map_err(io)?;
     let permissions = std::fs::metadata(path).ok().map(|m| m.permissions());
-    let mut temp = tempfile::Builder::new()
-        .prefix(".agentls-")
-        .tempfile_in(dir)
-        .map_err(io)?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".agentls-");
+    if permissions.is_none() {
+        // What any new file gets (the umask applies), not a temp file's private 0600.
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut temp = builder.tempfile_in(dir).map_err(io)?;
     temp.write_all(content.as_bytes()).map_err(io)?;
     temp.as_file().sync_all().map_err(io)?;
     if let Some(permissions) = permissions {
@@ -169,5 +193,47 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o751);
+    }
+
+    /// The process's umask, from `/proc/self/status`.
+    fn umask() -> u32 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("Umask:")).unwrap();
+        u32::from_str_radix(line["Umask:".len()..].trim(), 8).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_new_file_gets_the_usual_mode_and_a_symlink_is_written_through() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("new.txt");
+        write_atomic(&new, "x").await.unwrap();
+        let mode = std::fs::metadata(&new).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666 & !umask());
+
+        let real = dir.path().join("AGENTS.md");
+        std::fs::write(&real, "old").unwrap();
+        let link = dir.path().join("CLAUDE.md");
+        std::os::unix::fs::symlink("AGENTS.md", &link).unwrap();
+        write_atomic(&link, "new").await.unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
+    }
+
+    #[tokio::test]
+    async fn reading_a_fifo_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), read(&fifo)).await;
+        let error = read.expect("no hang").unwrap_err();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
     }
 }
