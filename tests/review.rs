@@ -422,6 +422,50 @@ async fn an_agent_writing_its_whole_proposal_through_the_editor_gets_the_accepte
     );
 }
 
+/// The user accepts part of a proposal, types and saves; the agent's later write of its whole
+/// proposal puts the accepted part on top of what the user saved, not over it.
+#[tokio::test]
+async fn an_agent_writing_its_proposal_after_the_user_saved_keeps_the_save() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    let expected = format!("// mine\n{}", accept_first_hunk_only(&client, &uri).await);
+    client.edit(&uri, range(0, 0, 0, 0), "// mine\n").await;
+    let path = client.workspace.join("a.rs");
+    std::fs::write(&path, client.document(&uri).text).unwrap();
+    client
+        .notify(
+            "textDocument/didSave",
+            json!({"textDocument": {"uri": uri}}),
+        )
+        .await;
+    write_as_agent(&client, &uri, PROPOSAL).await;
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+    assert_eq!(client.document(&uri).text, expected);
+}
+
+/// The user rejects a hunk, then makes that very change by hand and saves: the disk now equals
+/// the whole proposal, but it is the user's doing and is not "corrected" back.
+#[tokio::test]
+async fn a_rejected_change_the_user_makes_and_saves_stays() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    let accepted = accept_first_hunk_only(&client, &uri).await;
+    let lines = accepted.lines().count() as u32;
+    client.edit(&uri, range(0, 0, lines, 0), PROPOSAL).await;
+    let path = client.workspace.join("a.rs");
+    std::fs::write(&path, PROPOSAL).unwrap();
+    client
+        .notify(
+            "textDocument/didSave",
+            json!({"textDocument": {"uri": uri}}),
+        )
+        .await;
+    // The disk watch looks every 100 ms: give it several looks.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), PROPOSAL);
+    assert_eq!(client.document(&uri).text, PROPOSAL);
+}
+
 /// A server where the user accepted the whole proposal for `a.rs`, then typed `// mine` on top
 /// (unsaved); returns it and the document's URI.
 async fn accepted_whole_then_typed() -> (TestClient, String) {

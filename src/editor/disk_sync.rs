@@ -11,9 +11,12 @@ use std::time::{Duration, SystemTime};
 use super::state::{State, StateHandle};
 use super::{EffectSender, Level, diff, file_name, files};
 
-/// How long after a verdict agentls watches the disk for the agent's own write (a write through
-/// `fs/write_text_file` is corrected whenever it comes).
+/// How long after a verdict agentls watches the disk for the agent's own write.
 const WATCH_FOR: Duration = Duration::from_secs(30);
+/// How long after a verdict a write of the whole proposal through `fs/write_text_file` is still
+/// taken for the agent carrying out the reviewed change (agents write within seconds; much later,
+/// the same text is a new decision).
+const CORRECT_FOR: Duration = Duration::from_secs(10 * 60);
 /// How often it looks.
 const POLL_EVERY: Duration = Duration::from_millis(100);
 
@@ -30,31 +33,48 @@ pub struct Expectation {
     pub proposal: String,
 }
 
-/// Expectations by path, with what the file should become.
+/// Expectations by path, with when they were made.
 #[derive(Debug, Default)]
 pub struct Expectations {
-    targets: HashMap<PathBuf, (Expectation, String)>,
+    targets: HashMap<PathBuf, (Expectation, tokio::time::Instant)>,
 }
 
 impl Expectations {
-    /// The agent writes the proposal the user reviewed: what the disk should get instead (the
-    /// accepted hunks only). The buffer already holds the verdict — plus whatever the user typed
-    /// since — so such a write must not touch it. Consumed: a later write is a new write.
-    pub fn take_correction(&mut self, path: &Path, content: &str) -> Option<String> {
-        let (expectation, _) = self.targets.get(path)?;
-        if content != expectation.proposal {
+    /// The agent writes the proposal the user reviewed: what the disk (which now holds `disk`)
+    /// should get instead — the accepted hunks only, on top of whatever reached the disk since
+    /// (the user may have saved). `None` when it is not such a write. The buffer already holds
+    /// the verdict, plus whatever the user typed since, so such a write must not touch it.
+    /// Consumed: a later write is a new write.
+    pub fn take_correction(
+        &mut self,
+        path: &Path,
+        content: &str,
+        disk: Option<&str>,
+    ) -> Option<String> {
+        let (expectation, made) = self.targets.get(path)?;
+        if content != expectation.proposal || made.elapsed() > CORRECT_FOR {
             return None;
         }
-        self.targets.remove(path).map(|(_, target)| target)
+        let (expectation, _) = self.targets.remove(path)?;
+        let disk = disk.unwrap_or_default();
+        Some(if disk == expectation.base {
+            expectation.accepted
+        } else {
+            // What cannot merge stays as the disk has it: the buffer holds the verdict.
+            diff::merge3(&expectation.base, disk, &expectation.accepted)
+                .unwrap_or_else(|| disk.to_owned())
+        })
     }
 }
 
 impl State {
-    /// Starts watching `path` after an accepted review. Until the watcher has read the disk,
-    /// the target is the accepted text itself, so a write arriving at once is corrected too.
+    /// Starts watching `path` after an accepted review, and remembers the verdict for the
+    /// agent's own write of the proposal.
     pub fn expect_write(&mut self, path: PathBuf, expectation: Expectation) {
-        let provisional = (expectation.clone(), expectation.accepted.clone());
-        self.expectations.targets.insert(path.clone(), provisional);
+        let made = tokio::time::Instant::now();
+        self.expectations
+            .targets
+            .insert(path.clone(), (expectation.clone(), made));
         let me = self.me.clone();
         let effects = self.effects.clone();
         tokio::spawn(watch(path, expectation, me, effects));
@@ -71,14 +91,6 @@ async fn watch(path: PathBuf, expectation: Expectation, me: StateHandle, effects
         diff::merge3(&expectation.base, &before, &expectation.accepted)
             .unwrap_or_else(|| expectation.accepted.clone())
     };
-    let key = path.clone();
-    let entry = (expectation.clone(), target.clone());
-    me.update(move |s| {
-        // Refine the provisional target, unless a write already consumed it.
-        if let Some(slot) = s.expectations.targets.get_mut(&key) {
-            *slot = entry;
-        }
-    });
     let deadline = tokio::time::Instant::now() + WATCH_FOR;
     let mut seen = (stamp(&path), before);
     while tokio::time::Instant::now() < deadline {
@@ -95,6 +107,9 @@ async fn watch(path: PathBuf, expectation: Expectation, me: StateHandle, effects
             continue;
         }
         if disk == expectation.proposal {
+            if saved_by_user(&path, &disk, &me).await {
+                continue; // the user made the rest of the proposal theirs
+            }
             if files::write_atomic(&path, &target).await.is_ok() {
                 seen = (stamp(&path), target.clone());
                 effects.message(
@@ -110,6 +125,13 @@ async fn watch(path: PathBuf, expectation: Expectation, me: StateHandle, effects
         }
         merge_into_buffer(&path, &target, &disk, &expectation.label, &me, &effects).await;
     }
+}
+
+/// Whether the open buffer holds exactly `disk`: the user saved it (and wrote it themselves).
+async fn saved_by_user(path: &Path, disk: &str, me: &StateHandle) -> bool {
+    let owned = path.to_owned();
+    let buffer = me.query(move |s| s.buffer(&owned)).await;
+    matches!(buffer, Ok(Some((text, _))) if text == disk)
 }
 
 /// The disk changed in some other way: bring the open buffer along, keeping the user's edits.

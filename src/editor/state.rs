@@ -166,7 +166,10 @@ impl State {
         disk: Option<String>,
         label: &str,
     ) -> Option<WritePlan> {
-        if let Some(accepted) = self.expectations.take_correction(path, &content) {
+        if let Some(accepted) = self
+            .expectations
+            .take_correction(path, &content, disk.as_deref())
+        {
             let view = self
                 .buffer(path)
                 .map_or_else(|| accepted.clone(), |(text, _)| text);
