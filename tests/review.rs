@@ -4,7 +4,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Options, TestClient, file_uri, range};
+use support::{Answer, Options, TestClient, file_uri, range};
 
 const BASE: &str = "fn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n\nfn other() {}\n";
 const PROPOSAL: &str =
@@ -178,6 +178,40 @@ async fn reject_all_touches_nothing() {
     assert_eq!(client.document(&uri).text, BASE);
     assert!(client.received("workspace/applyEdit").is_empty());
     diagnostics(&client, &uri, 0).await;
+}
+
+/// The user accepts a hunk and types inside it before the editor answers; the editor then
+/// refuses the stale edit. The hunk is a conflict now, not pending: accepting it again would
+/// replace the typing.
+#[tokio::test]
+async fn a_refused_accept_after_typing_inside_the_hunk_is_a_conflict() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    client.answer(
+        "workspace/applyEdit",
+        Answer::With(json!({"applied": false, "failureReason": "version mismatch"})),
+    );
+    let uri = client.open("a.rs", "rust", BASE).await;
+    propose(&client, &uri, PROPOSAL, "agent").await;
+    diagnostics(&client, &uri, 2).await;
+    let accept = json!({"command": "agentls.accept", "arguments": [{"review": 1, "hunk": 0}]});
+    // The accept goes out first, the keystroke right behind it.
+    let (accepted, ()) = tokio::join!(
+        client.request("workspace/executeCommand", accept.clone()),
+        client.edit(&uri, range(1, 13, 1, 13), "0"),
+    );
+    accepted.unwrap();
+    client.take("workspace/applyEdit", |_| true).await;
+    let diags = diagnostics(&client, &uri, 2).await;
+    assert!(
+        diags[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("CONFLICT"),
+        "{diags:?}"
+    );
+    let again = client.request("workspace/executeCommand", accept).await;
+    assert!(again.is_err(), "accepted again over the typing: {again:?}");
+    assert!(client.document(&uri).text.contains("let x = 10;"));
 }
 
 #[tokio::test]

@@ -272,14 +272,28 @@ impl State {
         };
         let path = review.path.clone();
         let failed = result.is_err();
+        // A failed accept goes back to pending only where the text is still what was proposed
+        // against: typing that reached the hunk meanwhile makes it a conflict, or accepting it
+        // again would replace that typing.
+        let current = self.documents.get(&path).map(|doc| doc.rope().clone());
+        let Ok(review) = self.review_mut(id) else {
+            return;
+        };
         for &i in indices {
-            if review.hunks[i].state == HunkState::Applying {
-                review.hunks[i].state = if failed {
-                    HunkState::Pending
-                } else {
-                    HunkState::Accepted
-                };
+            let hunk = &mut review.hunks[i];
+            if hunk.state != HunkState::Applying {
+                continue;
             }
+            hunk.state = if !failed {
+                HunkState::Accepted
+            } else if current
+                .as_ref()
+                .is_none_or(|rope| rope.slice(hunk.span.clone()) == hunk.old_text.as_str())
+            {
+                HunkState::Pending
+            } else {
+                HunkState::Conflict
+            };
         }
         if let Err(e) = result {
             self.effects.message(
