@@ -58,7 +58,6 @@ struct Outbox {
     refilled: Instant,
     /// Popups waiting for allowance, oldest first; sent merged when several wait.
     waiting: Vec<(Level, String)>,
-    last_message: Option<(String, Instant)>,
     progress: HashMap<String, mpsc::UnboundedSender<ProgressPhase>>,
 }
 
@@ -73,7 +72,6 @@ impl Outbox {
             allowance: MESSAGE_BURST,
             refilled: Instant::now(),
             waiting: Vec::new(),
-            last_message: None,
             progress: HashMap::new(),
         }
     }
@@ -137,17 +135,13 @@ impl Outbox {
     }
 
     async fn message(&mut self, level: Level, text: String) {
-        let now = Instant::now();
-        let repeated = self.last_message.as_ref().is_some_and(|(last, at)| {
-            *last == text && now.duration_since(*at) < Duration::from_secs(5)
-        });
-        if repeated {
-            return;
-        }
-        self.last_message = Some((text.clone(), now));
         // The log keeps every message, popups or not: it is the record a user scrolls back in.
         self.append_log(level, &format!("{text}\n")).await;
-        self.waiting.push((level, text));
+        // A message already waiting to go out goes out once; one that was shown is shown again
+        // (it may be news again: the same question asked twice).
+        if !self.waiting.iter().any(|(_, waiting)| *waiting == text) {
+            self.waiting.push((level, text));
+        }
         self.send_waiting().await;
     }
 
