@@ -207,6 +207,9 @@ proptest! {
                         review.rebase(start..end, inserted.len());
                     }
                     review.hunks[i].state = HunkState::Accepted;
+                    // The hunk now sits on its new text, whatever edits carried it there.
+                    let now: String = text[review.hunks[i].span.clone()].iter().collect();
+                    prop_assert_eq!(&now, &review.hunks[i].new_text);
                 }
                 3 if !review.hunks.is_empty() => {
                     let i = a.index(review.hunks.len());

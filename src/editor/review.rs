@@ -122,7 +122,8 @@ impl Review {
     }
 
     /// Follows one change of the current text: chars `removed` replaced by `inserted` chars.
-    /// Hunks after it move; a pending hunk the change touches inside becomes a conflict.
+    /// Hunks after it move; a pending hunk the change touches inside becomes a conflict; a hunk
+    /// being applied grows or shrinks with a change within it.
     /// Returns whether any hunk newly became a conflict.
     pub fn rebase(&mut self, removed: Range<usize>, inserted: usize) -> bool {
         let delta = inserted as isize - removed.len() as isize;
@@ -130,7 +131,14 @@ impl Review {
         let mut conflicted = false;
         for hunk in &mut self.hunks {
             let span = hunk.span.clone();
-            if removed.end <= span.start {
+            let own_edit = hunk.state == HunkState::Applying
+                && removed.start >= span.start
+                && removed.end <= span.end;
+            if own_edit {
+                // The accept's edit, even one that inserts at either end: the hunk covers it
+                // (else an accepted hunk would sit beside its own new text).
+                hunk.span = span.start..shift(span.end);
+            } else if removed.end <= span.start {
                 // Wholly before (touching counts: the hunk's own text is intact).
                 hunk.span = shift(span.start)..shift(span.end);
             } else if removed.start >= span.end {
