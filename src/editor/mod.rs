@@ -11,6 +11,7 @@ pub mod disk_sync;
 pub mod documents;
 pub mod effects;
 pub mod files;
+pub mod path_locks;
 pub mod position;
 pub mod questions;
 pub mod review;
@@ -129,6 +130,7 @@ pub struct EditorAccess {
     state: StateHandle,
     effects: EffectSender,
     policy: std::sync::Arc<std::sync::RwLock<AccessPolicy>>,
+    writing: path_locks::PathLocks,
 }
 
 /// The host's side: what the editor did. Every method queues synchronously, so calling them in
@@ -148,6 +150,7 @@ pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
         state: state.clone(),
         effects,
         policy: std::sync::Arc::clone(&policy),
+        writing: path_locks::PathLocks::default(),
     };
     (access, EditorFeed { state, policy }, receiver)
 }
@@ -257,6 +260,7 @@ impl EditorAccess {
         base: Option<&str>,
     ) -> Result<String, WriteError> {
         self.check_path(path).await?;
+        let _only_writer = self.writing.lock(path).await;
         let disk = match files::read(path).await {
             Ok(text) => Some(text),
             Err(e) if e.is_not_found() => None,
@@ -579,6 +583,27 @@ pub fn select_lines(text: &str, line: Option<u32>, limit: Option<u32>) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two agents write the same closed file at once, each having read the same text: both
+    /// changes land (the second merges with the first), none is lost.
+    #[tokio::test]
+    async fn concurrent_writes_of_one_file_both_land() {
+        let (editor, feed, _effects) = start();
+        let dir = tempfile::tempdir().unwrap();
+        feed.folders_changed(vec![dir.path().to_path_buf()], Vec::new());
+        let path = dir.path().join("a.txt");
+        let base = "one\ntwo\nthree\nfour\nfive\n";
+        std::fs::write(&path, base).unwrap();
+        let first = editor.write_text_file(&path, "ONE\ntwo\nthree\nfour\nfive\n", Some(base));
+        let second = editor.write_text_file(&path, "one\ntwo\nthree\nfour\nFIVE\n", Some(base));
+        let (first, second) = tokio::join!(first, second);
+        first.unwrap();
+        second.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "ONE\ntwo\nthree\nfour\nFIVE\n"
+        );
+    }
 
     #[test]
     fn select_lines_is_one_based_and_keeps_breaks() {
