@@ -348,8 +348,12 @@ async fn an_unanswered_server_request_does_not_stall_the_server() {
     let client = started(false).await;
     client.answer("workspace/applyEdit", Answer::Never);
     let uri = client.open("hang.txt", "text", "before\n").await;
-    let path = std::path::PathBuf::from(support::file_uri_to_path(&uri));
-    for _ in 0..6 {
+    // Six files: writes of one file take turns, and these would wait for each other.
+    for i in 0..6 {
+        let uri = client
+            .open(&format!("hang{i}.txt"), "text", "before\n")
+            .await;
+        let path = std::path::PathBuf::from(support::file_uri_to_path(&uri));
         write_through_server(&client, &path, "after\n").await;
     }
     for _ in 0..6 {
