@@ -349,6 +349,31 @@ async fn a_file_that_is_not_open_is_written_on_accept() {
     assert!(client.received("workspace/applyEdit").is_empty());
 }
 
+/// A hunk accepted while the file was closed, then the file is opened before the rest is
+/// decided: the accepted change reaches the buffer, and the verdict has it.
+#[tokio::test]
+async fn a_hunk_accepted_while_closed_survives_opening_the_file() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let path = client.workspace.join("a.rs");
+    std::fs::write(&path, BASE).unwrap();
+    let uri = file_uri(&path);
+    propose(&client, &uri, PROPOSAL, "agent").await;
+    diagnostics(&client, &uri, 2).await;
+    let actions = client.code_actions_at(&uri, range(1, 0, 1, 0)).await;
+    run(&client, titled(&actions, "Accept change 1/2"))
+        .await
+        .unwrap();
+    client.open_unsaved(&path, "rust", BASE).await;
+    client.take("workspace/applyEdit", |_| true).await;
+    let actions = client.code_actions_at(&uri, range(5, 0, 5, 0)).await;
+    run(&client, titled(&actions, "Reject change 2/2"))
+        .await
+        .unwrap();
+    let expected = BASE.replace("let x = 1", "let x = 2");
+    assert_eq!(verdict(&client).await["text"], expected);
+    assert_eq!(client.document(&uri).text, expected);
+}
+
 #[tokio::test]
 async fn a_new_file_is_created_on_accept() {
     let client = TestClient::start_initialized(Options::default()).await;

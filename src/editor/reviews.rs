@@ -458,14 +458,33 @@ impl State {
         let Some(doc) = self.documents.get(path) else {
             return;
         };
-        let (text, version) = (doc.text(), doc.version());
+        let (text, rope, version) = (doc.text(), doc.rope().clone(), doc.version());
+        let mut to_apply = Vec::new();
         for review in self.reviews.iter_mut().filter(|r| r.path == path) {
             if let Some(base) = review.closed_text.take() {
                 for splice in splices_between(&base.to_string(), &text) {
                     review.rebase(splice.removed, splice.inserted);
                 }
                 review.version = Some(version);
+                // Hunks accepted while the file was closed are only marked in our copy: the
+                // buffer still has their old text. They go to the editor now, like any accept.
+                let unapplied: Vec<usize> = review
+                    .hunks
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, h)| {
+                        h.state == HunkState::Accepted
+                            && rope.slice(h.span.clone()) == h.old_text.as_str()
+                    })
+                    .map(|(i, _)| i)
+                    .collect();
+                if !unapplied.is_empty() {
+                    to_apply.push((review.id, unapplied));
+                }
             }
+        }
+        for (id, indices) in to_apply {
+            self.accept(id, &indices);
         }
     }
 
