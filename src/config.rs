@@ -296,6 +296,12 @@ impl Layers {
                 .iter()
                 .filter_map(|(source, value)| Some((source.clone(), value.as_ref()?))),
         );
+        // The user's file turned the terminal-agent server off: a workspace may not turn it on.
+        let mcp_off_by_file = self.file.as_ref().is_some_and(|(_, v)| {
+            v.get("mcp")
+                .and_then(|m| serde_json::from_value::<McpConfig>(m.clone()).ok())
+                .is_some_and(|m| !m.enabled)
+        });
         for (source, value) in layers {
             let mut value = value.clone();
             if !matches!(source, Source::File(_)) {
@@ -304,7 +310,7 @@ impl Layers {
                     problems.push(problem(source, "", message));
                     continue;
                 }
-                refuse_from_editor(&source, &mut value, &mut problems);
+                refuse_from_editor(&source, &mut value, mcp_off_by_file, &mut problems);
                 // Whatever the encoding (serde also reads a struct from an array), what is left
                 // must not define agents or loosen a guard rail.
                 if let Some(key) = still_loosens(&value) {
@@ -334,8 +340,14 @@ impl Layers {
 /// (`agents`) and anything that loosens the guard rails (`fs.allowOutsideWorkspace`,
 /// `review.autoAccept`, `review.agents.<name>.autoAccept` set to true). Editor settings can come
 /// from a workspace file, and a workspace must not be able to turn reviews or the workspace
-/// boundary off. Tightening (setting them false) is fine.
-fn refuse_from_editor(source: &Source, value: &mut Value, problems: &mut Vec<Problem>) {
+/// boundary off; nor turn the terminal-agent server on when the file turned it off
+/// (`mcp_off_by_file`). Tightening (setting them false) is fine.
+fn refuse_from_editor(
+    source: &Source,
+    value: &mut Value,
+    mcp_off_by_file: bool,
+    problems: &mut Vec<Problem>,
+) {
     let Some(map) = value.as_object_mut() else {
         return;
     };
@@ -350,6 +362,17 @@ fn refuse_from_editor(source: &Source, value: &mut Value, problems: &mut Vec<Pro
     };
     if map.remove("agents").is_some() {
         refuse("agents".into(), "agents can be defined");
+    }
+    let turns_mcp_on = map
+        .get("mcp")
+        .and_then(|m| serde_json::from_value::<McpConfig>(m.clone()).ok())
+        .is_some_and(|m| m.enabled);
+    if mcp_off_by_file && turns_mcp_on {
+        map.remove("mcp");
+        refuse(
+            "mcp.enabled".into(),
+            "the terminal-agent server can be turned on when your file turned it off",
+        );
     }
     let loosening = |v: Option<&Value>| v == Some(&Value::Bool(true));
     if let Some(fs) = map.get_mut("fs").and_then(Value::as_object_mut)
@@ -546,6 +569,21 @@ mod tests {
             assert!(loaded.config.review.agents.is_empty(), "{nested}");
             assert_eq!(loaded.problems.len(), 1, "{nested}: {:?}", loaded.problems);
         }
+    }
+
+    #[test]
+    fn editor_cannot_turn_on_what_the_file_turned_off() {
+        let (_dir, mut layers) = layers_with_file("[mcp]\nenabled = false\n");
+        for on in [json!({"mcp": {"enabled": true}}), json!({"mcp": [true]})] {
+            layers.set_initialization_options(Some(on.clone()));
+            let loaded = layers.load();
+            assert!(!loaded.config.mcp.enabled, "{on}");
+            assert_eq!(loaded.problems[0].key, "mcp.enabled", "{on}");
+        }
+        // Without the file saying so, the editor decides.
+        let mut layers = Layers::default();
+        layers.set_initialization_options(Some(json!({"mcp": {"enabled": false}})));
+        assert!(!layers.load().config.mcp.enabled);
     }
 
     #[test]
