@@ -145,6 +145,26 @@ async fn a_partly_accepted_diff_keeps_the_rejected_hunk_out() {
     assert!(client.shutdown().await.success());
 }
 
+/// An agent that proposes only the lines it changes (`oldText`/`newText` a fragment, as the
+/// edit tools of some agents do): the review shows that change in place, not a file reduced to
+/// the fragment, and accepting it keeps the rest of the file.
+#[tokio::test]
+async fn a_fragment_diff_is_reviewed_in_place() {
+    let client = started(capabilities_without_dialogs()).await;
+    let uri = client
+        .open("notes.txt", "text", "keep\n// TODO a\nkeep too\n")
+        .await;
+    client.prompt("uppercase notes.txt @snippet").await;
+    client
+        .run_code_action(&uri, "Accept all changes (1) from demo")
+        .await;
+    client.take_message("demo: end_turn").await;
+    let expected = "keep\n// TODO A\nkeep too\n";
+    assert_eq!(client.document(&uri).text, expected);
+    assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), expected);
+    assert!(client.shutdown().await.success());
+}
+
 #[tokio::test]
 async fn rejecting_through_a_code_action_touches_nothing() {
     let client = started(capabilities_without_dialogs()).await;

@@ -6,6 +6,7 @@
 //! the connection keeps flowing while a human thinks; a cancel or the session's death withdraws
 //! them (`cancelled`).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
@@ -17,7 +18,7 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Error};
 
 use super::link::AgentLink;
-use super::review::review_proposed_edit;
+use super::review::{Proposal, proposals, review_proposed_edit};
 use crate::editor::review::Verdict;
 use crate::editor::{Choice, ChoiceKind, FileError, Level, Origin, file_name};
 
@@ -89,10 +90,9 @@ async fn decide(
             _ => None,
         })
         .collect();
-    match diffs.as_slice() {
-        [] => {}
-        [diff] => return decide_diff(link, session, &origin, title, options, diff).await,
-        several => return decide_diffs(link, session, &origin, title, options, several).await,
+    if !diffs.is_empty() {
+        let proposals = proposals(&link.editor, &diffs).await;
+        return decide_edits(link, session, &origin, title, options, &proposals).await;
     }
     let choices = options
         .iter()
@@ -112,77 +112,55 @@ async fn decide(
     }
 }
 
-/// One proposed edit: allowed when the user accepts at least one hunk of it.
-async fn decide_diff(
+/// Proposed edits (one review per file, all open at once). The request is allowed only if the
+/// user accepted (some of) every one; otherwise it is rejected, and the agent's next prompt says
+/// which files the user rejected — and, when there were several, which accepted changes the
+/// review engine already applied.
+async fn decide_edits(
     link: &AgentLink,
     session: &str,
     origin: &Origin,
     title: &str,
     options: &[PermissionOption],
-    diff: &Diff,
+    proposals: &[Proposal],
 ) -> RequestPermissionOutcome {
-    let verdict =
-        review_proposed_edit(&link.editor, origin, &diff.path, &diff.new_text, title).await;
-    let file = file_name(&diff.path);
-    match verdict {
-        Ok(Verdict::Accepted { rejected, .. }) => {
-            note_rejected_hunks(link, session, diff, &rejected);
-            pick(options, ALLOW)
-        }
-        Ok(Verdict::Rejected { reason }) => {
-            if let Some(reason) = reason {
-                link.with_session(session, |s| {
-                    s.notes
-                        .push(format!("The user rejected your change to {file}: {reason}"));
-                });
-            }
-            pick(options, REJECT)
-        }
-        Ok(Verdict::Cancelled) => RequestPermissionOutcome::Cancelled,
-        Err(e) => {
-            refused(link, &e);
-            pick(options, REJECT)
-        }
-    }
-}
-
-/// Several proposed edits in one request: each gets its own review, all open at once. The
-/// request is allowed only if the user accepted (some of) every one; otherwise it is rejected,
-/// and the agent's next prompt says which files the user rejected and which accepted changes
-/// the review engine already applied.
-async fn decide_diffs(
-    link: &AgentLink,
-    session: &str,
-    origin: &Origin,
-    title: &str,
-    options: &[PermissionOption],
-    diffs: &[&Diff],
-) -> RequestPermissionOutcome {
-    let reviews = diffs
-        .iter()
-        .map(|diff| review_proposed_edit(&link.editor, origin, &diff.path, &diff.new_text, title));
+    let reviews = proposals.iter().map(|p| async move {
+        let text = p.text.as_ref().map_err(|why| {
+            link.editor.tell_user(
+                Level::Warning,
+                format!(
+                    "{}: refused its change to {}: {why}",
+                    link.agent,
+                    file_name(&p.path)
+                ),
+            );
+            why.clone()
+        })?;
+        review_proposed_edit(&link.editor, origin, &p.path, text, title)
+            .await
+            .map_err(|e| {
+                refused(link, &e);
+                format!("agentls refused it: {e}")
+            })
+    });
     let verdicts = futures::future::join_all(reviews).await;
     let mut applied = Vec::new();
     let mut rejected = Vec::new();
     let mut cancelled = false;
-    for (diff, verdict) in diffs.iter().zip(verdicts) {
-        let file = file_name(&diff.path);
+    for (proposal, verdict) in proposals.iter().zip(verdicts) {
+        let file = file_name(&proposal.path);
         match verdict {
             Ok(Verdict::Accepted {
                 rejected: hunks, ..
             }) => {
-                note_rejected_hunks(link, session, diff, &hunks);
+                note_rejected_hunks(link, session, &proposal.path, &hunks);
                 applied.push(file);
             }
-            Ok(Verdict::Rejected { reason }) => rejected.push(match reason {
-                Some(reason) => format!("{file} ({reason})"),
-                None => file,
-            }),
-            Ok(Verdict::Cancelled) => cancelled = true,
-            Err(e) => {
-                refused(link, &e);
-                rejected.push(format!("{file} (agentls refused it: {e})"));
+            Ok(Verdict::Rejected { reason: None }) => rejected.push((file, None)),
+            Ok(Verdict::Rejected { reason: Some(why) }) | Err(why) => {
+                rejected.push((file, Some(why)));
             }
+            Ok(Verdict::Cancelled) => cancelled = true,
         }
     }
     let outcome = if cancelled {
@@ -193,15 +171,27 @@ async fn decide_diffs(
         pick(options, REJECT)
     };
     let mut note = Vec::new();
-    if !rejected.is_empty() {
-        note.push(format!(
-            "The user rejected your changes to {}, so your request to change {} files was \
-             rejected as a whole.",
-            rejected.join(", "),
-            diffs.len()
-        ));
+    match (proposals.len(), rejected.as_slice()) {
+        (_, []) | (1, [(_, None)]) => {}
+        (1, [(file, Some(why))]) => {
+            note.push(format!("The user rejected your change to {file}: {why}"))
+        }
+        (count, _) => {
+            let files: Vec<String> = rejected
+                .iter()
+                .map(|(file, why)| match why {
+                    Some(why) => format!("{file} ({why})"),
+                    None => file.clone(),
+                })
+                .collect();
+            note.push(format!(
+                "The user rejected your changes to {}, so your request to change {count} files \
+                 was rejected as a whole.",
+                files.join(", ")
+            ));
+        }
     }
-    if !applied.is_empty() {
+    if proposals.len() > 1 && !applied.is_empty() {
         note.push(format!(
             "Your changes to {} were accepted and the editor already applied them (to the open \
              buffer, or to the file when it was not open); do not write them again.",
@@ -214,17 +204,17 @@ async fn decide_diffs(
     outcome
 }
 
-/// Remembers the hunks of `diff` the user turned down, to tell the agent in its next prompt.
+/// Remembers the hunks of the change to `path` the user turned down, to tell the agent in its next prompt.
 /// (What the user accepted needs no memory here: the port corrects the agent's own write of the
 /// whole proposal to the accepted text.)
-fn note_rejected_hunks(link: &AgentLink, session: &str, diff: &Diff, rejected: &[String]) {
+fn note_rejected_hunks(link: &AgentLink, session: &str, path: &Path, rejected: &[String]) {
     if rejected.is_empty() {
         return;
     }
     link.with_session(session, |s| {
         s.notes.push(format!(
             "The user rejected part of your change to {}; it was not applied:\n{}",
-            diff.path.display(),
+            path.display(),
             rejected.join("\n")
         ));
     });

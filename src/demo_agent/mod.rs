@@ -362,7 +362,12 @@ impl Turn<'_> {
         let diffs: Vec<_> = changes
             .iter()
             .map(|(path, old, new)| {
-                ToolCallContent::Diff(Diff::new(path.clone(), new.clone()).old_text(old.clone()))
+                let (old, new) = if script.snippet {
+                    script::changed_lines(old, new)
+                } else {
+                    (old.clone(), new.clone())
+                };
+                ToolCallContent::Diff(Diff::new(path.clone(), new).old_text(old))
             })
             .collect();
         let locations = changes

@@ -1,6 +1,7 @@
 //! The demo agent's prompt language, with no I/O: which file a prompt is about, what to do to
 //! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@deaf`, `@crash`, `@ask`,
-//! `@run COMMAND…`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@also FILE`, `@late`).
+//! `@run COMMAND…`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@also FILE`, `@late`,
+//! `@snippet`).
 //!
 //! - `uppercase <file>`: uppercase the lines that contain `TODO` (every line if none does);
 //! - `sort <file>`: sort the lines;
@@ -36,6 +37,8 @@ pub struct Script {
     pub also: Vec<PathBuf>,
     /// After answering the prompt, send a tool call and an update of it.
     pub late: bool,
+    /// Propose only the changed lines (old and new fragment), as edit tools of some agents do.
+    pub snippet: bool,
     /// Send this many extra message chunks.
     pub flood: usize,
     /// Take the proposal back (cancel the permission request) after this long unanswered.
@@ -130,6 +133,7 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
             "@crash" => script.crash = true,
             "@ask" => script.ask = true,
             "@late" => script.late = true,
+            "@snippet" => script.snippet = true,
             "@run" => {
                 script.run = Some(words[i + 1..].iter().map(|w| (*w).to_owned()).collect());
                 break;
@@ -190,6 +194,24 @@ fn path_of_uri(uri: &str) -> Option<PathBuf> {
     Some(PathBuf::from(String::from_utf8(bytes).ok()?))
 }
 
+/// The lines from the first to the last that differ between `old` and `new`, in each (a
+/// fragment diff; whole files when nothing differs).
+pub fn changed_lines(old: &str, new: &str) -> (String, String) {
+    let (a, b): (Vec<&str>, Vec<&str>) = (
+        old.split_inclusive('\n').collect(),
+        new.split_inclusive('\n').collect(),
+    );
+    let same_start = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let same_end = a[same_start..]
+        .iter()
+        .rev()
+        .zip(b[same_start..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let cut = |lines: &[&str]| lines[same_start..lines.len() - same_end].concat();
+    (cut(&a), cut(&b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,6 +259,8 @@ mod tests {
             Some(vec!["seq".into(), "1".into(), "3.txt".into()])
         );
         assert_eq!(flood_chunk(7, 12), "chunk 7....\n");
+        let (old, new) = changed_lines("a\nb\nc\nd\n", "a\nB\nC\nd\n");
+        assert_eq!((old.as_str(), new.as_str()), ("b\nc\n", "B\nC\n"));
         assert_eq!(flood_chunk(12345, 100).len(), 100);
     }
 }
