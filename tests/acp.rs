@@ -296,6 +296,41 @@ async fn a_permission_with_two_diffs_is_allowed_only_when_both_are_accepted() {
     assert!(client.shutdown().await.success());
 }
 
+/// A turn runs on a session that is no longer the current one (the user opened a new session
+/// meanwhile): cancel still reaches it.
+#[tokio::test]
+async fn cancel_reaches_a_turn_on_a_session_that_is_no_longer_current() {
+    let client = started(capabilities_without_dialogs()).await;
+    client.prompt("@hang").await;
+    client.take_log_until("Waiting until you cancel").await;
+    client
+        .execute("agentls.newSession", json!({"agent": "demo"}))
+        .await
+        .unwrap();
+    client.take_message("demo: new session demo-2").await;
+    let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
+    assert_eq!(cancelled, json!({"cancelled": true}));
+    client.take_message("demo: cancelled").await;
+    assert!(client.shutdown().await.success());
+}
+
+/// An agent that goes on after the cancel and asks something more: the question is answered
+/// `cancelled` at once, not put to the user.
+#[tokio::test]
+async fn a_question_asked_after_cancel_is_answered_cancelled() {
+    let client = started(capabilities_without_dialogs()).await;
+    let uri = client.open("notes.txt", "text", "x\n").await;
+    client.prompt("@askaftercancel").await;
+    client.take_log_until("Waiting until you cancel").await;
+    client.execute("agentls.cancel", json!({})).await.unwrap();
+    let log = client
+        .take_log_until("After the cancel my question was answered")
+        .await;
+    assert!(log.contains("answered Cancelled"), "{log}");
+    assert!(client.code_actions(&uri).await.is_empty());
+    assert!(client.shutdown().await.success());
+}
+
 #[tokio::test]
 async fn a_killed_agent_withdraws_its_question_tells_once_and_restarts() {
     let client = started(capabilities_without_dialogs()).await;
@@ -531,6 +566,69 @@ async fn an_agent_that_hangs_up_at_once_is_not_left_running() {
     support::agents::eventually_async(|| async { !runs(pid) })
         .await
         .unwrap_or_else(|| panic!("agent {pid} still runs"));
+    assert!(client.shutdown().await.success());
+}
+
+/// An agent that closes its stdout in the middle of a turn but lives on is stopped, and the
+/// next prompt starts it afresh (instead of failing forever on a dead connection).
+#[tokio::test]
+async fn an_agent_that_hangs_up_mid_turn_is_stopped_and_restarted() {
+    // A minimal ACP agent: it answers the handshake, then on a prompt writes its pid, closes
+    // its stdout and sleeps.
+    let agent = r#"
+import json, os, sys, time
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, id = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        result = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
+    elif method == "session/new":
+        result = {"sessionId": "s1"}
+    elif method == "session/prompt":
+        with open(os.environ["PID_FILE"], "a") as f:
+            f.write(f"{os.getpid()}\n")
+        os.close(1)
+        time.sleep(60)
+        continue
+    else:
+        continue
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}) + "\n")
+    sys.stdout.flush()
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("agent.py");
+    std::fs::write(&script, agent).unwrap();
+    let pid_file = dir.path().join("pids");
+    let config = format!(
+        "defaultAgent = \"py\"\n[agents.py]\ncommand = \"python3\"\nargs = [{:?}]\n\
+         [agents.py.env]\nPID_FILE = {:?}\n",
+        script.display().to_string(),
+        pid_file.display().to_string()
+    );
+    let client = TestClient::start(Options {
+        config_toml: Some(config),
+        ..Options::default()
+    })
+    .await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    let pids = || -> Vec<u32> {
+        std::fs::read_to_string(&pid_file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.parse().ok())
+            .collect()
+    };
+    client.prompt("one").await;
+    let told = client.take_message("py: ").await;
+    assert!(told.contains("closed its output"), "{told}");
+    let first = pids()[0];
+    assert!(!runs(first), "agent {first} left running");
+    client.prompt("two").await;
+    let told = client.take_message("py: ").await;
+    assert!(told.contains("closed its output"), "{told}");
+    assert_eq!(pids().len(), 2, "the second prompt started the agent again");
     assert!(client.shutdown().await.success());
 }
 

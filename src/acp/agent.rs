@@ -187,9 +187,16 @@ impl RunningAgent {
             Err(e) if is_incoming_transport_closed(&e) || is_connection_terminated(&e) => {
                 match self.process.wait_for(EXIT_GRACE).await {
                     Some(status) => Err(self.process.died(status)),
-                    None => Err(AgentFailure::Protocol(format!(
-                        "the agent closed its output while {what} was pending"
-                    ))),
+                    None => {
+                        // It lives on but cannot be talked to: stop it, so that the death
+                        // watcher frees its slot and the next prompt starts it afresh. (This
+                        // failure is what the user is told, not the death that follows.)
+                        self.death_reported.store(true, Ordering::SeqCst);
+                        self.process.terminate(EXIT_GRACE).await;
+                        Err(AgentFailure::Protocol(format!(
+                            "the agent closed its output while {what} was pending"
+                        )))
+                    }
                 }
             }
             Err(e) if e.code == ErrorCode::AUTH_REQUIRED => Err(self.auth_required()),
@@ -245,29 +252,34 @@ impl RunningAgent {
         Ok(())
     }
 
-    /// Cancels the current session's turn: `session/cancel`, and every pending permission
-    /// request of it answered `cancelled`. Returns whether a turn was running.
+    /// Cancels the agent's running turns: `session/cancel` for each, and every pending permission
+    /// request of them (and of the current session) answered `cancelled`. Returns whether a turn
+    /// was running.
     pub fn cancel(&self) -> bool {
-        let Some(session) = self.current_session() else {
-            return false;
-        };
-        let running = self.link.with_session(&session, |s| {
-            let turn = s.turn.as_ref().map(|t| t.cancel.cancel()).is_some();
-            s.withdraw_permissions();
-            (turn, s.origin.clone())
+        let current = self.current_session();
+        // Every session with a turn (a prompt may run on a session that is no longer current),
+        // and the current one even when idle: their questions and reviews are withdrawn.
+        let mut touched = Vec::new();
+        self.link.each_session(|s| {
+            let running = s.turn.as_ref().map(|t| t.cancel.cancel()).is_some();
+            if running || current.as_deref() == Some(s.id.as_str()) {
+                s.withdraw_permissions();
+                touched.push((s.id.clone(), s.origin.clone(), running));
+            }
         });
-        let Some((running, origin)) = running else {
-            return false;
-        };
-        self.link.editor.close_origin(&origin, Withdrawal::Silent);
-        if running
-            && let Err(e) = self
-                .cx
-                .send_notification(CancelNotification::new(SessionId::new(session)))
-        {
-            tracing::debug!(agent = self.name(), "session/cancel not sent: {e}");
+        let mut any_running = false;
+        for (session, origin, running) in touched {
+            self.link.editor.close_origin(&origin, Withdrawal::Silent);
+            if !running {
+                continue;
+            }
+            any_running = true;
+            let cancel = CancelNotification::new(SessionId::new(session));
+            if let Err(e) = self.cx.send_notification(cancel) {
+                tracing::debug!(agent = self.name(), "session/cancel not sent: {e}");
+            }
         }
-        running
+        any_running
     }
 
     /// Everything the agent had open is withdrawn: permissions, questions, terminals.
@@ -287,7 +299,8 @@ impl RunningAgent {
     /// of its process group after `grace`; returns once it is reaped.
     pub async fn stop(&self, grace: Duration) {
         self.stopping.store(true, Ordering::SeqCst);
-        if self.active_turns.load(Ordering::SeqCst) > 0 {
+        // A dead agent's turns are failing, not being cancelled by the user.
+        if self.active_turns.load(Ordering::SeqCst) > 0 && self.process.exited().is_none() {
             self.cancel();
         }
         self.tear_down();

@@ -40,15 +40,22 @@ pub fn handle(
         .clone()
         .unwrap_or_else(|| format!("{} asks for permission", link.agent));
     let call = request.tool_call.tool_call_id.to_string();
-    let Some(withdrawn) = link.with_session(&session, |s| {
-        s.permissions.insert(id, title.clone());
-        // Some agents (Gemini CLI) announce a tool call first in the permission request itself,
-        // and send nothing more for it when it is rejected: count it here for the summary.
-        if let Some(turn) = s.turn.as_mut() {
-            turn.tool_calls.entry(call).or_insert_with(|| title.clone());
-        }
-        s.withdraw.clone()
-    }) else {
+    let Some(withdrawn) = link
+        .with_session(&session, |s| {
+            // The user cancelled this turn: nothing more is asked of them for it.
+            if s.turn.as_ref().is_some_and(|t| t.cancel.is_cancelled()) {
+                return None;
+            }
+            s.permissions.insert(id, title.clone());
+            // Some agents (Gemini CLI) announce a tool call first in the permission request itself,
+            // and send nothing more for it when it is rejected: count it here for the summary.
+            if let Some(turn) = s.turn.as_mut() {
+                turn.tool_calls.entry(call).or_insert_with(|| title.clone());
+            }
+            Some(s.withdraw.clone())
+        })
+        .flatten()
+    else {
         return responder.respond(RequestPermissionResponse::new(
             RequestPermissionOutcome::Cancelled,
         ));

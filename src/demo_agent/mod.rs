@@ -151,9 +151,10 @@ pub async fn run(
                         let turn = Turn {
                             cx: &cx,
                             session: session.clone(),
+                            cancel: token.clone(),
                         };
                         let work = run_turn(&turn, &script, &prompt.notes, &stdout);
-                        let result = if script.deaf {
+                        let result = if script.deaf || script.ask_after_cancel {
                             work.await
                         } else {
                             tokio::select! {
@@ -228,6 +229,15 @@ async fn run_turn(
     for i in 0..script.flood {
         turn.say(&script::flood_chunk(i, script.chunk_bytes))?;
     }
+    if script.ask_after_cancel {
+        turn.say("Waiting until you cancel…\n")?;
+        turn.cancel.cancelled().await;
+        let outcome = turn.ask("Run one more thing after the cancel").await?;
+        turn.say(&format!(
+            "After the cancel my question was answered {outcome:?}.\n"
+        ))?;
+        return Ok(StopReason::EndTurn);
+    }
     if script.hang || script.deaf {
         turn.say("Waiting until you cancel…\n")?;
         std::future::pending::<()>().await;
@@ -288,6 +298,8 @@ fn prompt_text(prompt: &[ContentBlock]) -> PromptText {
 struct Turn<'a> {
     cx: &'a ConnectionTo<Client>,
     session: SessionId,
+    /// Cancelled by `session/cancel`.
+    cancel: CancellationToken,
 }
 
 impl Turn<'_> {
@@ -493,21 +505,7 @@ impl Turn<'_> {
             return Ok(StopReason::EndTurn);
         };
         let title = format!("Run `{}`", command.join(" "));
-        self.update(SessionUpdate::ToolCall(
-            ToolCall::new("run-1", title.clone())
-                .kind(ToolKind::Execute)
-                .status(ToolCallStatus::Pending),
-        ))?;
-        let permission = RequestPermissionRequest::new(
-            self.session.clone(),
-            ToolCallUpdate::new("run-1", ToolCallUpdateFields::new().title(title)),
-            vec![
-                PermissionOption::new("yes", "Run it", PermissionOptionKind::AllowOnce),
-                PermissionOption::new("no", "Don't run it", PermissionOptionKind::RejectOnce),
-            ],
-        );
-        let answer = self.cx.send_request(permission).block_task().await?;
-        let allowed = match &answer.outcome {
+        let allowed = match &self.ask(&title).await? {
             RequestPermissionOutcome::Selected(selected) => selected.option_id.0.as_ref() == "yes",
             RequestPermissionOutcome::Cancelled => return Ok(StopReason::Cancelled),
             _ => false,
@@ -567,6 +565,25 @@ impl Turn<'_> {
             exit.exit_status.exit_code
         ))?;
         Ok(StopReason::EndTurn)
+    }
+
+    /// Asks to run something (tool call `run-1`, titled `title`): the user's answer.
+    async fn ask(&self, title: &str) -> Result<RequestPermissionOutcome, Error> {
+        self.update(SessionUpdate::ToolCall(
+            ToolCall::new("run-1", title.to_owned())
+                .kind(ToolKind::Execute)
+                .status(ToolCallStatus::Pending),
+        ))?;
+        let permission = RequestPermissionRequest::new(
+            self.session.clone(),
+            ToolCallUpdate::new("run-1", ToolCallUpdateFields::new().title(title.to_owned())),
+            vec![
+                PermissionOption::new("yes", "Run it", PermissionOptionKind::AllowOnce),
+                PermissionOption::new("no", "Don't run it", PermissionOptionKind::RejectOnce),
+            ],
+        );
+        let answer = self.cx.send_request(permission).block_task().await?;
+        Ok(answer.outcome)
     }
 
     /// A tool call, and an update of it, after the turn was answered (as agents that report a

@@ -1,7 +1,7 @@
 //! The demo agent's prompt language, with no I/O: which file a prompt is about, what to do to
 //! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@deaf`, `@crash`, `@ask`,
 //! `@run COMMAND…`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@also FILE`, `@late`,
-//! `@snippet`).
+//! `@snippet`, `@askaftercancel`).
 //!
 //! - `uppercase <file>`: uppercase the lines that contain `TODO` (every line if none does);
 //! - `sort <file>`: sort the lines;
@@ -37,6 +37,9 @@ pub struct Script {
     pub also: Vec<PathBuf>,
     /// After answering the prompt, send a tool call and an update of it.
     pub late: bool,
+    /// Stream a line, wait for `session/cancel` but go on: ask a question, say how it was
+    /// answered, end the turn.
+    pub ask_after_cancel: bool,
     /// Propose only the changed lines (old and new fragment), as edit tools of some agents do.
     pub snippet: bool,
     /// Send this many extra message chunks.
@@ -134,6 +137,7 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
             "@ask" => script.ask = true,
             "@late" => script.late = true,
             "@snippet" => script.snippet = true,
+            "@askaftercancel" => script.ask_after_cancel = true,
             "@run" => {
                 script.run = Some(words[i + 1..].iter().map(|w| (*w).to_owned()).collect());
                 break;
