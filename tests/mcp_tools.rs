@@ -439,11 +439,12 @@ async fn a_disconnected_agent_has_its_reviews_withdrawn() {
     let mcp = connected(&client, "test-agent").await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let path = support::file_uri_to_path(&uri);
-    let call = mcp.call("openDiff", open_diff_args(&path, PROPOSAL, "t"));
-    tokio::select! {
-        _ = call => panic!("openDiff answered before the user decided"),
-        () = previewed(&client, &uri, 2) => {}
-    }
+    let call = mcp.call_in_background("openDiff", open_diff_args(&path, PROPOSAL, "t"));
+    previewed(&client, &uri, 2).await;
+    assert!(
+        !call.is_finished(),
+        "openDiff answered before the user decided"
+    );
     mcp.close().await;
     // The preview is cleared and the user is told.
     previewed(&client, &uri, 0).await;
@@ -456,6 +457,30 @@ async fn a_disconnected_agent_has_its_reviews_withdrawn() {
         })
         .await;
     assert_eq!(client.server_state().await["reviews"], json!([]));
+}
+
+/// The agent gives up on an `openDiff` (`notifications/cancelled`): its review is withdrawn, so
+/// nothing the user accepts later applies a change the agent abandoned.
+#[tokio::test]
+async fn a_cancelled_open_diff_has_its_review_withdrawn() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let mcp = connected(&client, "test-agent").await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    let path = support::file_uri_to_path(&uri);
+    let call = mcp.call("openDiff", open_diff_args(&path, PROPOSAL, "t"));
+    // Dropping the call's future sends `notifications/cancelled`.
+    tokio::select! {
+        _ = call => panic!("openDiff answered before the user decided"),
+        () = previewed(&client, &uri, 2) => {}
+    }
+    previewed(&client, &uri, 0).await;
+    assert_eq!(client.server_state().await["reviews"], json!([]));
+    // The connection serves on.
+    assert_eq!(
+        mcp.json("getWorkspaceFolders", json!({})).await["success"],
+        true
+    );
+    mcp.close().await;
 }
 
 #[tokio::test]

@@ -362,15 +362,6 @@ impl EditorAccess {
         });
     }
 
-    /// Withdraws `origin`'s pending review of `path` (its asker sees `Cancelled`), as when the
-    /// agent closes a diff it opened. Returns at once.
-    pub fn withdraw_review(&self, origin: &Origin, path: &Path) {
-        let (origin, path) = (origin.clone(), path.to_owned());
-        self.state.update(move |s| {
-            s.cancel_review_of(&origin, &path);
-        });
-    }
-
     /// Shows `origin`'s proposal for `path` as a review and waits for the user's verdict. The
     /// proposal is diffed against what the user sees (the open buffer, else the disk; a missing
     /// file is empty), never against what the agent believes the file says.

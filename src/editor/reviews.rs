@@ -502,11 +502,6 @@ impl State {
         self.cancel_reviews(|r| r.origin == *origin)
     }
 
-    /// Withdraws `origin`'s review of `path`, if it has one open; returns how many.
-    pub(super) fn cancel_review_of(&mut self, origin: &Origin, path: &Path) -> usize {
-        self.cancel_reviews(|r| r.origin == *origin && r.path == path)
-    }
-
     /// Withdraws the reviews `which` selects: their askers see `Cancelled`.
     fn cancel_reviews(&mut self, which: impl Fn(&Review) -> bool) -> usize {
         let ids: Vec<(u64, PathBuf)> = self

@@ -2,17 +2,17 @@
 //! review's verdict is told: `openDiff` waits for the user and answers `FILE_SAVED` + the final
 //! text, `DIFF_REJECTED` + the tab name, or `TAB_CLOSED`; or it answers at once and the verdict
 //! follows as `ide/diffAccepted` / `ide/diffRejected`. Closing a pending diff (`close_tab`,
-//! `closeAllDiffTabs`, `closeDiff`, a new diff under the same name) withdraws its review, and
-//! the agent hears `DIFF_REJECTED`, as it does from IDEs when a diff tab is closed.
+//! `closeAllDiffTabs`, `closeDiff`, a new diff under the same name) stops the wait for its
+//! verdict, which withdraws exactly that review (or keeps it from opening), and the agent hears
+//! `DIFF_REJECTED`, as it does from IDEs when a diff tab is closed.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::outcome::{ToolError, ToolOutcome, parse};
 use super::shapes;
@@ -25,11 +25,6 @@ const CLOSED: u8 = 1;
 /// The same, and the agent asked not to be told (it settled the diff itself).
 const CLOSED_QUIETLY: u8 = 2;
 
-/// How often, and how many times, a closed diff's review is withdrawn again while it may still
-/// be on its way to the editor (its text being read and diffed).
-const RETRY: Duration = Duration::from_millis(50);
-const RETRIES: usize = 40;
-
 /// What became of one diff, shared with the call waiting for its verdict.
 #[derive(Debug, Default)]
 struct Fate {
@@ -37,12 +32,27 @@ struct Fate {
     closed: AtomicU8,
     /// The review has its verdict.
     settled: AtomicBool,
+    /// Cancelled when the diff is closed: the wait for its verdict ends, which withdraws the
+    /// review (or keeps it from opening, if it is still being diffed).
+    closing: CancellationToken,
+}
+
+impl Fate {
+    /// The user's verdict on `review`, unless the diff is closed first.
+    async fn verdict_unless_closed(
+        &self,
+        review: impl Future<Output = Result<Verdict, crate::editor::FileError>>,
+    ) -> Result<Verdict, crate::editor::FileError> {
+        tokio::select! {
+            verdict = review => verdict,
+            () = self.closing.cancelled() => Ok(Verdict::Cancelled),
+        }
+    }
 }
 
 /// One diff: its file and proposal, and whether the user still has to decide.
 #[derive(Debug)]
 struct Tab {
-    path: PathBuf,
     proposal: String,
     pending: bool,
     fate: Arc<Fate>,
@@ -93,23 +103,15 @@ impl DiffTabs {
     }
 
     /// Registers a new pending diff under `name`, closing a pending one of that name first.
-    fn open(
-        self: &Arc<Self>,
-        editor: &EditorAccess,
-        origin: &Origin,
-        name: &str,
-        path: PathBuf,
-        proposal: &str,
-    ) -> Arc<Fate> {
+    fn open(&self, name: &str, proposal: &str) -> Arc<Fate> {
         let fate = Arc::new(Fate::default());
         let mut tabs = self.locked();
         if let Some(old) = tabs.remove(name) {
-            self.close(editor, origin, &old, CLOSED);
+            Self::close(&old, CLOSED);
         }
         tabs.insert(
             name.to_owned(),
             Tab {
-                path,
                 proposal: proposal.to_owned(),
                 pending: true,
                 fate: Arc::clone(&fate),
@@ -129,31 +131,13 @@ impl DiffTabs {
         }
     }
 
-    /// Withdraws a tab's review if the user has not decided it yet. The review may not have
-    /// reached the editor yet, so it is withdrawn again until it is settled, unless a newer
-    /// diff of the same file took over (the engine supersedes the older one then).
-    fn close(self: &Arc<Self>, editor: &EditorAccess, origin: &Origin, tab: &Tab, how: u8) {
+    /// Withdraws a tab's review if the user has not decided it yet.
+    fn close(tab: &Tab, how: u8) {
         if !tab.pending {
             return;
         }
         tab.fate.closed.store(how, Ordering::SeqCst);
-        editor.withdraw_review(origin, &tab.path);
-        let (me, editor, origin) = (Arc::clone(self), editor.clone(), origin.clone());
-        let (path, fate) = (tab.path.clone(), Arc::clone(&tab.fate));
-        tokio::spawn(async move {
-            for _ in 0..RETRIES {
-                tokio::time::sleep(RETRY).await;
-                if fate.settled.load(Ordering::SeqCst) {
-                    return;
-                }
-                // Under the lock: a newer diff of this file cannot open in between.
-                let tabs = me.locked();
-                if tabs.values().any(|t| t.pending && t.path == path) {
-                    return;
-                }
-                editor.withdraw_review(&origin, &path);
-            }
-        });
+        tab.fate.closing.cancel();
     }
 
     /// `openDiff {old_file_path, new_file_path, new_file_contents, tab_name}`: waits for the
@@ -166,17 +150,10 @@ impl DiffTabs {
     ) -> ToolOutcome {
         let args: OpenDiffArgs = parse(args)?;
         let path = shapes::path_of(&args.new_file_path);
-        let fate = self.open(
-            editor,
-            origin,
-            &args.tab_name,
-            path.clone(),
-            &args.new_file_contents,
-        );
+        let fate = self.open(&args.tab_name, &args.new_file_contents);
         let title = format!("{}: {}", origin.label, args.tab_name);
-        let verdict = editor
-            .review_diff(origin, &path, &args.new_file_contents, &title)
-            .await;
+        let review = editor.review_diff(origin, &path, &args.new_file_contents, &title);
+        let verdict = fate.verdict_unless_closed(review).await;
         self.settle(&args.tab_name, &fate);
         match verdict {
             Ok(Verdict::Accepted { text, .. }) => Ok(vec!["FILE_SAVED".into(), text]),
@@ -190,25 +167,20 @@ impl DiffTabs {
     }
 
     /// `close_tab {tab_name}`.
-    pub fn close_tab(
-        self: &Arc<Self>,
-        editor: &EditorAccess,
-        origin: &Origin,
-        args: Value,
-    ) -> ToolOutcome {
+    pub fn close_tab(&self, args: Value) -> ToolOutcome {
         let args: TabArgs = parse(args)?;
         let removed = self.locked().remove(&args.tab_name);
         if let Some(tab) = removed {
-            self.close(editor, origin, &tab, CLOSED);
+            Self::close(&tab, CLOSED);
         }
         Ok(vec!["TAB_CLOSED".into()])
     }
 
     /// `closeAllDiffTabs`: every diff of this connection, pending or decided.
-    pub fn close_all(self: &Arc<Self>, editor: &EditorAccess, origin: &Origin) -> ToolOutcome {
+    pub fn close_all(&self) -> ToolOutcome {
         let tabs: Vec<Tab> = self.locked().drain().map(|(_, tab)| tab).collect();
         for tab in &tabs {
-            self.close(editor, origin, tab, CLOSED);
+            Self::close(tab, CLOSED);
         }
         Ok(vec![format!("CLOSED_{}_DIFF_TABS", tabs.len())])
     }
@@ -223,19 +195,12 @@ impl DiffTabs {
     ) -> ToolOutcome {
         let args: NotifiedOpenArgs = parse(args)?;
         let path = shapes::path_of(&args.file_path);
-        let fate = self.open(
-            editor,
-            origin,
-            &args.file_path,
-            path.clone(),
-            &args.new_content,
-        );
+        let fate = self.open(&args.file_path, &args.new_content);
         let (me, editor, origin) = (Arc::clone(self), editor.clone(), origin.clone());
         tokio::spawn(async move {
             let title = format!("{}: {}", origin.label, crate::editor::file_name(&path));
-            let verdict = editor
-                .review_diff(&origin, &path, &args.new_content, &title)
-                .await;
+            let review = editor.review_diff(&origin, &path, &args.new_content, &title);
+            let verdict = fate.verdict_unless_closed(review).await;
             me.settle(&args.file_path, &fate);
             match verdict {
                 Ok(Verdict::Accepted { text, .. }) => notify(
@@ -257,12 +222,7 @@ impl DiffTabs {
 
     /// `closeDiff {filePath, suppressNotification?}`: answers `{"content": <the proposal>}`
     /// (`null` when there was no such diff).
-    pub fn close_notified(
-        self: &Arc<Self>,
-        editor: &EditorAccess,
-        origin: &Origin,
-        args: Value,
-    ) -> ToolOutcome {
+    pub fn close_notified(&self, args: Value) -> ToolOutcome {
         let args: NotifiedCloseArgs = parse(args)?;
         let removed = self.locked().remove(&args.file_path);
         let how = if args.suppress_notification {
@@ -271,7 +231,7 @@ impl DiffTabs {
             CLOSED
         };
         let content = removed.map(|tab| {
-            self.close(editor, origin, &tab, how);
+            Self::close(&tab, how);
             tab.proposal
         });
         Ok(vec![json!({ "content": content }).to_string()])
@@ -337,7 +297,7 @@ mod tests {
         // close_tab on a pending diff.
         let pending = spawn_open(&tabs, &editor, &origin, &a, "x\n", "t");
         reviews_open(&feed, 1).await;
-        let closed = tabs.close_tab(&editor, &origin, json!({"tab_name": "t"}));
+        let closed = tabs.close_tab(json!({"tab_name": "t"}));
         assert_eq!(closed.unwrap(), ["TAB_CLOSED"]);
         assert_eq!(pending.await.unwrap().unwrap(), ["DIFF_REJECTED", "t"]);
         reviews_open(&feed, 0).await;
@@ -348,7 +308,7 @@ mod tests {
         let second = spawn_open(&tabs, &editor, &origin, &b, "2\n", "same");
         assert_eq!(first.await.unwrap().unwrap(), ["DIFF_REJECTED", "same"]);
         reviews_open(&feed, 1).await;
-        let all = tabs.close_all(&editor, &origin).unwrap();
+        let all = tabs.close_all().unwrap();
         assert_eq!(all, ["CLOSED_1_DIFF_TABS"]);
         assert_eq!(second.await.unwrap().unwrap(), ["DIFF_REJECTED", "same"]);
 
@@ -370,25 +330,46 @@ mod tests {
             let pending = spawn_open(&tabs, &editor, &origin, &a, "x\n", &tab);
             // Close at once: the review may not be open yet.
             tokio::task::yield_now().await;
-            tabs.close_tab(&editor, &origin, json!({"tab_name": tab}))
-                .unwrap();
+            tabs.close_tab(json!({"tab_name": tab})).unwrap();
             let answer = tokio::time::timeout(Duration::from_secs(5), pending).await;
             let answer = answer.expect("the closed diff answered").unwrap().unwrap();
             assert_eq!(answer[0], "DIFF_REJECTED", "round {round}");
         }
         reviews_open(&feed, 0).await;
 
-        // A newer diff of the same file under the same name survives the retries.
+        // A newer diff of the same file under the same name replaces the older one.
         let first = spawn_open(&tabs, &editor, &origin, &a, "1\n", "same");
         reviews_open(&feed, 1).await;
         let second = spawn_open(&tabs, &editor, &origin, &a, "2\n", "same");
         assert_eq!(first.await.unwrap().unwrap(), ["DIFF_REJECTED", "same"]);
-        tokio::time::sleep(RETRY * 6).await;
         reviews_open(&feed, 1).await;
         let proposal = feed.query(|s| s.reviews[0].proposal.clone()).await.unwrap();
         assert_eq!(proposal, "2\n");
-        tabs.close_all(&editor, &origin).unwrap();
+        tabs.close_all().unwrap();
         assert_eq!(second.await.unwrap().unwrap(), ["DIFF_REJECTED", "same"]);
+
+        // A big diff still being computed when a small one replaces it never reaches the
+        // editor: it cannot arrive late and take the small one's place.
+        let big: String = (0..200_000).map(|i| format!("line {i}\n")).collect();
+        let slow = spawn_open(&tabs, &editor, &origin, &a, &big, "race");
+        tokio::task::yield_now().await;
+        let quick = spawn_open(&tabs, &editor, &origin, &a, "small\n", "race");
+        assert_eq!(slow.await.unwrap().unwrap(), ["DIFF_REJECTED", "race"]);
+        reviews_open(&feed, 1).await;
+        // Longer than diffing the big proposal takes.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let proposals = feed
+            .query(|s| {
+                s.reviews
+                    .iter()
+                    .map(|r| r.proposal.len())
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .unwrap();
+        assert_eq!(proposals, ["small\n".len()]);
+        tabs.close_all().unwrap();
+        assert_eq!(quick.await.unwrap().unwrap(), ["DIFF_REJECTED", "race"]);
     }
 
     #[tokio::test]
@@ -407,7 +388,7 @@ mod tests {
         let answer = tabs.open_notified(&editor, &origin, open.clone(), notify(tx.clone()));
         assert_eq!(answer.unwrap(), Vec::<String>::new());
         reviews_open(&feed, 1).await;
-        let closed = tabs.close_notified(&editor, &origin, json!({"filePath": path}));
+        let closed = tabs.close_notified(json!({"filePath": path}));
         assert_eq!(closed.unwrap(), [json!({"content": "new\n"}).to_string()]);
         let (method, params) = rx.recv().await.unwrap();
         assert_eq!(
@@ -419,11 +400,11 @@ mod tests {
         assert!(answer.is_ok());
         reviews_open(&feed, 1).await;
         let quiet = json!({"filePath": path, "suppressNotification": true});
-        tabs.close_notified(&editor, &origin, quiet).unwrap();
+        tabs.close_notified(quiet).unwrap();
         reviews_open(&feed, 0).await;
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(rx.try_recv().is_err(), "a quiet close tells nothing");
-        let missing = tabs.close_notified(&editor, &origin, json!({"filePath": "/nope"}));
+        let missing = tabs.close_notified(json!({"filePath": "/nope"}));
         assert_eq!(missing.unwrap(), [json!({"content": null}).to_string()]);
     }
 }

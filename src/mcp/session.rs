@@ -78,8 +78,8 @@ impl Session {
         let tabs = &self.0.tabs;
         match (self.0.style, name) {
             (DiffStyle::Blocking, "openDiff") => tabs.open_blocking(editor, &origin, args).await,
-            (DiffStyle::Blocking, "close_tab") => tabs.close_tab(editor, &origin, args),
-            (DiffStyle::Blocking, "closeAllDiffTabs") => tabs.close_all(editor, &origin),
+            (DiffStyle::Blocking, "close_tab") => tabs.close_tab(args),
+            (DiffStyle::Blocking, "closeAllDiffTabs") => tabs.close_all(),
             (DiffStyle::Notified, "openDiff") => {
                 let peer = peer.clone();
                 let notify = Box::new(move |method: &'static str, params: Value| {
@@ -95,7 +95,7 @@ impl Session {
                 });
                 tabs.open_notified(editor, &origin, args, notify)
             }
-            (DiffStyle::Notified, "closeDiff") => tabs.close_notified(editor, &origin, args),
+            (DiffStyle::Notified, "closeDiff") => tabs.close_notified(args),
             (DiffStyle::Blocking, "getDiagnostics") => ctx::get_diagnostics(editor, args).await,
             (DiffStyle::Blocking, "openFile") => ctx::open_file(editor, args).await,
             (DiffStyle::Blocking, "getCurrentSelection") => {
@@ -216,7 +216,12 @@ impl ServerHandler for Session {
     ) -> Result<CallToolResponse, ErrorData> {
         let args = Value::Object(request.arguments.unwrap_or_default());
         tracing::debug!(tool = %request.name, "tool call");
-        let outcome = self.run_tool(&request.name, args, &context.peer).await;
+        // A client that cancels the call (`notifications/cancelled`) stops the wait: for an
+        // `openDiff` that withdraws its review, which must not apply after the agent gave up.
+        let outcome = tokio::select! {
+            outcome = self.run_tool(&request.name, args, &context.peer) => outcome,
+            () = context.ct.cancelled() => Err(ToolError::Failed("cancelled by the client".into())),
+        };
         if let Err(e) = &outcome {
             tracing::info!(tool = %request.name, "tool call failed: {e}");
         }

@@ -174,6 +174,26 @@ impl McpClient {
             .map_err(|e| e.to_string())
     }
 
+    /// Calls `tool` in a task of its own: the call stays pending until it is answered or the
+    /// connection closes (dropping a [`McpClient::call`] future cancels the call instead).
+    pub fn call_in_background(
+        &self,
+        tool: &str,
+        args: Value,
+    ) -> tokio::task::JoinHandle<Result<Value, String>> {
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        if let Value::Object(map) = args {
+            params = params.with_arguments(map);
+        }
+        let peer = self.service.peer().clone();
+        tokio::spawn(async move {
+            let result = peer.call_tool(params).await;
+            result
+                .map(|r| serde_json::to_value(r).unwrap())
+                .map_err(|e| e.to_string())
+        })
+    }
+
     /// Calls `tool`; its text blocks.
     pub async fn texts(&self, tool: &str, args: Value) -> Vec<String> {
         let result = tokio::time::timeout(WAIT, self.call(tool, args))
