@@ -84,6 +84,7 @@ fn event_with(text: &str, needle: &str) -> Value {
 #[tokio::test]
 async fn context_updates_diffs_and_session_teardown_over_http() {
     let client = TestClient::start_initialized(Options::default()).await;
+    let open_before = client.open("before.txt", "text", "x\n").await;
     let env = client.terminal_env().await.unwrap();
     let mut http = Http {
         port: env["GEMINI_CLI_IDE_SERVER_PORT"]
@@ -121,6 +122,14 @@ async fn context_updates_diffs_and_session_teardown_over_http() {
         .await
         .unwrap();
     read_until(&mut events, "200 OK").await;
+    // What is open reaches the agent without waiting for the user to move.
+    let text = read_until(&mut events, "openFiles").await;
+    let first = event_with(&text, "openFiles");
+    let path_before = support::file_uri_to_path(&open_before);
+    assert_eq!(
+        first["params"]["workspaceState"]["openFiles"][0]["path"],
+        path_before
+    );
 
     let uri = client.open("a.txt", "text", "alpha beta\n").await;
     let path = support::file_uri_to_path(&uri);

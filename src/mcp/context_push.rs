@@ -29,7 +29,8 @@ pub async fn run(
     peer: Peer<RoleServer>,
     style: DiffStyle,
 ) {
-    let mut due: Option<tokio::time::Instant> = None;
+    // The companion protocol's agent learns what is open right away, not at the first move.
+    let mut due = (style == DiffStyle::Notified).then(|| tokio::time::Instant::now() + DEBOUNCE);
     let mut latest_selection = None;
     loop {
         let event = match due {
