@@ -509,8 +509,9 @@ async fn terminals_cap_unlimited_output_and_name_a_missing_command() {
 }
 
 /// A server whose default agent is `sh -c SCRIPT`, where `$PID_FILE` in the script names a file
-/// for it to write its pid to; prompted once. Returns the client and that file.
-async fn prompted_shell_agent(script: &str) -> (TestClient, tempfile::TempDir) {
+/// for it to write its pid to; prompted once with `prompt`. Returns the client and the file's
+/// directory.
+async fn prompted_shell_agent(script: &str, prompt: &str) -> (TestClient, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let script = script.replace(
         "$PID_FILE",
@@ -527,7 +528,7 @@ async fn prompted_shell_agent(script: &str) -> (TestClient, tempfile::TempDir) {
     client
         .initialize(capabilities_without_dialogs(), None)
         .await;
-    client.prompt("hello").await;
+    client.prompt(prompt).await;
     (client, dir)
 }
 
@@ -558,7 +559,8 @@ fn runs(pid: u32) -> bool {
 /// An agent that closes its stdout at once but lives on is stopped, not left running unseen.
 #[tokio::test]
 async fn an_agent_that_hangs_up_at_once_is_not_left_running() {
-    let (client, dir) = prompted_shell_agent("exec >&-; echo $$ > $PID_FILE; sleep 60").await;
+    let script = "exec >&-; echo $$ > $PID_FILE; sleep 60";
+    let (client, dir) = prompted_shell_agent(script, "hello").await;
     let told = client.take_message("sh: ").await;
     assert!(told.contains("protocol error"), "{told}");
     let pid = written_pid(&dir).await;
@@ -632,6 +634,27 @@ for line in sys.stdin:
     assert!(client.shutdown().await.success());
 }
 
+/// The user cancels while the agent is still starting: the prompt never runs as a turn.
+#[tokio::test]
+async fn a_prompt_cancelled_while_its_agent_starts_does_not_run() {
+    let script = format!(
+        "echo $$ > $PID_FILE; sleep 1; exec '{}' demo-agent",
+        env!("CARGO_BIN_EXE_agentls")
+    );
+    let (client, dir) = prompted_shell_agent(&script, "@hang").await;
+    written_pid(&dir).await;
+    let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
+    assert_eq!(cancelled, json!({"cancelled": true}));
+    let told = client.take_message("sh: ").await;
+    assert!(told.starts_with("sh: cancelled"), "{told}");
+    // The agent started all the same, and takes the next prompt.
+    client.open("notes.txt", "text", "one\n").await;
+    client.prompt("read notes.txt").await;
+    let told = client.take_message("sh: ").await;
+    assert!(told.contains("notes.txt has 1 lines"), "{told}");
+    assert!(client.shutdown().await.success());
+}
+
 /// An agent still starting when the editor shuts agentls down is stopped too, not left behind.
 #[tokio::test]
 async fn an_agent_still_starting_at_shutdown_does_not_outlive_agentls() {
@@ -639,7 +662,7 @@ async fn an_agent_still_starting_at_shutdown_does_not_outlive_agentls() {
         "echo $$ > $PID_FILE; sleep 1; exec '{}' demo-agent",
         env!("CARGO_BIN_EXE_agentls")
     );
-    let (client, dir) = prompted_shell_agent(&script).await;
+    let (client, dir) = prompted_shell_agent(&script, "hello").await;
     let pid = written_pid(&dir).await;
     assert!(client.shutdown().await.success());
     assert!(!runs(pid), "agent {pid} outlived agentls");

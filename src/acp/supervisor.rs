@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::agent::RunningAgent;
 use super::context::{Prompt, PromptContext};
@@ -37,7 +38,8 @@ struct Inner {
     config: watch::Receiver<Config>,
     slots: Mutex<BTreeMap<String, Arc<Slot>>>,
     shutting_down: AtomicBool,
-    turns: AtomicU64,
+    /// Prompts so far (each one's number names its progress and its cancel token).
+    prompts: AtomicU64,
 }
 
 /// One named agent, running or not.
@@ -46,6 +48,9 @@ struct Slot {
     starting: tokio::sync::Mutex<()>,
     running: Mutex<Option<Arc<RunningAgent>>>,
     history: Mutex<History>,
+    /// The cancel tokens of this agent's prompts (by number) until their turn ended, so that a
+    /// cancel reaches a prompt still waiting for the agent to start.
+    waiting: Mutex<Vec<(u64, CancellationToken)>>,
 }
 
 #[derive(Debug, Default)]
@@ -64,7 +69,7 @@ impl Agents {
                 config,
                 slots: Mutex::default(),
                 shutting_down: AtomicBool::new(false),
-                turns: AtomicU64::new(0),
+                prompts: AtomicU64::new(0),
             }),
         }
     }
@@ -74,18 +79,31 @@ impl Agents {
         let (name, spec) = self.inner.resolve(prompt.agent.as_deref())?;
         let inner = Arc::clone(&self.inner);
         let agent = name.clone();
+        // Cancellable from now on, also while the agent is still starting.
+        let cancel = CancellationToken::new();
+        let number = self.inner.prompts.fetch_add(1, Ordering::Relaxed) + 1;
+        let slot = self.inner.slot(&name);
+        slot.lock_waiting().push((number, cancel.clone()));
         tokio::spawn(async move {
             inner
-                .prompt(&agent, spec, prompt.text, prompt.context)
-                .await
+                .prompt(&agent, number, spec, prompt.text, prompt.context, cancel)
+                .await;
+            slot.lock_waiting().retain(|(n, _)| *n != number);
         });
         Ok(name)
     }
 
-    /// Cancels the agent's running turn; returns whether one was running.
+    /// Cancels the agent's running turns, and its prompts still waiting for it to start;
+    /// returns whether there was any.
     pub fn cancel(&self, agent: Option<&str>) -> Result<bool, AgentFailure> {
         let (name, _) = self.inner.resolve(agent)?;
-        Ok(self.inner.running(&name).is_some_and(|a| a.cancel()))
+        let waiting: Vec<CancellationToken> = (self.inner.slot(&name).lock_waiting().iter())
+            .map(|(_, token)| token.clone())
+            .collect();
+        let any_waiting = waiting.iter().any(|t| !t.is_cancelled());
+        waiting.iter().for_each(CancellationToken::cancel);
+        let running = self.inner.running(&name).is_some_and(|a| a.cancel());
+        Ok(running || any_waiting)
     }
 
     /// Opens a new session (starting the agent if needed) in the background; the user is told.
@@ -227,11 +245,12 @@ impl Inner {
     async fn prompt(
         self: Arc<Self>,
         name: &str,
+        number: u64,
         spec: AgentSpec,
         text: String,
         context: Option<PromptContext>,
+        cancel: CancellationToken,
     ) {
-        let number = self.turns.fetch_add(1, Ordering::Relaxed) + 1;
         let progress_id = format!("acp-{name}-{number}");
         self.editor.progress(
             &progress_id,
@@ -247,7 +266,8 @@ impl Inner {
         match self.ensure_running(name, &spec).await {
             Ok(agent) => {
                 let failure =
-                    turn::run_and_report(&agent, &text, context.as_ref(), &progress_id).await;
+                    turn::run_and_report(&agent, &text, context.as_ref(), &progress_id, cancel)
+                        .await;
                 if let Some(failure) = failure {
                     self.slot(name).record_failure(&failure);
                 }
@@ -369,6 +389,10 @@ async fn watch_death(inner: Arc<Inner>, slot: Arc<Slot>, agent: Arc<RunningAgent
 }
 
 impl Slot {
+    fn lock_waiting(&self) -> std::sync::MutexGuard<'_, Vec<(u64, CancellationToken)>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn crashed(&self, failure: &AgentFailure) {
         let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
         history.crashes.push(Instant::now());

@@ -5,6 +5,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use agent_client_protocol::v1::schema::{PromptRequest, SessionId, StopReason};
 
 use super::agent::RunningAgent;
@@ -29,27 +31,40 @@ pub enum TurnEnd {
 }
 
 /// Runs a turn on `agent`'s current session and returns how it ended with its tally.
-/// `progress_id` names the turn's progress, which the caller began and ends.
+/// `progress_id` names the turn's progress, which the caller began and ends; `cancel` is the
+/// prompt's (it may have been cancelled before the turn could start).
 pub async fn run(
     agent: &RunningAgent,
     text: &str,
     context: Option<&PromptContext>,
     progress_id: &str,
+    cancel: CancellationToken,
 ) -> (TurnEnd, Option<Turn>) {
+    let cancelled_early = || (TurnEnd::Stopped("cancelled".into()), None);
+    if cancel.is_cancelled() {
+        return cancelled_early();
+    }
     let session = match agent.session().await {
         Ok(session) => session,
         Err(failure) => return (TurnEnd::Failed(failure), None),
     };
     let started = agent.link.with_session(&session, |s| {
-        if s.turn.is_some() {
-            return false;
+        if cancel.is_cancelled() {
+            return None;
         }
-        s.turn = Some(Turn::new(progress_id.to_owned()));
+        if s.turn.is_some() {
+            return Some(false);
+        }
+        let mut turn = Turn::new(progress_id.to_owned());
+        turn.cancel = cancel.clone();
+        s.turn = Some(turn);
         s.turns += 1;
-        true
+        Some(true)
     });
-    if started != Some(true) {
-        return (TurnEnd::Busy, None);
+    match started.flatten() {
+        None => return cancelled_early(),
+        Some(false) => return (TurnEnd::Busy, None),
+        Some(true) => {}
     }
     let notes = agent
         .link
@@ -64,11 +79,6 @@ pub async fn run(
         );
     }
     let request = PromptRequest::new(SessionId::new(session.clone()), blocks);
-    let cancel = agent
-        .link
-        .with_session(&session, |s| s.turn.as_ref().map(|t| t.cancel.clone()))
-        .flatten()
-        .unwrap_or_default();
     // An agent that ignores `session/cancel` must not keep the session busy forever.
     let answer = tokio::select! {
         answer = agent.request(request, "session/prompt", None) => answer,
@@ -110,9 +120,10 @@ pub async fn run_and_report(
     text: &str,
     context: Option<&PromptContext>,
     progress_id: &str,
+    cancel: CancellationToken,
 ) -> Option<AgentFailure> {
     agent.active_turns.fetch_add(1, Ordering::SeqCst);
-    let (end, turn) = run(agent, text, context, progress_id).await;
+    let (end, turn) = run(agent, text, context, progress_id, cancel).await;
     if matches!(end, TurnEnd::Failed(AgentFailure::ProcessDied { .. })) {
         // Before the count drops: the death watcher then knows it need not tell.
         agent.death_reported.store(true, Ordering::SeqCst);
