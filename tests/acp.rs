@@ -165,6 +165,21 @@ async fn a_fragment_diff_is_reviewed_in_place() {
     assert!(client.shutdown().await.success());
 }
 
+/// The diff came with the tool call; the permission request only names the tool call. It is
+/// still a review, not a bare question.
+#[tokio::test]
+async fn a_permission_naming_a_tool_call_with_a_diff_is_a_review() {
+    let client = started(capabilities_without_dialogs()).await;
+    let uri = client.open("notes.txt", "text", "// TODO a\n").await;
+    client.prompt("uppercase notes.txt @diffearlier").await;
+    client
+        .run_code_action(&uri, "Accept all changes (1) from demo")
+        .await;
+    client.take_message("demo: end_turn").await;
+    assert_eq!(client.document(&uri).text, "// TODO A\n");
+    assert!(client.shutdown().await.success());
+}
+
 #[tokio::test]
 async fn rejecting_through_a_code_action_touches_nothing() {
     let client = started(capabilities_without_dialogs()).await;

@@ -12,13 +12,13 @@ use std::sync::Arc;
 use agent_client_protocol::v1::schema::{
     Diff, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
-    ToolCallContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Error};
 
 use super::link::AgentLink;
 use super::review::{Proposal, proposals, review_proposed_edit};
+use super::updates::diffs_in;
 use crate::editor::review::Verdict;
 use crate::editor::{Choice, ChoiceKind, FileError, Level, Origin, file_name};
 
@@ -86,17 +86,24 @@ async fn decide(
 ) -> RequestPermissionOutcome {
     let origin = link.origin(session);
     let options = &request.options;
-    let diffs: Vec<&Diff> = request
+    let mut diffs: Vec<Diff> = request
         .tool_call
         .fields
         .content
         .iter()
-        .flatten()
-        .filter_map(|c| match c {
-            ToolCallContent::Diff(diff) => Some(diff),
-            _ => None,
-        })
+        .flat_map(|content| diffs_in(content).cloned())
         .collect();
+    if diffs.is_empty() {
+        // The request may only name its tool call, whose diffs came in an earlier update.
+        let call = request.tool_call.tool_call_id.to_string();
+        diffs = link
+            .with_session(session, |s| {
+                s.turn.as_ref().and_then(|t| t.diffs.get(&call).cloned())
+            })
+            .flatten()
+            .unwrap_or_default();
+    }
+    let diffs: Vec<&Diff> = diffs.iter().collect();
     if !diffs.is_empty() {
         let proposals = proposals(&link.editor, &diffs).await;
         return decide_edits(link, session, &origin, title, options, &proposals).await;

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
+use agent_client_protocol::v1::schema::Diff;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -59,6 +60,9 @@ pub struct Turn {
     pub files: BTreeSet<PathBuf>,
     /// Files each pending edit tool call is about, by tool call id.
     pub editing: BTreeMap<String, Vec<PathBuf>>,
+    /// The latest diffs each tool call carried, by tool call id (a permission request may refer
+    /// to its tool call without repeating them).
+    pub diffs: BTreeMap<String, Vec<Diff>>,
     /// The agent's current (latest) message.
     pub message: String,
     /// Whether the next text chunk starts a new message.

@@ -8,8 +8,8 @@ use super::session::Turn;
 use crate::editor::Level;
 use crate::editor::effects::ProgressPhase;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, SessionNotification, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus,
-    ToolCallUpdateFields, ToolKind,
+    ContentBlock, Diff, SessionNotification, SessionUpdate, ToolCall, ToolCallContent,
+    ToolCallStatus, ToolCallUpdateFields, ToolKind,
 };
 
 /// Takes one `session/update` in. Cheap: it only queues effects and updates state.
@@ -104,6 +104,10 @@ fn tally_tool_call(turn: &mut Turn, call: &ToolCall) {
     turn.message_done = true;
     let id = call.tool_call_id.to_string();
     turn.tool_calls.insert(id.clone(), call.title.clone());
+    let diffs: Vec<Diff> = diffs_in(&call.content).cloned().collect();
+    if !diffs.is_empty() {
+        turn.diffs.insert(id.clone(), diffs);
+    }
     let mut paths: Vec<_> = diff_paths(&call.content).collect();
     if matches!(
         call.kind,
@@ -128,6 +132,10 @@ fn tally_tool_call_update(turn: &mut Turn, id: &str, fields: &ToolCallUpdateFiel
         turn.tool_calls.insert(id.to_owned(), title.clone());
     }
     if let Some(content) = &fields.content {
+        let diffs: Vec<Diff> = diffs_in(content).cloned().collect();
+        if !diffs.is_empty() {
+            turn.diffs.insert(id.to_owned(), diffs);
+        }
         let paths = diff_paths(content);
         turn.editing.entry(id.to_owned()).or_default().extend(paths);
     }
@@ -159,8 +167,13 @@ fn text_of(block: &ContentBlock) -> Option<&str> {
 
 /// The paths of diffs in tool call content.
 fn diff_paths(content: &[ToolCallContent]) -> impl Iterator<Item = std::path::PathBuf> + '_ {
+    diffs_in(content).map(|diff| diff.path.clone())
+}
+
+/// The diffs among a tool call's content.
+pub fn diffs_in(content: &[ToolCallContent]) -> impl Iterator<Item = &Diff> {
     content.iter().filter_map(|c| match c {
-        ToolCallContent::Diff(diff) => Some(diff.path.clone()),
+        ToolCallContent::Diff(diff) => Some(diff),
         _ => None,
     })
 }

@@ -397,7 +397,12 @@ impl Turn<'_> {
             self.session.clone(),
             ToolCallUpdate::new(
                 "edit-1",
-                ToolCallUpdateFields::new().title(title).content(diffs),
+                if script.diff_earlier {
+                    // The diffs went with the tool call; the request only names it.
+                    ToolCallUpdateFields::new().title(title)
+                } else {
+                    ToolCallUpdateFields::new().title(title).content(diffs)
+                },
             ),
             vec![
                 PermissionOption::new("allow", "Allow", PermissionOptionKind::AllowOnce),

@@ -1,7 +1,7 @@
 //! The demo agent's prompt language, with no I/O: which file a prompt is about, what to do to
 //! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@deaf`, `@crash`, `@ask`,
 //! `@run COMMAND…`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@also FILE`, `@late`,
-//! `@snippet`, `@askaftercancel`).
+//! `@snippet`, `@askaftercancel`, `@diffearlier`).
 //!
 //! - `uppercase <file>`: uppercase the lines that contain `TODO` (every line if none does);
 //! - `sort <file>`: sort the lines;
@@ -40,6 +40,8 @@ pub struct Script {
     /// Stream a line, wait for `session/cancel` but go on: ask a question, say how it was
     /// answered, end the turn.
     pub ask_after_cancel: bool,
+    /// Send the diffs with the tool call only, not again in the permission request.
+    pub diff_earlier: bool,
     /// Propose only the changed lines (old and new fragment), as edit tools of some agents do.
     pub snippet: bool,
     /// Send this many extra message chunks.
@@ -138,6 +140,7 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
             "@late" => script.late = true,
             "@snippet" => script.snippet = true,
             "@askaftercancel" => script.ask_after_cancel = true,
+            "@diffearlier" => script.diff_earlier = true,
             "@run" => {
                 script.run = Some(words[i + 1..].iter().map(|w| (*w).to_owned()).collect());
                 break;
