@@ -29,6 +29,14 @@ async fn wait_for_review(client: &TestClient, uri: &str) {
     .expect("a review's code actions");
 }
 
+/// Waits for the turn's end, checks that buffer and disk both say `expected`, and shuts down.
+async fn ends_with_the_file_saying(client: TestClient, uri: &str, expected: &str) {
+    client.take_message("demo: end_turn").await;
+    assert_eq!(client.document(uri).text, expected);
+    assert_eq!(std::fs::read_to_string(path_of(uri)).unwrap(), expected);
+    assert!(client.shutdown().await.success());
+}
+
 fn path_of(uri: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(support::file_uri_to_path(uri))
 }
@@ -138,11 +146,7 @@ async fn a_partly_accepted_diff_keeps_the_rejected_hunk_out() {
         .run_code_action_at(&uri, support::range(0, 0, 0, 1), "Accept change 1/2")
         .await;
     client.run_code_action(&uri, "Reject all changes (1)").await;
-    client.take_message("demo: end_turn").await;
-    let expected = "// TODO A\nx\nx\nx\nx\nx\nx\n// TODO b\n";
-    assert_eq!(client.document(&uri).text, expected);
-    assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), expected);
-    assert!(client.shutdown().await.success());
+    ends_with_the_file_saying(client, &uri, "// TODO A\nx\nx\nx\nx\nx\nx\n// TODO b\n").await;
 }
 
 /// An agent that proposes only the lines it changes (`oldText`/`newText` a fragment, as the
@@ -158,11 +162,7 @@ async fn a_fragment_diff_is_reviewed_in_place() {
     client
         .run_code_action(&uri, "Accept all changes (1) from demo")
         .await;
-    client.take_message("demo: end_turn").await;
-    let expected = "keep\n// TODO A\nkeep too\n";
-    assert_eq!(client.document(&uri).text, expected);
-    assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), expected);
-    assert!(client.shutdown().await.success());
+    ends_with_the_file_saying(client, &uri, "keep\n// TODO A\nkeep too\n").await;
 }
 
 /// The diff came with the tool call; the permission request only names the tool call. It is
@@ -208,9 +208,7 @@ async fn cancel_ends_a_hanging_turn_and_withdraws_a_pending_permission() {
                 .is_some_and(|t| t.ends_with("Waiting until you cancel…\n"))
         })
         .await;
-    let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
-    assert_eq!(cancelled, json!({"cancelled": true}));
-    client.take_message("demo: cancelled").await;
+    cancel_ends_the_turn(&client, "demo").await;
 
     let uri = client.open("notes.txt", "text", "TODO fix\n").await;
     client.prompt("uppercase notes.txt").await;
@@ -230,18 +228,12 @@ async fn cancel_ends_a_hanging_turn_and_withdraws_a_pending_permission() {
 #[tokio::test]
 async fn a_turn_the_agent_never_ends_is_over_ten_seconds_after_cancel() {
     let client = started(capabilities_without_dialogs()).await;
-    client.open("notes.txt", "text", "one\n").await;
     client.prompt("@deaf").await;
     client.take_log_until("Waiting until you cancel").await;
-    let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
-    assert_eq!(cancelled, json!({"cancelled": true}));
-    let summary = client.take_message("demo: cancelled").await;
-    assert!(summary.starts_with("demo: cancelled"), "{summary}");
+    cancel_ends_the_turn(&client, "demo").await;
     let log = client.take_log_until("after the cancel").await;
     assert!(log.contains("no answer 10s after the cancel"), "{log}");
-    client.prompt("read notes.txt").await;
-    let summary = client.take_message("demo: end_turn").await;
-    assert!(summary.contains("notes.txt has 1 lines"), "{summary}");
+    takes_the_next_prompt(&client, "demo").await;
     assert!(client.shutdown().await.success());
 }
 
@@ -264,11 +256,28 @@ async fn a_tool_call_after_the_turn_ended_does_not_leave_the_session_busy() {
         Value::Null,
         "{status}"
     );
-    client.open("two.txt", "text", "one\ntwo\n").await;
-    client.prompt("read two.txt").await;
-    let summary = client.take_message("demo: ").await;
-    assert!(summary.contains("two.txt has 2 lines"), "{summary}");
+    takes_the_next_prompt(&client, "demo").await;
     assert!(client.shutdown().await.success());
+}
+
+/// `agentls.cancel` finds a turn to cancel, and the turn ends as cancelled.
+async fn cancel_ends_the_turn(client: &TestClient, agent: &str) {
+    let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
+    assert_eq!(cancelled, json!({"cancelled": true}));
+    let told = client.take_message(&format!("{agent}: ")).await;
+    assert!(told.starts_with(&format!("{agent}: cancelled")), "{told}");
+}
+
+/// Checks that `agent` answers a new prompt (reading a new two-line file) to its end.
+async fn takes_the_next_prompt(client: &TestClient, agent: &str) {
+    client.open("next.txt", "text", "one\ntwo\n").await;
+    client.prompt("read next.txt").await;
+    let summary = client.take_message(&format!("{agent}: ")).await;
+    assert!(
+        summary.starts_with(&format!("{agent}: end_turn"))
+            && summary.contains("next.txt has 2 lines"),
+        "{summary}"
+    );
 }
 
 /// One permission request proposing changes to two files: each gets its own review; it is
@@ -323,9 +332,7 @@ async fn cancel_reaches_a_turn_on_a_session_that_is_no_longer_current() {
         .await
         .unwrap();
     client.take_message("demo: new session demo-2").await;
-    let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
-    assert_eq!(cancelled, json!({"cancelled": true}));
-    client.take_message("demo: cancelled").await;
+    cancel_ends_the_turn(&client, "demo").await;
     assert!(client.shutdown().await.success());
 }
 
@@ -547,6 +554,14 @@ async fn prompted_shell_agent(script: &str, prompt: &str) -> (TestClient, tempfi
     (client, dir)
 }
 
+/// A [`prompted_shell_agent`] script: the demo agent, after a second's start.
+fn slow_starting_demo_agent() -> String {
+    format!(
+        "echo $$ > $PID_FILE; sleep 1; exec '{}' demo-agent",
+        env!("CARGO_BIN_EXE_agentls")
+    )
+}
+
 /// The pid the agent of [`prompted_shell_agent`] wrote, once it is all there.
 async fn written_pid(dir: &tempfile::TempDir) -> u32 {
     let read = || {
@@ -652,32 +667,18 @@ for line in sys.stdin:
 /// The user cancels while the agent is still starting: the prompt never runs as a turn.
 #[tokio::test]
 async fn a_prompt_cancelled_while_its_agent_starts_does_not_run() {
-    let script = format!(
-        "echo $$ > $PID_FILE; sleep 1; exec '{}' demo-agent",
-        env!("CARGO_BIN_EXE_agentls")
-    );
-    let (client, dir) = prompted_shell_agent(&script, "@hang").await;
+    let (client, dir) = prompted_shell_agent(&slow_starting_demo_agent(), "@hang").await;
     written_pid(&dir).await;
-    let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
-    assert_eq!(cancelled, json!({"cancelled": true}));
-    let told = client.take_message("sh: ").await;
-    assert!(told.starts_with("sh: cancelled"), "{told}");
+    cancel_ends_the_turn(&client, "sh").await;
     // The agent started all the same, and takes the next prompt.
-    client.open("notes.txt", "text", "one\n").await;
-    client.prompt("read notes.txt").await;
-    let told = client.take_message("sh: ").await;
-    assert!(told.contains("notes.txt has 1 lines"), "{told}");
+    takes_the_next_prompt(&client, "sh").await;
     assert!(client.shutdown().await.success());
 }
 
 /// An agent still starting when the editor shuts agentls down is stopped too, not left behind.
 #[tokio::test]
 async fn an_agent_still_starting_at_shutdown_does_not_outlive_agentls() {
-    let script = format!(
-        "echo $$ > $PID_FILE; sleep 1; exec '{}' demo-agent",
-        env!("CARGO_BIN_EXE_agentls")
-    );
-    let (client, dir) = prompted_shell_agent(&script, "hello").await;
+    let (client, dir) = prompted_shell_agent(&slow_starting_demo_agent(), "hello").await;
     let pid = written_pid(&dir).await;
     assert!(client.shutdown().await.success());
     assert!(!runs(pid), "agent {pid} outlived agentls");
