@@ -1,6 +1,7 @@
 //! The Streamable HTTP companion protocol spoken by hand (raw HTTP/1.1 and SSE), to assert what
 //! no real client shows: the `ide/contextUpdate` shape after a selection, `openDiff` answered at
-//! once, and a deleted session withdrawing its pending review.
+//! once, and a deleted session — or one whose event stream is gone — withdrawing its pending
+//! review.
 
 mod support;
 
@@ -81,10 +82,9 @@ fn event_with(text: &str, needle: &str) -> Value {
     serde_json::from_str(line).unwrap()
 }
 
-#[tokio::test]
-async fn context_updates_diffs_and_session_teardown_over_http() {
-    let client = TestClient::start_initialized(Options::default()).await;
-    let open_before = client.open("before.txt", "text", "x\n").await;
+/// Starts a companion session with `client`'s server: initialize, initialized, and the
+/// standalone event stream (returned open).
+async fn connect(client: &TestClient) -> (Http, TcpStream) {
     let env = client.terminal_env().await.unwrap();
     let mut http = Http {
         port: env["GEMINI_CLI_IDE_SERVER_PORT"]
@@ -122,6 +122,14 @@ async fn context_updates_diffs_and_session_teardown_over_http() {
         .await
         .unwrap();
     read_until(&mut events, "200 OK").await;
+    (http, events)
+}
+
+#[tokio::test]
+async fn context_updates_diffs_and_session_teardown_over_http() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let open_before = client.open("before.txt", "text", "x\n").await;
+    let (http, mut events) = connect(&client).await;
     // What is open reaches the agent without waiting for the user to move.
     let text = read_until(&mut events, "openFiles").await;
     let first = event_with(&text, "openFiles");
@@ -167,5 +175,30 @@ async fn context_updates_diffs_and_session_teardown_over_http() {
     )
     .await;
     assert!(cleared.is_ok(), "the review outlived its session");
+    assert_eq!(client.server_state().await["reviews"], json!([]));
+}
+
+/// A companion agent that is killed sends no `DELETE`: once its event stream has been gone for
+/// a while, its session ends and its pending review is withdrawn.
+#[tokio::test]
+async fn an_agent_whose_event_stream_is_gone_loses_its_session() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let uri = client.open("a.txt", "text", "alpha\n").await;
+    let path = support::file_uri_to_path(&uri);
+    let (http, events) = connect(&client).await;
+    let open = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "openDiff", "arguments": {"filePath": path, "newContent": "gamma\n"}}});
+    http.send("POST", &open.to_string(), "\"id\":2").await;
+    client
+        .take("textDocument/publishDiagnostics", |p| {
+            p["uri"] == uri && p["diagnostics"].as_array().unwrap().len() == 1
+        })
+        .await;
+    drop(events);
+    client
+        .take("textDocument/publishDiagnostics", |p| {
+            p["uri"] == uri && p["diagnostics"].as_array().unwrap().is_empty()
+        })
+        .await;
     assert_eq!(client.server_state().await["reviews"], json!([]));
 }

@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+use super::event_streams::{self, EventStreams};
 use super::frames::MAX_MESSAGE_BYTES;
 use super::guard::{self, TokenHeader};
 use super::session::Session;
@@ -22,8 +23,8 @@ use crate::editor::EditorAccess;
 
 /// How long an MCP session may go without a message before rmcp closes it (rejecting its
 /// pending diffs). rmcp's default of 5 minutes would end a session — and withdraw its diff —
-/// while the user is still reading a long proposal; a day only bounds what a killed agent
-/// leaves behind.
+/// while the user is still reading a long proposal. A killed agent's session ends sooner, when
+/// its event stream is gone ([`event_streams`]); this only bounds one that never opened one.
 const SESSION_IDLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
 
 struct Gate {
@@ -47,11 +48,18 @@ pub fn router(port: u16, token: AuthToken, editor: EditorAccess) -> Router {
         .with_max_request_body_bytes(MAX_MESSAGE_BYTES);
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(SESSION_IDLE_LIMIT);
-    let service = StreamableHttpService::new(factory, Arc::new(sessions), config);
+    let sessions = Arc::new(sessions);
+    let streams = EventStreams::new(Arc::clone(&sessions));
+    let service = StreamableHttpService::new(factory, sessions, config);
     let gate = Arc::new(Gate { port, token });
+    // Layers run last-added first: the guard, then the stream watch.
     Router::new()
         .nest_service("/mcp", service)
         .fallback(|| async { (axum::http::StatusCode::NOT_FOUND, "not found") })
+        .layer(middleware::from_fn_with_state(
+            streams,
+            event_streams::watch,
+        ))
         .layer(middleware::from_fn_with_state(gate, check))
 }
 

@@ -12,6 +12,7 @@ mod context_push;
 mod context_tools;
 mod diff_tabs;
 pub mod discovery;
+mod event_streams;
 mod frames;
 mod guard;
 mod http;
