@@ -601,41 +601,36 @@ async fn an_agent_that_hangs_up_at_once_is_not_left_running() {
     assert!(client.shutdown().await.success());
 }
 
-/// An agent that closes its stdout in the middle of a turn but lives on is stopped, and the
-/// next prompt starts it afresh (instead of failing forever on a dead connection).
-#[tokio::test]
-async fn an_agent_that_hangs_up_mid_turn_is_stopped_and_restarted() {
-    // A minimal ACP agent: it answers the handshake, then on a prompt writes its pid, closes
-    // its stdout and sleeps.
-    let agent = r#"
+/// A server whose default agent `py` is a minimal ACP agent in Python: it answers the handshake,
+/// and runs `on_prompt` (Python, indented 8 spaces, with `os`, `sys`, `time`, `json` imported;
+/// it sets `result` or ends with `continue`) for `session/prompt`. `PID_FILE` in its
+/// environment names `pids` in the returned directory.
+async fn python_agent(on_prompt: &str) -> (TestClient, tempfile::TempDir) {
+    let agent = format!(
+        r#"
 import json, os, sys, time
 for line in sys.stdin:
     msg = json.loads(line)
     method, id = msg.get("method"), msg.get("id")
     if method == "initialize":
-        result = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
+        result = {{"protocolVersion": 1, "agentCapabilities": {{}}, "authMethods": []}}
     elif method == "session/new":
-        result = {"sessionId": "s1"}
-    elif method == "session/prompt":
-        with open(os.environ["PID_FILE"], "a") as f:
-            f.write(f"{os.getpid()}\n")
-        os.close(1)
-        time.sleep(60)
-        continue
+        result = {{"sessionId": "s1"}}
+    elif method == "session/prompt":{on_prompt}
     else:
         continue
-    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}) + "\n")
+    sys.stdout.write(json.dumps({{"jsonrpc": "2.0", "id": id, "result": result}}) + "\n")
     sys.stdout.flush()
-"#;
+"#
+    );
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("agent.py");
     std::fs::write(&script, agent).unwrap();
-    let pid_file = dir.path().join("pids");
     let config = format!(
         "defaultAgent = \"py\"\n[agents.py]\ncommand = \"python3\"\nargs = [{:?}]\n\
          [agents.py.env]\nPID_FILE = {:?}\n",
         script.display().to_string(),
-        pid_file.display().to_string()
+        dir.path().join("pids").display().to_string()
     );
     let client = TestClient::start(Options {
         config_toml: Some(config),
@@ -645,6 +640,22 @@ for line in sys.stdin:
     client
         .initialize(capabilities_without_dialogs(), None)
         .await;
+    (client, dir)
+}
+
+/// An agent that closes its stdout in the middle of a turn but lives on is stopped, and the
+/// next prompt starts it afresh (instead of failing forever on a dead connection).
+#[tokio::test]
+async fn an_agent_that_hangs_up_mid_turn_is_stopped_and_restarted() {
+    // On a prompt it writes its pid, closes its stdout and sleeps.
+    let on_prompt = "
+        with open(os.environ['PID_FILE'], 'a') as f:
+            f.write(f'{os.getpid()}\\n')
+        os.close(1)
+        time.sleep(60)
+        continue";
+    let (client, dir) = python_agent(on_prompt).await;
+    let pid_file = dir.path().join("pids");
     let pids = || -> Vec<u32> {
         std::fs::read_to_string(&pid_file)
             .unwrap_or_default()
