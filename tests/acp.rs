@@ -695,6 +695,34 @@ async fn an_agent_still_starting_at_shutdown_does_not_outlive_agentls() {
     assert!(!runs(pid), "agent {pid} outlived agentls");
 }
 
+/// A command that leaves a background job behind (its output elsewhere, the shell gone at once):
+/// releasing the terminal takes the job with it.
+#[tokio::test]
+async fn a_released_terminal_takes_its_background_jobs_with_it() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    client.answer(
+        "window/showMessageRequest",
+        Answer::With(json!({"title": "Run it"})),
+    );
+    let pid_file = client.workspace.join("pid");
+    let script = format!(
+        "sleep 60 >/dev/null 2>&1 & echo $! > '{}'\n",
+        pid_file.display()
+    );
+    std::fs::write(client.workspace.join("bg.sh"), script).unwrap();
+    client.prompt("@run sh bg.sh").await;
+    client.take_message("demo: end_turn").await;
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    support::agents::eventually_async(|| async { !runs(pid) })
+        .await
+        .unwrap_or_else(|| panic!("{pid}, left by the agent's command, still runs"));
+    assert!(client.shutdown().await.success());
+}
+
 /// The editor goes away without `shutdown` (it crashed): the commands agents run through
 /// agentls go too, with everything they started in the background.
 #[tokio::test]

@@ -65,24 +65,12 @@ impl Output {
     }
 }
 
-impl Terminal {
-    /// Kills the command's process group — unless the command was reaped and both its output
-    /// pipes are closed: then no one is left in the group (nothing holds the pipes), and its id
-    /// may already belong to an unrelated process group.
-    fn kill_group(&self) {
-        if self.process.exited().is_some() && *self.drained.borrow() >= 2 {
-            return;
-        }
-        self.process.signal_group(libc::SIGKILL);
-    }
-}
-
 impl Terminals {
     /// Kills every terminal's process group and forgets them.
     pub fn kill_all(&self) {
         let all: Vec<_> = self.lock().drain().map(|(_, t)| t).collect();
         for terminal in all {
-            terminal.kill_group();
+            terminal.process.signal_group(libc::SIGKILL);
         }
     }
 
@@ -191,7 +179,10 @@ pub async fn wait_for_exit(
 
 /// `terminal/kill`: kills the command's process group; the terminal stays readable.
 pub fn kill(link: &AgentLink, request: KillTerminalRequest) -> Result<KillTerminalResponse, Error> {
-    link.terminals.get(&request.terminal_id)?.kill_group();
+    link.terminals
+        .get(&request.terminal_id)?
+        .process
+        .signal_group(libc::SIGKILL);
     Ok(KillTerminalResponse::new())
 }
 
@@ -201,7 +192,7 @@ pub fn release(
     request: ReleaseTerminalRequest,
 ) -> Result<ReleaseTerminalResponse, Error> {
     let terminal = link.terminals.get(&request.terminal_id)?;
-    terminal.kill_group();
+    terminal.process.signal_group(libc::SIGKILL);
     link.terminals.lock().remove(request.terminal_id.0.as_ref());
     Ok(ReleaseTerminalResponse::new())
 }
