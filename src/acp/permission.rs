@@ -105,7 +105,11 @@ async fn decide(
     }
     let diffs: Vec<&Diff> = diffs.iter().collect();
     if !diffs.is_empty() {
-        let proposals = proposals(&link.editor, &diffs).await;
+        let last_read = |path: &Path| {
+            link.with_session(session, |s| s.reads.get(path).cloned())
+                .flatten()
+        };
+        let proposals = proposals(&link.editor, &diffs, last_read).await;
         return decide_edits(link, session, &origin, title, options, &proposals).await;
     }
     let choices = options

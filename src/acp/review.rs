@@ -22,9 +22,13 @@ pub struct Proposal {
 /// One proposal per file (in the order the files first appear), each diff applied in turn to
 /// what the user sees (the buffer, else the disk). ACP's `oldText`/`newText` are whole files,
 /// but some agents send only the replaced fragment (an edit tool's old and new string): a
-/// fragment found in the text is replaced there; one that is not found is refused rather than
-/// taken for the whole file.
-pub async fn proposals(editor: &EditorAccess, diffs: &[&Diff]) -> Vec<Proposal> {
+/// fragment found in the text is replaced there. An old text that is neither found nor the
+/// whole file the agent last read (`last_read`) is refused rather than taken for the whole file.
+pub async fn proposals(
+    editor: &EditorAccess,
+    diffs: &[&Diff],
+    last_read: impl Fn(&Path) -> Option<String>,
+) -> Vec<Proposal> {
     let mut proposals: Vec<Proposal> = Vec::new();
     for diff in diffs {
         let index = match proposals.iter().position(|p| p.path == diff.path) {
@@ -40,24 +44,37 @@ pub async fn proposals(editor: &EditorAccess, diffs: &[&Diff]) -> Vec<Proposal> 
         };
         let proposal = &mut proposals[index];
         if let Ok(current) = &proposal.text {
-            proposal.text = whole_text(current, diff.old_text.as_deref(), &diff.new_text);
+            let read = last_read(&diff.path);
+            proposal.text = whole_text(
+                current,
+                read.as_deref(),
+                diff.old_text.as_deref(),
+                &diff.new_text,
+            );
         }
     }
     proposals
 }
 
-/// The whole text after a diff of `old` → `new` is applied to `current`.
-fn whole_text(current: &str, old: Option<&str>, new: &str) -> Result<String, String> {
+/// The whole text after a diff of `old` → `new` is applied to `current`, by an agent that last
+/// read `read` of the file.
+fn whole_text(
+    current: &str,
+    read: Option<&str>,
+    old: Option<&str>,
+    new: &str,
+) -> Result<String, String> {
     match old {
         None | Some("") => Ok(new.to_owned()),
         Some(old) if old == current => Ok(new.to_owned()),
+        // The whole file as the agent read it, changed by the user since: the review shows the
+        // change against what they see now.
+        Some(old) if read == Some(old) => Ok(new.to_owned()),
+        // A fragment (an edit tool's old string: unique, or meant everywhere).
         Some(old) if current.contains(old) => Ok(current.replace(old, new)),
-        // Much shorter than the file and not in it: a fragment we cannot place.
-        Some(old) if old.len() * 2 < current.len() => Err(
+        Some(_) => Err(
             "the text it replaces is not in the file (it changed since the agent read it)".into(),
         ),
-        // A whole file the user changed since: the review shows the change against their text.
-        Some(_) => Ok(new.to_owned()),
     }
 }
 
@@ -79,20 +96,28 @@ mod tests {
     #[test]
     fn whole_files_and_fragments_become_the_whole_new_text() {
         let file = "fn a() {\n    let x = 1;\n}\n\nfn b() {}\n";
-        // A whole file (no old text, the same old text, or one the user changed since).
-        assert_eq!(whole_text(file, None, "new\n").unwrap(), "new\n");
-        assert_eq!(whole_text(file, Some(file), "new\n").unwrap(), "new\n");
+        // A whole file: no old text, the same old text, or the text the agent read of a file
+        // the user changed since.
+        assert_eq!(whole_text(file, None, None, "new\n").unwrap(), "new\n");
+        assert_eq!(
+            whole_text(file, None, Some(file), "new\n").unwrap(),
+            "new\n"
+        );
         let stale = file.replace("fn b() {}", "fn c() {}");
-        assert_eq!(whole_text(file, Some(&stale), "new\n").unwrap(), "new\n");
+        let read = Some(stale.as_str());
+        assert_eq!(whole_text(file, read, read, "new\n").unwrap(), "new\n");
         // A fragment, found: replaced in place (every occurrence, as a replace-all edit does).
-        let edited = whole_text(file, Some("let x = 1;"), "let x = 2;").unwrap();
+        let edited = whole_text(file, None, Some("let x = 1;"), "let x = 2;").unwrap();
         assert_eq!(edited, file.replace("let x = 1;", "let x = 2;"));
         // The file the agent read, with the user's lines added since: still placed.
         let grown = format!("{file}// mine\n");
-        let merged = whole_text(&grown, Some(file), "new\n").unwrap();
+        let merged = whole_text(&grown, None, Some(file), "new\n").unwrap();
         assert_eq!(merged, "new\n// mine\n");
-        // A fragment not in the file: refused, never taken for the whole file.
-        let missing = whole_text(file, Some("let y = 3;"), "let y = 4;").unwrap_err();
+        // Not in the file and not what the agent read: refused, never taken for the whole file
+        // (however long it is next to the file).
+        let missing = whole_text(file, None, Some("let y = 3;"), "let y = 4;").unwrap_err();
         assert!(missing.contains("not in the file"), "{missing}");
+        let long = "fn a() {\n    let x = 10;\n";
+        assert!(whole_text(file, Some(file), Some(long), "x").is_err());
     }
 }

@@ -57,13 +57,16 @@ impl Expectations {
         }
         let (expectation, _) = self.targets.remove(path)?;
         let disk = disk.unwrap_or_default();
-        Some(if disk == expectation.base {
-            expectation.accepted
-        } else {
-            // What cannot merge stays as the disk has it: the buffer holds the verdict.
-            diff::merge3(&expectation.base, disk, &expectation.accepted)
-                .unwrap_or_else(|| disk.to_owned())
-        })
+        // The agent's own earlier write of the proposal is no change of the user's to keep.
+        Some(
+            if disk == expectation.base || disk == expectation.proposal {
+                expectation.accepted
+            } else {
+                // What cannot merge stays as the disk has it: the buffer holds the verdict.
+                diff::merge3(&expectation.base, disk, &expectation.accepted)
+                    .unwrap_or_else(|| disk.to_owned())
+            },
+        )
     }
 }
 
@@ -189,4 +192,50 @@ async fn merge_into_buffer(
 fn stamp(path: &Path) -> Option<(u64, SystemTime)> {
     let meta = std::fs::metadata(path).ok()?;
     Some((meta.len(), meta.modified().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expecting(path: &Path) -> Expectations {
+        let expectation = Expectation {
+            label: "agent".into(),
+            base: "a\nb\nc\n".into(),
+            accepted: "A\nb\nc\n".into(),
+            proposal: "A\nb\nC\n".into(),
+        };
+        let mut expectations = Expectations::default();
+        let made = tokio::time::Instant::now();
+        expectations
+            .targets
+            .insert(path.to_owned(), (expectation, made));
+        expectations
+    }
+
+    #[tokio::test]
+    async fn the_agents_write_of_its_proposal_becomes_the_accepted_text() {
+        let path = Path::new("/ws/f");
+        // The disk still says the base, or already the proposal (the agent wrote it itself).
+        for disk in ["a\nb\nc\n", "A\nb\nC\n"] {
+            let mut expectations = expecting(path);
+            let corrected = expectations.take_correction(path, "A\nb\nC\n", Some(disk));
+            assert_eq!(corrected.as_deref(), Some("A\nb\nc\n"), "disk {disk:?}");
+            // Consumed: a second write is a new decision.
+            assert_eq!(
+                expectations.take_correction(path, "A\nb\nC\n", Some(disk)),
+                None
+            );
+        }
+        // The user saved a change of their own since: it is kept.
+        let mut expectations = expecting(path);
+        let corrected = expectations.take_correction(path, "A\nb\nC\n", Some("a\nb\nc\nd\n"));
+        assert_eq!(corrected.as_deref(), Some("A\nb\nc\nd\n"));
+        // Another text is not the reviewed proposal.
+        let mut expectations = expecting(path);
+        assert_eq!(
+            expectations.take_correction(path, "x\n", Some("a\nb\nc\n")),
+            None
+        );
+    }
 }
