@@ -44,6 +44,8 @@ impl Fate {
         review: impl Future<Output = Result<Verdict, crate::editor::FileError>>,
     ) -> Result<Verdict, crate::editor::FileError> {
         tokio::select! {
+            // A verdict that is in counts, even when the close came at the same time.
+            biased;
             verdict = review => verdict,
             () = self.closing.cancelled() => Ok(Verdict::Cancelled),
         }

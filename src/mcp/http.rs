@@ -49,7 +49,7 @@ pub fn router(port: u16, token: AuthToken, editor: EditorAccess) -> Router {
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(SESSION_IDLE_LIMIT);
     let sessions = Arc::new(sessions);
-    let streams = EventStreams::new(Arc::clone(&sessions));
+    let streams = EventStreams::new(Arc::clone(&sessions), event_streams::GRACE);
     let service = StreamableHttpService::new(factory, sessions, config);
     let gate = Arc::new(Gate { port, token });
     // Layers run last-added first: the guard, then the stream watch.

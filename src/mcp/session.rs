@@ -219,6 +219,7 @@ impl ServerHandler for Session {
         // A client that cancels the call (`notifications/cancelled`) stops the wait: for an
         // `openDiff` that withdraws its review, which must not apply after the agent gave up.
         let outcome = tokio::select! {
+            biased;
             outcome = self.run_tool(&request.name, args, &context.peer) => outcome,
             () = context.ct.cancelled() => Err(ToolError::Failed("cancelled by the client".into())),
         };
