@@ -353,6 +353,23 @@ async fn a_question_asked_after_cancel_is_answered_cancelled() {
     assert!(client.shutdown().await.success());
 }
 
+/// The agent goes on so long after the cancel that agentls ended the turn (after the grace);
+/// what it asks then still belongs to the cancelled turn and is answered `cancelled`.
+#[tokio::test]
+async fn a_question_asked_after_the_cancel_grace_is_answered_cancelled() {
+    let client = started(capabilities_without_dialogs()).await;
+    let uri = client.open("notes.txt", "text", "x\n").await;
+    client.prompt("@askaftercancel 11000").await;
+    client.take_log_until("Waiting until you cancel").await;
+    cancel_ends_the_turn(&client, "demo").await;
+    let log = client
+        .take_log_until("After the cancel my question was answered")
+        .await;
+    assert!(log.contains("answered Cancelled"), "{log}");
+    assert!(client.code_actions(&uri).await.is_empty());
+    assert!(client.shutdown().await.success());
+}
+
 #[tokio::test]
 async fn a_killed_agent_withdraws_its_question_tells_once_and_restarts() {
     let client = started(capabilities_without_dialogs()).await;

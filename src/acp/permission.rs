@@ -43,7 +43,11 @@ pub fn handle(
     let Some(withdrawn) = link
         .with_session(&session, |s| {
             // The user cancelled this turn: nothing more is asked of them for it.
-            if s.turn.as_ref().is_some_and(|t| t.cancel.is_cancelled()) {
+            let cancelled = match &s.turn {
+                Some(turn) => turn.cancel.is_cancelled(),
+                None => s.cancelled_unanswered,
+            };
+            if cancelled {
                 return None;
             }
             s.permissions.insert(id, title.clone());

@@ -45,6 +45,9 @@ pub struct SessionState {
     pub permissions: BTreeMap<u64, String>,
     /// Cancelled to withdraw every pending permission request (then replaced).
     pub withdraw: CancellationToken,
+    /// A cancelled turn ended without the agent's answer (after the grace): whatever it still
+    /// asks before the next turn belongs to it and is answered `cancelled`.
+    pub cancelled_unanswered: bool,
 }
 
 /// The tally of a running turn.
@@ -91,6 +94,7 @@ impl SessionState {
             notes: Vec::new(),
             permissions: BTreeMap::new(),
             withdraw: CancellationToken::new(),
+            cancelled_unanswered: false,
         }
     }
 

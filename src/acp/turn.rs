@@ -58,6 +58,7 @@ pub async fn run(
         let mut turn = Turn::new(progress_id.to_owned());
         turn.cancel = cancel.clone();
         s.turn = Some(turn);
+        s.cancelled_unanswered = false;
         s.turns += 1;
         Some(true)
     });
@@ -96,9 +97,14 @@ pub async fn run(
     };
     // Plugins get the turn's last text before anything that reports its end.
     agent.link.plugin_updates.flush();
+    // Given up on after the cancel: what the agent still asks for this turn is not asked.
+    let unanswered = matches!(answer, Err(AgentFailure::Timeout { .. })) && cancel.is_cancelled();
     let turn = agent
         .link
-        .with_session(&session, |s| s.turn.take())
+        .with_session(&session, |s| {
+            s.cancelled_unanswered = unanswered;
+            s.turn.take()
+        })
         .flatten();
     let cancelled = cancel.is_cancelled();
     let end =

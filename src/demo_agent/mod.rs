@@ -154,7 +154,7 @@ pub async fn run(
                             cancel: token.clone(),
                         };
                         let work = run_turn(&turn, &script, &prompt.notes, &stdout);
-                        let result = if script.deaf || script.ask_after_cancel {
+                        let result = if script.deaf || script.ask_after_cancel.is_some() {
                             work.await
                         } else {
                             tokio::select! {
@@ -229,9 +229,10 @@ async fn run_turn(
     for i in 0..script.flood {
         turn.say(&script::flood_chunk(i, script.chunk_bytes))?;
     }
-    if script.ask_after_cancel {
+    if let Some(wait) = script.ask_after_cancel {
         turn.say("Waiting until you cancel…\n")?;
         turn.cancel.cancelled().await;
+        tokio::time::sleep(wait).await;
         let outcome = turn.ask("Run one more thing after the cancel").await?;
         turn.say(&format!(
             "After the cancel my question was answered {outcome:?}.\n"

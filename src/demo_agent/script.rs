@@ -1,7 +1,7 @@
 //! The demo agent's prompt language, with no I/O: which file a prompt is about, what to do to
 //! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@deaf`, `@crash`, `@ask`,
 //! `@run COMMAND…`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@also FILE`, `@late`,
-//! `@snippet`, `@askaftercancel`, `@diffearlier`).
+//! `@snippet`, `@askaftercancel [MS]`, `@diffearlier`).
 //!
 //! - `uppercase <file>`: uppercase the lines that contain `TODO` (every line if none does);
 //! - `sort <file>`: sort the lines;
@@ -37,9 +37,9 @@ pub struct Script {
     pub also: Vec<PathBuf>,
     /// After answering the prompt, send a tool call and an update of it.
     pub late: bool,
-    /// Stream a line, wait for `session/cancel` but go on: ask a question, say how it was
-    /// answered, end the turn.
-    pub ask_after_cancel: bool,
+    /// Stream a line, wait for `session/cancel` but go on: after this long, ask a question, say
+    /// how it was answered, end the turn.
+    pub ask_after_cancel: Option<std::time::Duration>,
     /// Send the diffs with the tool call only, not again in the permission request.
     pub diff_earlier: bool,
     /// Propose only the changed lines (old and new fragment), as edit tools of some agents do.
@@ -139,7 +139,10 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
             "@ask" => script.ask = true,
             "@late" => script.late = true,
             "@snippet" => script.snippet = true,
-            "@askaftercancel" => script.ask_after_cancel = true,
+            "@askaftercancel" => {
+                let ms = words.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(0);
+                script.ask_after_cancel = Some(std::time::Duration::from_millis(ms));
+            }
             "@diffearlier" => script.diff_earlier = true,
             "@run" => {
                 script.run = Some(words[i + 1..].iter().map(|w| (*w).to_owned()).collect());
