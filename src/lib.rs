@@ -8,6 +8,7 @@ pub mod config;
 pub mod demo_agent;
 pub mod doctor;
 pub mod editor;
+pub mod file_uri;
 pub mod lsp;
 pub mod mcp;
 pub mod walkthrough;

@@ -294,16 +294,7 @@ async fn config_from_three_sources_and_a_bad_one() {
         )
         .await;
     let refused = outside.path().join("refused.txt");
-    write_through_server(&client, &refused, "no\n").await;
-    client
-        .take("window/showMessage", |p| {
-            p["message"]
-                .as_str()
-                .unwrap()
-                .contains("outside the workspace")
-        })
-        .await;
-    assert!(!refused.exists());
+    write_is_refused_as_outside(&client, &refused).await;
     // The editor may not define agents.
     client
         .notify(
@@ -369,6 +360,21 @@ async fn an_unanswered_server_request_does_not_stall_the_server() {
         .await
         .unwrap();
     assert!(client.shutdown().await.success());
+}
+
+/// An agent's write to `path` is refused as outside the workspace: the user is told, and the
+/// file is not created.
+async fn write_is_refused_as_outside(client: &TestClient, path: &std::path::Path) {
+    write_through_server(client, path, "no\n").await;
+    client
+        .take("window/showMessage", |p| {
+            p["message"]
+                .as_str()
+                .unwrap()
+                .contains("outside the workspace")
+        })
+        .await;
+    assert!(!path.exists());
 }
 
 async fn write_through_server(client: &TestClient, path: &std::path::Path, text: &str) {
@@ -453,14 +459,5 @@ async fn no_workspace_folder_does_not_open_the_boundary() {
         .await;
     assert_eq!(client.server_state().await["folders"], json!([]));
     let target = client.workspace.join("was-inside.txt");
-    write_through_server(&client, &target, "no\n").await;
-    client
-        .take("window/showMessage", |p| {
-            p["message"]
-                .as_str()
-                .unwrap()
-                .contains("outside the workspace")
-        })
-        .await;
-    assert!(!target.exists());
+    write_is_refused_as_outside(&client, &target).await;
 }

@@ -2,7 +2,7 @@
 //! embedded `resource` where the agent advertised `embeddedContext`, else a `resource_link`
 //! plus the text quoted in the prompt.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use agent_client_protocol::v1::schema::{
     ContentBlock, EmbeddedResource, EmbeddedResourceResource, ResourceLink, TextContent,
@@ -39,7 +39,7 @@ pub fn blocks(text: &str, context: Option<&PromptContext>, embedded: bool) -> Ve
     let Some(context) = context else {
         return blocks;
     };
-    let uri = file_uri(&context.path);
+    let uri = crate::file_uri::from_path(&context.path);
     let what = match context.range {
         Some(range) => format!(
             "Selected lines {}–{} of {}",
@@ -72,20 +72,6 @@ pub fn blocks(text: &str, context: Option<&PromptContext>, embedded: bool) -> Ve
         ))));
     }
     blocks
-}
-
-/// The `file://` URI of an absolute path, percent-encoded.
-pub fn file_uri(path: &Path) -> String {
-    let mut uri = String::from("file://");
-    for byte in path.to_string_lossy().bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'.' | b'_' | b'~' => {
-                uri.push(byte as char);
-            }
-            _ => uri.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    uri
 }
 
 #[cfg(test)]

@@ -117,7 +117,9 @@ pub fn flood_chunk(i: usize, bytes: usize) -> String {
 /// Reads a prompt: its words, and the file URIs of its resources.
 pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
     let mut script = Script {
-        path: resource_uris.iter().find_map(|u| path_of_uri(u)),
+        path: resource_uris
+            .iter()
+            .find_map(|u| crate::file_uri::to_path(u)),
         ..Script::default()
     };
     let words: Vec<&str> = text.split_whitespace().collect();
@@ -178,30 +180,6 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
         }
     }
     script
-}
-
-/// The path of a `file://` URI, percent-decoded.
-fn path_of_uri(uri: &str) -> Option<PathBuf> {
-    let encoded = uri.strip_prefix("file://")?.as_bytes();
-    let mut bytes = Vec::with_capacity(encoded.len());
-    let mut i = 0;
-    while i < encoded.len() {
-        let decoded = (encoded[i] == b'%')
-            .then(|| std::str::from_utf8(encoded.get(i + 1..i + 3)?).ok())
-            .flatten()
-            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
-        match decoded {
-            Some(byte) => {
-                bytes.push(byte);
-                i += 3;
-            }
-            None => {
-                bytes.push(encoded[i]);
-                i += 1;
-            }
-        }
-    }
-    Some(PathBuf::from(String::from_utf8(bytes).ok()?))
 }
 
 /// The lines from the first to the last that differ between `old` and `new`, in each (a

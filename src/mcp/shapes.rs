@@ -2,52 +2,16 @@
 //! mentions. Field names and nesting are the contract (the IDE integrations agents were built
 //! against send exactly these); nothing here talks to anyone.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
 use crate::editor::context::FileDiagnostics;
 use crate::editor::{Level, OpenDocument, Range, Selection};
 
-/// `file://` URL of an absolute path, percent-encoding what URLs may not hold.
-pub fn file_url(path: &Path) -> String {
-    let mut url = String::from("file://");
-    for byte in path.to_string_lossy().bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'.' | b'_' | b'~' => {
-                url.push(byte as char)
-            }
-            _ => url.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    url
-}
-
 /// The path of a `file://` URL (or of a plain path), percent-decoded.
-pub fn path_of(uri: &str) -> std::path::PathBuf {
-    let Some(encoded) = uri.strip_prefix("file://") else {
-        return uri.into();
-    };
-    let bytes = encoded.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    std::path::PathBuf::from(String::from_utf8_lossy(&out).into_owned())
+pub fn path_of(uri: &str) -> PathBuf {
+    crate::file_uri::to_path(uri).unwrap_or_else(|| uri.into())
 }
 
 fn position(p: crate::editor::Position) -> Value {
@@ -63,7 +27,7 @@ pub fn selection(s: &Selection) -> Value {
     json!({
         "text": s.text,
         "filePath": s.path,
-        "fileUrl": file_url(&s.path),
+        "fileUrl": crate::file_uri::from_path(&s.path),
         "selection": {
             "start": position(s.range.start),
             "end": position(s.range.end),
@@ -115,7 +79,7 @@ pub fn diagnostics(files: &[FileDiagnostics]) -> Value {
                     entry
                 })
                 .collect();
-            json!({"uri": file_url(&file.path), "diagnostics": diagnostics})
+            json!({"uri": crate::file_uri::from_path(&file.path), "diagnostics": diagnostics})
         })
         .collect();
     Value::Array(files)
@@ -149,7 +113,7 @@ pub fn open_editors(tabs: &[EditorTab<'_>]) -> Value {
         .map(|tab| {
             let doc = tab.document;
             let mut entry = json!({
-                "uri": file_url(&doc.path),
+                "uri": crate::file_uri::from_path(&doc.path),
                 "isActive": doc.focused,
                 "isPinned": false,
                 "isPreview": false,
@@ -180,7 +144,7 @@ pub fn open_editors(tabs: &[EditorTab<'_>]) -> Value {
 pub fn workspace_folders(folders: &[std::path::PathBuf]) -> Value {
     let list: Vec<Value> = folders
         .iter()
-        .map(|f| json!({"name": crate::editor::file_name(f), "uri": file_url(f), "path": f}))
+        .map(|f| json!({"name": crate::editor::file_name(f), "uri": crate::file_uri::from_path(f), "path": f}))
         .collect();
     json!({"success": true, "folders": list, "rootPath": folders.first()})
 }
