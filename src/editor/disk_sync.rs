@@ -75,9 +75,10 @@ impl State {
     /// agent's own write of the proposal.
     pub fn expect_write(&mut self, path: PathBuf, expectation: Expectation) {
         let made = tokio::time::Instant::now();
-        self.expectations
-            .targets
-            .insert(path.clone(), (expectation.clone(), made));
+        let targets = &mut self.expectations.targets;
+        // Verdicts whose write never came are forgotten once they can no longer correct one.
+        targets.retain(|_, (_, at)| at.elapsed() <= CORRECT_FOR);
+        targets.insert(path.clone(), (expectation.clone(), made));
         let me = self.me.clone();
         let effects = self.effects.clone();
         tokio::spawn(watch(path, expectation, me, effects));
