@@ -26,6 +26,13 @@ pub struct AgentSpec {
     /// Extra environment variables.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The mode every new session is put in before its first prompt (one of the agent's mode
+    /// ids, e.g. the one that asks before editing).
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Session config options set on every new session, by the agent's ids (e.g. `model`).
+    #[serde(default)]
+    pub config_options: BTreeMap<String, String>,
 }
 
 impl AgentSpec {
@@ -57,6 +64,8 @@ impl fmt::Debug for AgentSpec {
             .field("command", &self.command)
             .field("args", &self.args)
             .field("env", &self.redacted_env())
+            .field("mode", &self.mode)
+            .field("config_options", &self.config_options)
             .finish()
     }
 }
@@ -144,7 +153,7 @@ impl Config {
             AgentSpec {
                 command,
                 args: vec!["demo-agent".into()],
-                env: BTreeMap::new(),
+                ..AgentSpec::default()
             }
         });
         agents
@@ -653,6 +662,7 @@ mod tests {
                 ("MODE".into(), "fast".into()),
             ]
             .into(),
+            ..AgentSpec::default()
         };
         let shown = format!("{spec:?}");
         assert!(!shown.contains("s3cret") && shown.contains("fast"));

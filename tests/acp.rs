@@ -6,27 +6,11 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::agents::capabilities_without_dialogs;
+use support::agents::{capabilities_without_dialogs, path_of};
 use support::{Answer, Options, TestClient};
 
 async fn started(capabilities: Value) -> TestClient {
-    let client = TestClient::start(Options::default()).await;
-    client.initialize(capabilities, None).await;
-    client
-}
-
-/// Waits until a review's code actions are offered at the start of `uri`.
-async fn wait_for_review(client: &TestClient, uri: &str) {
-    support::agents::eventually_async(|| async {
-        client.code_actions(uri).await.iter().any(|a| {
-            a["title"]
-                .as_str()
-                .unwrap_or_default()
-                .starts_with("Accept all")
-        })
-    })
-    .await
-    .expect("a review's code actions");
+    TestClient::started(capabilities).await
 }
 
 /// Waits for the turn's end, checks that buffer and disk both say `expected`, and shuts down.
@@ -35,10 +19,6 @@ async fn ends_with_the_file_saying(client: TestClient, uri: &str, expected: &str
     assert_eq!(client.document(uri).text, expected);
     assert_eq!(std::fs::read_to_string(path_of(uri)).unwrap(), expected);
     assert!(client.shutdown().await.success());
-}
-
-fn path_of(uri: &str) -> std::path::PathBuf {
-    std::path::PathBuf::from(support::file_uri_to_path(uri))
 }
 
 #[tokio::test]
@@ -212,7 +192,7 @@ async fn cancel_ends_a_hanging_turn_and_withdraws_a_pending_permission() {
 
     let uri = client.open("notes.txt", "text", "TODO fix\n").await;
     client.prompt("uppercase notes.txt").await;
-    wait_for_review(&client, &uri).await;
+    client.wait_for_review(&uri).await;
     client.execute("agentls.cancel", Value::Null).await.unwrap();
     client.take_message("demo: cancelled").await;
     assert!(client.code_actions(&uri).await.is_empty());
@@ -290,12 +270,18 @@ async fn a_permission_with_two_diffs_is_allowed_only_when_both_are_accepted() {
     let a = client.open("a.txt", "text", "// TODO a\n").await;
     let b = client.open("b.txt", "text", "// TODO b\n").await;
     client.prompt("uppercase a.txt @also b.txt").await;
-    wait_for_review(&client, &a).await;
-    wait_for_review(&client, &b).await;
+    client.wait_for_review(&a).await;
+    client.wait_for_review(&b).await;
     client.run_code_action(&a, "Accept all changes (1)").await;
     client.run_code_action(&b, "Reject all changes (1)").await;
     let summary = client.take_message("demo: end_turn").await;
     assert!(summary.contains("You rejected the change"), "{summary}");
+    // The agent is not allowed, so agentls carries out what was accepted of a.txt itself.
+    client
+        .take("workspace/applyEdit", |p| {
+            p["label"] == "Accept 1 change from demo to a.txt"
+        })
+        .await;
     assert_eq!(client.document(&a).text, "// TODO A\n");
     assert_eq!(client.document(&b).text, "// TODO b\n");
     assert_eq!(std::fs::read_to_string(path_of(&b)).unwrap(), "// TODO b\n");
@@ -304,13 +290,13 @@ async fn a_permission_with_two_diffs_is_allowed_only_when_both_are_accepted() {
     let log = client.take_log_until("do not write them again").await;
     assert!(
         log.contains("agentls told me: The user rejected your changes to b.txt")
-            && log.contains("Your changes to a.txt were accepted and the editor already applied"),
+            && log.contains("Your changes to a.txt were accepted and the editor applied"),
         "{log}"
     );
     client.take_message("demo: end_turn").await;
 
     client.prompt("uppercase a.txt @also b.txt").await;
-    wait_for_review(&client, &b).await;
+    client.wait_for_review(&b).await;
     client.run_code_action(&b, "Accept all changes (1)").await;
     // a.txt is already uppercase: only b.txt is proposed, and this time it is written.
     let summary = client.take_message("demo: end_turn").await;
@@ -372,7 +358,7 @@ async fn a_killed_agent_withdraws_its_question_tells_once_and_restarts() {
     let client = started(capabilities_without_dialogs()).await;
     let uri = client.open("notes.txt", "text", "TODO fix\n").await;
     client.prompt("uppercase notes.txt").await;
-    wait_for_review(&client, &uri).await;
+    client.wait_for_review(&uri).await;
     let pid = client
         .agent_pid("demo")
         .await

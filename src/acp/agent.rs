@@ -11,7 +11,7 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, FileSystemCapabilities, Implementation,
-    InitializeRequest, InitializeResponse, NewSessionRequest, SessionId, SetSessionModeRequest,
+    InitializeRequest, InitializeResponse, NewSessionRequest, SessionId,
 };
 use agent_client_protocol::{
     Agent, ErrorCode, JsonRpcRequest, is_connection_terminated, is_incoming_transport_closed,
@@ -24,6 +24,7 @@ use super::error::AgentFailure;
 use super::link::AgentLink;
 use super::process::{self, ChildProcess};
 use super::session::SessionState;
+use super::session_defaults;
 use super::transport::{self, SkippedLine};
 use crate::config::AgentSpec;
 use crate::editor::{EditorAccess, Level, Withdrawal};
@@ -31,7 +32,7 @@ use crate::editor::{EditorAccess, Level, Withdrawal};
 /// How long `initialize` and `session/new` may take (agents may install things on first run).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long quick requests (`session/set_mode`) may take.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long after a closed connection agentls waits for the exit status that explains it.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
@@ -161,14 +162,29 @@ impl RunningAgent {
         &self.link.agent
     }
 
-    /// Sends `request` and waits for the answer, the process's death, or `limit`.
-    pub async fn request<Req: JsonRpcRequest>(
+    /// How it was configured.
+    pub fn spec(&self) -> &AgentSpec {
+        &self.spec
+    }
+
+    /// Sends `request` at once (requests reach the agent in the order of these calls) and
+    /// returns the wait for the answer, the process's death, or `limit`.
+    pub fn request<Req: JsonRpcRequest>(
         &self,
         request: Req,
         what: &'static str,
         limit: Option<Duration>,
-    ) -> Result<Req::Response, AgentFailure> {
+    ) -> impl std::future::Future<Output = Result<Req::Response, AgentFailure>> + '_ {
         let answer = self.cx.send_request(request).block_task();
+        self.answer_of(answer, what, limit)
+    }
+
+    async fn answer_of<R>(
+        &self,
+        answer: impl std::future::Future<Output = Result<R, agent_client_protocol::Error>>,
+        what: &'static str,
+        limit: Option<Duration>,
+    ) -> Result<R, AgentFailure> {
         let deadline = async {
             match limit {
                 Some(limit) => tokio::time::sleep(limit).await,
@@ -238,18 +254,23 @@ impl RunningAgent {
             .and_then(|o| serde_json::to_value(o).ok());
         self.link.add_session(session);
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(id.clone());
+        session_defaults::apply(self, &id).await;
         Ok(id)
     }
 
-    /// Switches the current session to `mode`.
+    /// Switches the current session to `mode`, one of the modes it offers.
     pub async fn set_mode(&self, mode: &str) -> Result<(), AgentFailure> {
         let session = self.session().await?;
-        let request = SetSessionModeRequest::new(SessionId::new(session.clone()), mode.to_owned());
-        self.request(request, "session/set_mode", Some(REQUEST_TIMEOUT))
-            .await?;
-        self.link
-            .with_session(&session, |s| s.current_mode = Some(mode.to_owned()));
-        Ok(())
+        let modes = self
+            .link
+            .with_session(&session, |s| s.modes.clone())
+            .flatten();
+        if let Some(why) =
+            session_defaults::unknown_mode(mode, &session_defaults::mode_ids(modes.as_ref()))
+        {
+            return Err(AgentFailure::NotOffered(why));
+        }
+        session_defaults::set_mode(self, &session, mode).await
     }
 
     /// Cancels the agent's running turns: `session/cancel` for each, and every pending permission

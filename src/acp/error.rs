@@ -54,6 +54,9 @@ pub enum AgentFailure {
     /// agentls is shutting down and starts no agent.
     #[error("agentls is shutting down")]
     ShuttingDown,
+    /// What was asked is not something this agent offers (a mode it does not have).
+    #[error("{0}")]
+    NotOffered(String),
 }
 
 impl AgentFailure {
@@ -68,6 +71,7 @@ impl AgentFailure {
             Self::AuthRequired(_) => "authentication required",
             Self::Agent(_) => "agent error",
             Self::ShuttingDown => "shutting down",
+            Self::NotOffered(_) => "not offered",
         }
     }
 
@@ -142,6 +146,8 @@ pub fn write_error(error: &WriteError) -> Error {
         .data(json!({"path": path, "reason": "editor"})),
         WriteError::Conflict(path) => Error::new(EDIT_CONFLICT, error.to_string())
             .data(json!({"path": path, "reason": "conflict_with_user_edits"})),
+        WriteError::NotAccepted(why) => Error::new(EDIT_CONFLICT, why.clone())
+            .data(json!({"reason": "not_the_accepted_change"})),
         WriteError::Gone(e) => Error::new(ErrorCode::INTERNAL_ERROR, e.to_string()),
     }
 }

@@ -44,7 +44,12 @@ pub async fn write(
         .flatten();
     match link
         .editor
-        .write_text_file(path, &request.content, base.as_deref())
+        .write_text_file(
+            &link.origin(session),
+            path,
+            &request.content,
+            base.as_deref(),
+        )
         .await
     {
         Ok(now) => {

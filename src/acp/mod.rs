@@ -13,6 +13,7 @@ mod plugin_updates;
 pub mod process;
 mod review;
 mod session;
+mod session_defaults;
 mod supervisor;
 mod terminal;
 pub mod transport;

@@ -192,6 +192,9 @@ async fn decide_edits(
     } else {
         pick(options, REJECT)
     };
+    // The agent is not allowed, so it writes nothing: what the user accepted of the other files
+    // is carried out by agentls.
+    link.editor.settle_origin(origin);
     let mut note = Vec::new();
     match (proposals.len(), rejected.as_slice()) {
         (_, []) | (1, [(_, None)]) => {}
@@ -215,8 +218,8 @@ async fn decide_edits(
     }
     if proposals.len() > 1 && !applied.is_empty() {
         note.push(format!(
-            "Your changes to {} were accepted and the editor already applied them (to the open \
-             buffer, or to the file when it was not open); do not write them again.",
+            "Your changes to {} were accepted and the editor applied them (to the open buffer, \
+             or to the file when it was not open); do not write them again.",
             applied.join(", ")
         ));
     }

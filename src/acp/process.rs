@@ -215,7 +215,7 @@ mod tests {
                 "-c".into(),
                 "for i in $(seq 1 30); do echo line$i >&2; done; exit 3".into(),
             ],
-            env: Default::default(),
+            ..AgentSpec::default()
         };
         let (process, _pipes) = spawn_agent("t", &spec, Path::new("/")).unwrap();
         let status = process.wait().await;
@@ -240,7 +240,7 @@ mod tests {
                 "-c".into(),
                 "trap '' TERM; sleep 30 & echo ready; wait".into(),
             ],
-            env: Default::default(),
+            ..AgentSpec::default()
         };
         let (process, pipes) = spawn_agent("t", &spec, Path::new("/")).unwrap();
         // Signal only once the shell ignores SIGTERM.

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use agent_client_protocol::v1::schema::Diff;
 
 use crate::editor::review::Verdict;
-use crate::editor::{EditorAccess, FileError, Origin};
+use crate::editor::{EditorAccess, FileError, Origin, Terms};
 
 /// What a permission request proposes for one file.
 #[derive(Debug)]
@@ -86,7 +86,9 @@ pub async fn review_proposed_edit(
     new_text: &str,
     title: &str,
 ) -> Result<Verdict, FileError> {
-    editor.review_diff(origin, path, new_text, title).await
+    editor
+        .review_diff(origin, path, new_text, title, Terms::APPLIED_BY_PROPOSER)
+        .await
 }
 
 #[cfg(test)]

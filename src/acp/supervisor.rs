@@ -1,6 +1,10 @@
 //! The supervisor: the agents from the config, started lazily on first use, restarted after a
 //! crash on the next prompt (with backoff against crash loops), and stopped on shutdown. This is
 //! what the host holds; each command it offers returns at once and does its work in a task.
+//! An agent's commands (prompt, new session, set mode) take effect in the order they arrived,
+//! also while it starts: each agent has one queue, worked off by one task; a prompt lets the
+//! next command through once its `session/prompt` is sent. A cancel acts at once on everything
+//! before it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -8,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::agent::RunningAgent;
@@ -51,6 +55,29 @@ struct Slot {
     /// The cancel tokens of this agent's prompts (by number) until their turn ended, so that a
     /// cancel reaches a prompt still waiting for the agent to start.
     waiting: Mutex<Vec<(u64, CancellationToken)>>,
+    /// The agent's command queue, once a command came.
+    queue: Mutex<Option<mpsc::UnboundedSender<(AgentSpec, Command)>>>,
+}
+
+/// A prompt waiting for its turn.
+#[derive(Debug)]
+struct QueuedPrompt {
+    /// Names its progress and its cancel token.
+    number: u64,
+    text: String,
+    context: Option<PromptContext>,
+    cancel: CancellationToken,
+}
+
+/// A command for one agent, taking effect in arrival order.
+#[derive(Debug)]
+enum Command {
+    /// Start a turn.
+    Prompt(QueuedPrompt),
+    /// Open a new session and make it current.
+    NewSession,
+    /// Switch the current session's mode.
+    SetMode(String),
 }
 
 #[derive(Debug, Default)]
@@ -77,19 +104,23 @@ impl Agents {
     /// Starts a turn in the background; returns the agent's name at once, or why there is none.
     pub fn prompt(&self, prompt: Prompt) -> Result<String, AgentFailure> {
         let (name, spec) = self.inner.resolve(prompt.agent.as_deref())?;
-        let inner = Arc::clone(&self.inner);
-        let agent = name.clone();
         // Cancellable from now on, also while the agent is still starting.
         let cancel = CancellationToken::new();
         let number = self.inner.prompts.fetch_add(1, Ordering::Relaxed) + 1;
-        let slot = self.inner.slot(&name);
-        slot.lock_waiting().push((number, cancel.clone()));
-        tokio::spawn(async move {
-            inner
-                .prompt(&agent, number, spec, prompt.text, prompt.context, cancel)
-                .await;
-            slot.lock_waiting().retain(|(n, _)| *n != number);
-        });
+        self.inner
+            .slot(&name)
+            .lock_waiting()
+            .push((number, cancel.clone()));
+        self.inner.enqueue(
+            &name,
+            spec,
+            Command::Prompt(QueuedPrompt {
+                number,
+                text: prompt.text,
+                context: prompt.context,
+                cancel,
+            }),
+        );
         Ok(name)
     }
 
@@ -106,49 +137,18 @@ impl Agents {
         Ok(running || any_waiting)
     }
 
-    /// Opens a new session (starting the agent if needed) in the background; the user is told.
+    /// Opens a new session (starting the agent if needed) after the agent's earlier commands;
+    /// the user is told.
     pub fn new_session(&self, agent: Option<&str>) -> Result<String, AgentFailure> {
         let (name, spec) = self.inner.resolve(agent)?;
-        let inner = Arc::clone(&self.inner);
-        let agent = name.clone();
-        tokio::spawn(async move {
-            let result = match inner.ensure_running(&agent, &spec).await {
-                Ok(running) => running.new_session().await,
-                Err(failure) => Err(failure),
-            };
-            match result {
-                Ok(id) => inner
-                    .editor
-                    .tell_user(Level::Info, format!("{agent}: new session {id}")),
-                Err(failure) => inner.editor.tell_user(
-                    Level::Error,
-                    format!("{agent}: could not open a session: {failure}"),
-                ),
-            }
-        });
+        self.inner.enqueue(&name, spec, Command::NewSession);
         Ok(name)
     }
 
-    /// Sets the current session's mode in the background; the user is told.
+    /// Sets the current session's mode after the agent's earlier commands; the user is told.
     pub fn set_mode(&self, agent: Option<&str>, mode: String) -> Result<String, AgentFailure> {
         let (name, spec) = self.inner.resolve(agent)?;
-        let inner = Arc::clone(&self.inner);
-        let agent = name.clone();
-        tokio::spawn(async move {
-            let result = match inner.ensure_running(&agent, &spec).await {
-                Ok(running) => running.set_mode(&mode).await,
-                Err(failure) => Err(failure),
-            };
-            match result {
-                Ok(()) => inner
-                    .editor
-                    .tell_user(Level::Info, format!("{agent}: mode is now {mode}")),
-                Err(failure) => inner.editor.tell_user(
-                    Level::Error,
-                    format!("{agent}: could not set mode `{mode}`: {failure}"),
-                ),
-            }
-        });
+        self.inner.enqueue(&name, spec, Command::SetMode(mode));
         Ok(name)
     }
 
@@ -236,6 +236,67 @@ impl Inner {
         Arc::clone(slots.entry(name.to_owned()).or_default())
     }
 
+    /// Queues `command` for agent `name` (started with `spec`): it runs after every command
+    /// queued for that agent before it.
+    fn enqueue(self: &Arc<Self>, name: &str, spec: AgentSpec, command: Command) {
+        let slot = self.slot(name);
+        let mut queue = slot.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let sender = queue.get_or_insert_with(|| {
+            let (sender, commands) = mpsc::unbounded_channel();
+            tokio::spawn(work_off(Arc::clone(self), name.to_owned(), commands));
+            sender
+        });
+        let _ = sender.send((spec, command));
+    }
+
+    /// Runs one command of agent `name`; a prompt returns once its turn is under way (or over).
+    async fn run_command(self: &Arc<Self>, name: &str, spec: AgentSpec, command: Command) {
+        match command {
+            Command::Prompt(queued) => {
+                let (sent, under_way) = oneshot::channel();
+                let (inner, agent) = (Arc::clone(self), name.to_owned());
+                let slot = self.slot(name);
+                let number = queued.number;
+                tokio::spawn(async move {
+                    inner.prompt(&agent, spec, queued, sent).await;
+                    slot.lock_waiting().retain(|(n, _)| *n != number);
+                });
+                // Dropped without a word when the prompt ended before it was sent.
+                let _ = under_way.await;
+            }
+            Command::NewSession => {
+                let result = match self.ensure_running(name, &spec).await {
+                    Ok(running) => running.new_session().await,
+                    Err(failure) => Err(failure),
+                };
+                match result {
+                    Ok(id) => self
+                        .editor
+                        .tell_user(Level::Info, format!("{name}: new session {id}")),
+                    Err(failure) => self.editor.tell_user(
+                        Level::Error,
+                        format!("{name}: could not open a session: {failure}"),
+                    ),
+                }
+            }
+            Command::SetMode(mode) => {
+                let result = match self.ensure_running(name, &spec).await {
+                    Ok(running) => running.set_mode(&mode).await,
+                    Err(failure) => Err(failure),
+                };
+                match result {
+                    Ok(()) => self
+                        .editor
+                        .tell_user(Level::Info, format!("{name}: mode is now {mode}")),
+                    Err(failure) => self.editor.tell_user(
+                        Level::Error,
+                        format!("{name}: could not set mode `{mode}`: {failure}"),
+                    ),
+                }
+            }
+        }
+    }
+
     fn running(&self, name: &str) -> Option<Arc<RunningAgent>> {
         let slot = self.slot(name);
         let running = slot.running.lock().unwrap_or_else(|e| e.into_inner());
@@ -245,12 +306,16 @@ impl Inner {
     async fn prompt(
         self: Arc<Self>,
         name: &str,
-        number: u64,
         spec: AgentSpec,
-        text: String,
-        context: Option<PromptContext>,
-        cancel: CancellationToken,
+        queued: QueuedPrompt,
+        sent: oneshot::Sender<()>,
     ) {
+        let QueuedPrompt {
+            number,
+            text,
+            context,
+            cancel,
+        } = queued;
         let progress_id = format!("acp-{name}-{number}");
         self.editor.progress(
             &progress_id,
@@ -265,9 +330,15 @@ impl Inner {
         };
         match self.ensure_running(name, &spec).await {
             Ok(agent) => {
-                let failure =
-                    turn::run_and_report(&agent, &text, context.as_ref(), &progress_id, cancel)
-                        .await;
+                let failure = turn::run_and_report(
+                    &agent,
+                    &text,
+                    context.as_ref(),
+                    &progress_id,
+                    cancel,
+                    sent,
+                )
+                .await;
                 if let Some(failure) = failure {
                     self.slot(name).record_failure(&failure);
                 }
@@ -356,6 +427,17 @@ impl Inner {
             Arc::clone(&agent),
         ));
         Ok(agent)
+    }
+}
+
+/// Works off agent `name`'s commands, one after the other, for as long as agentls runs.
+async fn work_off(
+    inner: Arc<Inner>,
+    name: String,
+    mut commands: mpsc::UnboundedReceiver<(AgentSpec, Command)>,
+) {
+    while let Some((spec, command)) = commands.recv().await {
+        inner.run_command(&name, spec, command).await;
     }
 }
 

@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use agent_client_protocol::v1::schema::{PromptRequest, SessionId, StopReason};
@@ -39,6 +40,7 @@ pub async fn run(
     context: Option<&PromptContext>,
     progress_id: &str,
     cancel: CancellationToken,
+    sent: oneshot::Sender<()>,
 ) -> (TurnEnd, Option<Turn>) {
     let cancelled_early = || (TurnEnd::Stopped("cancelled".into()), None);
     if cancel.is_cancelled() {
@@ -80,9 +82,12 @@ pub async fn run(
         );
     }
     let request = PromptRequest::new(SessionId::new(session.clone()), blocks);
+    let answer = agent.request(request, "session/prompt", None);
+    // Sent: the agent's next command may go now.
+    let _ = sent.send(());
     // An agent that ignores `session/cancel` must not keep the session busy forever.
     let answer = tokio::select! {
-        answer = agent.request(request, "session/prompt", None) => answer,
+        answer = answer => answer,
         () = async { cancel.cancelled().await; tokio::time::sleep(CANCEL_GRACE).await } => {
             agent.link.editor.log(
                 Level::Warning,
@@ -97,6 +102,11 @@ pub async fn run(
     };
     // Plugins get the turn's last text before anything that reports its end.
     agent.link.plugin_updates.flush();
+    // Accepted changes the agent did not write itself by now are carried out by agentls.
+    agent
+        .link
+        .editor
+        .settle_origin(&agent.link.origin(&session));
     // Given up on after the cancel: what the agent still asks for this turn is not asked.
     let unanswered = matches!(answer, Err(AgentFailure::Timeout { .. })) && cancel.is_cancelled();
     let turn = agent
@@ -127,9 +137,10 @@ pub async fn run_and_report(
     context: Option<&PromptContext>,
     progress_id: &str,
     cancel: CancellationToken,
+    sent: oneshot::Sender<()>,
 ) -> Option<AgentFailure> {
     agent.active_turns.fetch_add(1, Ordering::SeqCst);
-    let (end, turn) = run(agent, text, context, progress_id, cancel).await;
+    let (end, turn) = run(agent, text, context, progress_id, cancel, sent).await;
     if matches!(end, TurnEnd::Failed(AgentFailure::ProcessDied { .. })) {
         // Before the count drops: the death watcher then knows it need not tell.
         agent.death_reported.store(true, Ordering::SeqCst);

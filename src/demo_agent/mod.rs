@@ -435,12 +435,30 @@ impl Turn<'_> {
             return Ok(StopReason::EndTurn);
         }
         self.plan(2)?;
-        for (path, _, new) in changes {
-            let write = self
-                .cx
-                .send_request(WriteTextFileRequest::new(self.session.clone(), path, new))
-                .block_task()
-                .await;
+        for (path, old, new) in changes {
+            // As real edit tools do: read the file again and replace the old text where it is.
+            let (find, replace) = script::changed_lines(&old, &new);
+            let now = self.reread(&path, script.disk_write).await?;
+            let Some(at) = now.find(&find) else {
+                self.tool_status("edit-1", ToolCallStatus::Failed)?;
+                self.say(&format!(
+                    "Edit failed: could not find the text to replace in {}\n",
+                    crate::editor::file_name(&path)
+                ))?;
+                return Ok(StopReason::EndTurn);
+            };
+            let new = format!("{}{replace}{}", &now[..at], &now[at + find.len()..]);
+            let write = if script.disk_write {
+                tokio::fs::write(&path, new)
+                    .await
+                    .map_err(|e| Error::internal_error().data(e.to_string()))
+            } else {
+                self.cx
+                    .send_request(WriteTextFileRequest::new(self.session.clone(), path, new))
+                    .block_task()
+                    .await
+                    .map(drop)
+            };
             if let Err(e) = write {
                 self.tool_status("edit-1", ToolCallStatus::Failed)?;
                 self.say(&format!(
@@ -459,6 +477,17 @@ impl Turn<'_> {
             script.action.describe()
         ))?;
         Ok(StopReason::EndTurn)
+    }
+
+    /// The text of `path` as an edit tool finds it: from the disk, or through `fs/read_text_file`
+    /// (a missing file is empty).
+    async fn reread(&self, path: &Path, from_disk: bool) -> Result<String, Error> {
+        if from_disk {
+            return Ok(tokio::fs::read_to_string(path).await.unwrap_or_default());
+        }
+        let request = ReadTextFileRequest::new(self.session.clone(), path.to_path_buf());
+        let read = self.cx.send_request(request).block_task().await?;
+        Ok(read.content)
     }
 
     /// Reads `path` through `fs/read_text_file` as tool call `id`; `None` (after saying why)

@@ -18,6 +18,7 @@ pub mod review;
 pub mod review_view;
 pub mod reviews;
 pub mod selection;
+pub mod settlement;
 pub mod state;
 
 use std::path::{Path, PathBuf};
@@ -30,7 +31,7 @@ pub use effects::{Effect, EffectError, EffectReceiver, EffectSender, Level};
 pub use files::FileError;
 pub use position::{Position, PositionEncoding, Range};
 pub use questions::{Choice, ChoiceKind};
-pub use review::Verdict;
+pub use review::{Applier, Terms, Verdict};
 pub use selection::Selection;
 pub use state::WritePlan;
 pub use state::{State, StateGone, StateHandle};
@@ -53,6 +54,9 @@ pub enum WriteError {
     /// The user changed the same lines since the writer read the file; nothing was written.
     #[error("{0}: the user edited the same lines since this file was read; nothing was written")]
     Conflict(PathBuf),
+    /// The write is not the change the user accepted from this writer; nothing was written.
+    #[error("{0}")]
+    NotAccepted(String),
     /// agentls is shutting down.
     #[error(transparent)]
     Gone(#[from] StateGone),
@@ -250,11 +254,13 @@ impl EditorAccess {
     /// read it; then the disk is what they worked from). An open buffer gets minimal edits
     /// through the editor (one undo step), then the disk gets the text. Edits the user made since
     /// `base` are merged in; when they touch the same lines the write is refused
-    /// ([`WriteError::Conflict`]) — a user's unsaved edit is never overwritten silently. A write of
-    /// a reviewed proposal puts exactly the accepted hunks on disk and leaves the buffer alone.
+    /// ([`WriteError::Conflict`]) — a user's unsaved edit is never overwritten silently. The
+    /// writer's own write of a proposal the user accepted carries out exactly the accepted hunks
+    /// (see `settlement.rs`); any other write of that file by `origin` meanwhile is refused.
     /// Returns the text the writer should now believe the file holds.
     pub async fn write_text_file(
         &self,
+        origin: &Origin,
         path: &Path,
         content: &str,
         base: Option<&str>,
@@ -266,14 +272,41 @@ impl EditorAccess {
             Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e.into()),
         };
-        let (p, c, b) = (path.to_owned(), content.to_owned(), base.map(str::to_owned));
-        let label = format!("agent edit: {}", file_name(path));
+        let (o, p, c, b) = (
+            origin.clone(),
+            path.to_owned(),
+            content.to_owned(),
+            base.map(str::to_owned),
+        );
+        let label = format!("{} edit: {}", origin.label, file_name(path));
         let plan = self
             .state
-            .query(move |s| s.plan_agent_write(&p, c, b, disk, &label))
+            .query(move |s| s.plan_agent_write(&o, &p, c, b, disk, &label))
             .await?
             .ok_or_else(|| WriteError::Conflict(path.to_owned()))?;
         match plan {
+            WritePlan::Settled(settlement::SettledWrite::Refused(why)) => {
+                Err(WriteError::NotAccepted(why))
+            }
+            WritePlan::Settled(settlement::SettledWrite::Accepted {
+                applied,
+                disk,
+                view,
+            }) => {
+                let view = match applied {
+                    Some(applied) => applied.await.map_err(|_| WriteError::Editor {
+                        path: path.to_owned(),
+                        source: EffectError::Transport(
+                            "the editor did not apply the accepted change".into(),
+                        ),
+                    })?,
+                    None => view,
+                };
+                if let Some(disk) = disk {
+                    files::write_atomic(path, &disk).await?;
+                }
+                Ok(view)
+            }
             WritePlan::DiskOnly { disk, view } => {
                 files::write_atomic(path, &disk).await?;
                 Ok(view)
@@ -364,13 +397,15 @@ impl EditorAccess {
 
     /// Shows `origin`'s proposal for `path` as a review and waits for the user's verdict. The
     /// proposal is diffed against what the user sees (the open buffer, else the disk; a missing
-    /// file is empty), never against what the agent believes the file says.
+    /// file is empty), never against what the agent believes the file says. `terms` say who
+    /// carries out what the user accepts.
     pub async fn review_diff(
         &self,
         origin: &Origin,
         path: &Path,
         new_text: &str,
         title: &str,
+        terms: Terms,
     ) -> Result<review::Verdict, FileError> {
         self.check_path(path).await?;
         let (base, base_version, file_existed) = match self.buffer(path).await {
@@ -403,6 +438,7 @@ impl EditorAccess {
             file_existed,
             hunks,
             auto_accept,
+            terms,
             caller_gone,
         };
         let (reply, verdict) = tokio::sync::oneshot::channel();
@@ -411,6 +447,13 @@ impl EditorAccess {
         let verdict = verdict.await.unwrap_or(review::Verdict::Cancelled);
         let _ = waiting.send(());
         Ok(verdict)
+    }
+
+    /// `origin`'s turn is over (or it went away): accepted changes still waiting for its own
+    /// write are carried out by agentls now.
+    pub fn settle_origin(&self, origin: &Origin) {
+        let origin = origin.clone();
+        self.state.update(move |s| s.settle_origin(&origin));
     }
 
     /// Diagnostics for `path` (or every file): what the editor forwarded from its other
@@ -585,8 +628,11 @@ mod tests {
         let path = dir.path().join("a.txt");
         let base = "one\ntwo\nthree\nfour\nfive\n";
         std::fs::write(&path, base).unwrap();
-        let first = editor.write_text_file(&path, "ONE\ntwo\nthree\nfour\nfive\n", Some(base));
-        let second = editor.write_text_file(&path, "one\ntwo\nthree\nfour\nFIVE\n", Some(base));
+        let (one, two) = (Origin::new("t:1", "one"), Origin::new("t:2", "two"));
+        let first =
+            editor.write_text_file(&one, &path, "ONE\ntwo\nthree\nfour\nfive\n", Some(base));
+        let second =
+            editor.write_text_file(&two, &path, "one\ntwo\nthree\nfour\nFIVE\n", Some(base));
         let (first, second) = tokio::join!(first, second);
         first.unwrap();
         second.unwrap();

@@ -21,6 +21,9 @@ use super::diff;
 pub enum HunkState {
     /// Waiting for the user.
     Pending,
+    /// Accepted by the user, not applied yet: its author carries it out once told (see
+    /// [`Applier::Proposer`]); its span still holds its old text.
+    Approved,
     /// Accepted; the edit is on its way to the editor.
     Applying,
     /// Accepted and applied.
@@ -35,6 +38,11 @@ impl HunkState {
     /// Whether the user still has to decide (or the decision is still being applied).
     pub fn is_open(self) -> bool {
         matches!(self, Self::Pending | Self::Applying | Self::Conflict)
+    }
+
+    /// Whether the user accepted it (applied or not yet).
+    pub fn is_accepted(self) -> bool {
+        matches!(self, Self::Approved | Self::Applying | Self::Accepted)
     }
 }
 
@@ -51,6 +59,42 @@ pub struct Hunk {
     pub new_text: String,
     /// Where it stands.
     pub state: HunkState,
+}
+
+/// Who carries out the hunks the user accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applier {
+    /// agentls applies them as soon as the user decides; the proposer gets the resulting text
+    /// (a terminal agent's `openDiff` writes what it is answered).
+    Editor,
+    /// The proposer hears the verdict first and writes the file itself (an ACP agent's edit tool
+    /// re-reads the file and looks for its old text, so nothing may change before it does);
+    /// agentls makes that write exactly the accepted hunks, and applies them itself when the
+    /// write does not come.
+    Proposer,
+}
+
+/// How a proposal is put to the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Terms {
+    /// Who carries out what the user accepts.
+    pub applied_by: Applier,
+    /// Whether the user is told when the proposer stops waiting for the verdict.
+    pub abandoned: super::Withdrawal,
+}
+
+impl Terms {
+    /// A terminal agent's diff: agentls applies it; a client that gives up is announced.
+    pub const APPLIED_BY_EDITOR: Self = Self {
+        applied_by: Applier::Editor,
+        abandoned: super::Withdrawal::Announced,
+    };
+    /// An ACP agent's permission: it writes the change itself once allowed; its adapter reports
+    /// withdrawals in the turn's summary.
+    pub const APPLIED_BY_PROPOSER: Self = Self {
+        applied_by: Applier::Proposer,
+        abandoned: super::Withdrawal::Silent,
+    };
 }
 
 /// How a review ended.
@@ -80,6 +124,11 @@ pub enum Verdict {
 pub struct Review {
     /// Identifies the review in commands and diagnostics.
     pub id: u64,
+    /// Who carries out what the user accepts.
+    pub applied_by: Applier,
+    /// Set once the verdict went to a proposer that carries out the change itself: agentls
+    /// waits for that write (see `settlement.rs`).
+    pub settling: Option<super::settlement::Settling>,
     /// Who proposed it.
     pub origin: Origin,
     /// The file.
@@ -145,7 +194,7 @@ impl Review {
                 // Wholly after: nothing moves.
             } else {
                 // The change rewrites text the hunk replaces.
-                if hunk.state == HunkState::Pending {
+                if matches!(hunk.state, HunkState::Pending | HunkState::Approved) {
                     hunk.state = HunkState::Conflict;
                     conflicted = true;
                 }
@@ -161,7 +210,7 @@ impl Review {
     pub fn accepted_text(&self, current: &Rope) -> String {
         let mut text = current.clone();
         for hunk in self.hunks.iter().rev() {
-            if matches!(hunk.state, HunkState::Accepted | HunkState::Applying) {
+            if hunk.state.is_accepted() {
                 text.remove(hunk.span.clone());
                 text.insert(hunk.span.start, &hunk.new_text);
             }
@@ -174,7 +223,7 @@ impl Review {
     pub fn accepted_over_base(&self) -> String {
         let mut text = Rope::from_str(&self.base);
         for hunk in self.hunks.iter().rev() {
-            if hunk.state == HunkState::Accepted {
+            if hunk.state.is_accepted() {
                 text.remove(hunk.base_span.clone());
                 text.insert(hunk.base_span.start, &hunk.new_text);
             }
@@ -201,6 +250,13 @@ impl Review {
     /// Whether every hunk is decided and applied.
     pub fn is_decided(&self) -> bool {
         !self.hunks.iter().any(|h| h.state.is_open())
+    }
+
+    /// The hunks accepted but not applied yet.
+    pub fn approved(&self) -> Vec<usize> {
+        (0..self.hunks.len())
+            .filter(|&i| self.hunks[i].state == HunkState::Approved)
+            .collect()
     }
 
     /// How many hunks still wait for the user.

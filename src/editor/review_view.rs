@@ -57,12 +57,18 @@ impl State {
                 let level = match hunk.state {
                     HunkState::Pending => Level::Info,
                     HunkState::Conflict => Level::Warning,
+                    // Accepted; it lands once every change is decided and the agent heard.
+                    HunkState::Approved if review.settling.is_none() => Level::Log,
                     _ => continue,
                 };
-                let conflict = if hunk.state == HunkState::Conflict {
-                    "CONFLICT with your edit — reject it or ask for it again. "
-                } else {
-                    ""
+                let conflict = match hunk.state {
+                    HunkState::Conflict => {
+                        "CONFLICT with your edit — reject it or ask for it again. "
+                    }
+                    HunkState::Approved => {
+                        "ACCEPTED — applied once you have decided the other changes. "
+                    }
+                    _ => "",
                 };
                 let message = format!(
                     "{conflict}{} proposes (change {}/{count} of review {}):\n{}",

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use super::disk_sync::Expectation;
 use super::documents::{Splice, splices_between};
 use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
-use super::review::{Hunk, HunkState, Review, Verdict};
+use super::review::{Applier, Hunk, HunkState, Review, Terms, Verdict};
 use super::state::State;
 use super::{Level, Origin, diff, file_name, files};
 
@@ -41,6 +41,8 @@ pub struct ReviewRequest {
     pub hunks: Vec<Hunk>,
     /// Accept everything without asking (config).
     pub auto_accept: bool,
+    /// Who carries out what the user accepts, and whether giving up is announced.
+    pub terms: Terms,
     /// Closes when the caller stops waiting for the verdict (its future was dropped: an agent
     /// withdrew the request); the review is then withdrawn too.
     pub caller_gone: oneshot::Receiver<()>,
@@ -84,6 +86,15 @@ impl State {
             .map(|r| r.id)
             .collect();
         for id in superseded {
+            if self
+                .reviews
+                .iter()
+                .any(|r| r.id == id && r.settling.is_some())
+            {
+                // Accepted already: what the user accepted is carried out, not dropped.
+                self.settle_origin(&request.origin);
+                continue;
+            }
             let reason = Some("superseded by a newer proposal for the same file".to_owned());
             self.resolve(id, Verdict::Rejected { reason });
         }
@@ -98,6 +109,8 @@ impl State {
         let id = self.next_review_id;
         let mut review = Review {
             id,
+            applied_by: request.terms.applied_by,
+            settling: None,
             origin: request.origin,
             path: request.path.clone(),
             title: request.title,
@@ -127,10 +140,20 @@ impl State {
         let first = review.hunks[0].span.start;
         self.reviews.push(review);
         let (me, caller_gone) = (self.me.clone(), request.caller_gone);
+        let announce = request.terms.abandoned == super::Withdrawal::Announced;
+        let (file, who) = (file_name(&request.path), label.clone());
         tokio::spawn(async move {
             if caller_gone.await.is_err() {
                 me.update(move |s| {
-                    s.cancel_reviews(|r| r.id == id);
+                    if s.cancel_reviews(|r| r.id == id) > 0 && announce {
+                        s.effects.message(
+                            Level::Warning,
+                            format!(
+                                "{who} withdrew its proposed change to {file}: 1 pending review \
+                                 withdrawn"
+                            ),
+                        );
+                    }
                 });
             }
         });
@@ -195,7 +218,14 @@ impl State {
                     .into_iter()
                     .filter(|&i| review.hunks[i].state == HunkState::Pending)
                     .collect();
-                self.accept(id, &accepting);
+                if review.applied_by == Applier::Proposer {
+                    // Nothing changes until the proposer heard the verdict (settlement.rs).
+                    for &i in &accepting {
+                        review.hunks[i].state = HunkState::Approved;
+                    }
+                } else {
+                    self.accept(id, &accepting);
+                }
             }
         }
         self.finish_if_decided(id);
@@ -204,7 +234,7 @@ impl State {
     }
 
     /// Accepts hunks: through the editor when the file is open, in our copy otherwise.
-    fn accept(&mut self, id: u64, indices: &[usize]) {
+    pub(super) fn accept(&mut self, id: u64, indices: &[usize]) {
         if indices.is_empty() {
             return;
         }
@@ -286,6 +316,9 @@ impl State {
             }
             hunk.state = if !failed {
                 HunkState::Accepted
+            } else if review.settling.is_some() {
+                // The verdict went out already: what could not be applied is not applied.
+                HunkState::Rejected
             } else if current
                 .as_ref()
                 .is_none_or(|rope| rope.slice(hunk.span.clone()) == hunk.old_text.as_str())
@@ -335,6 +368,12 @@ impl State {
             return;
         };
         if !review.is_decided() {
+            return;
+        }
+        if review.waits_for_proposer() {
+            if review.settling.is_none() {
+                self.begin_settling(id);
+            }
             return;
         }
         let any_accepted = review.hunks.iter().any(|h| h.state == HunkState::Accepted);
@@ -425,10 +464,11 @@ impl State {
                 conflicted |= review.rebase(splice.removed.clone(), splice.inserted);
             }
             review.version = Some(version);
-            if conflicted {
+            if conflicted && review.settling.is_none() {
                 conflicts.push(review.origin.label.clone());
             }
         }
+        self.drop_conflicted_settling_hunks(path);
         for label in conflicts {
             self.effects.message(
                 Level::Warning,
@@ -442,7 +482,11 @@ impl State {
         let waiting: Vec<u64> = self
             .reviews
             .iter()
-            .filter(|r| r.path == path && r.applied_after.is_some_and(|v| version > v))
+            .filter(|r| {
+                r.path == path
+                    && (r.applied_after.is_some_and(|v| version > v)
+                        || (r.settling.is_some() && !r.waits_for_proposer()))
+            })
             .map(|r| r.id)
             .collect();
         for id in waiting {
@@ -502,12 +546,22 @@ impl State {
         self.cancel_reviews(|r| r.origin == *origin)
     }
 
-    /// Withdraws the reviews `which` selects: their askers see `Cancelled`.
+    /// Withdraws the reviews `which` selects: their askers see `Cancelled`. One whose verdict
+    /// went out already is carried out instead: the user accepted it.
     fn cancel_reviews(&mut self, which: impl Fn(&Review) -> bool) -> usize {
+        let settling: Vec<Origin> = self
+            .reviews
+            .iter()
+            .filter(|r| which(r) && r.settling.is_some())
+            .map(|r| r.origin.clone())
+            .collect();
+        for origin in &settling {
+            self.settle_origin(origin);
+        }
         let ids: Vec<(u64, PathBuf)> = self
             .reviews
             .iter()
-            .filter(|r| which(r))
+            .filter(|r| which(r) && r.settling.is_none())
             .map(|r| (r.id, r.path.clone()))
             .collect();
         for (id, path) in &ids {
@@ -518,7 +572,7 @@ impl State {
     }
 
     /// Sends the verdict and forgets the review.
-    fn resolve(&mut self, id: u64, verdict: Verdict) {
+    pub(super) fn resolve(&mut self, id: u64, verdict: Verdict) {
         let Some(index) = self.reviews.iter().position(|r| r.id == id) else {
             return;
         };
@@ -535,6 +589,7 @@ impl State {
         if let Some(reply) = review.verdict.take() {
             let _ = reply.send(verdict);
         }
+        self.release_settled_writers(&mut review);
         self.present(&review.path);
     }
 

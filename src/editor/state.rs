@@ -160,12 +160,18 @@ impl State {
     /// since `base`. Decided in one job, so no keystroke can slip between the check and the edits.
     pub fn plan_agent_write(
         &mut self,
+        origin: &super::Origin,
         path: &Path,
         content: String,
         base: Option<String>,
         disk: Option<String>,
         label: &str,
     ) -> Option<WritePlan> {
+        if let Some(settled) =
+            self.settle_by_write(origin, path, &content, base.as_deref(), disk.as_deref())
+        {
+            return Some(WritePlan::Settled(settled));
+        }
         if let Some(accepted) = self
             .expectations
             .take_correction(path, &content, disk.as_deref())
@@ -237,6 +243,8 @@ impl State {
 /// How an agent's write is carried out.
 #[derive(Debug)]
 pub enum WritePlan {
+    /// The writer carries out a proposal the user accepted (or writes something else meanwhile).
+    Settled(super::settlement::SettledWrite),
     /// The write was a reviewed proposal: the disk gets the accepted text, the buffer stays.
     DiskOnly {
         /// What the disk gets.

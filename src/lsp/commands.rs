@@ -17,7 +17,7 @@ use super::convert;
 use super::server::Backend;
 use crate::editor::actions::{ActionCommand, UserAction};
 use crate::editor::reviews::Decision;
-use crate::editor::{Level, Origin, Selection, Withdrawal};
+use crate::editor::{Level, Origin, Selection, Terms, Withdrawal};
 
 /// Dump everything the server believes about the editor (documents with their text, selections,
 /// folders). For tests and for debugging a client; not advertised.
@@ -110,7 +110,10 @@ pub async fn execute(
             let path = path_argument(&args.uri)?;
             let editor = backend.editor.clone();
             tokio::spawn(async move {
-                if let Err(e) = editor.write_text_file(&path, &args.text, None).await {
+                if let Err(e) = editor
+                    .write_text_file(&debug_origin("debug"), &path, &args.text, None)
+                    .await
+                {
                     editor.tell_user(Level::Error, format!("agentls: write failed: {e}"));
                 }
             });
@@ -123,7 +126,9 @@ pub async fn execute(
             let origin = debug_origin(&args.origin);
             tokio::spawn(async move {
                 let title = format!("Edit {}", path.display());
-                let verdict = editor.review_diff(&origin, &path, &args.text, &title).await;
+                let verdict = editor
+                    .review_diff(&origin, &path, &args.text, &title, Terms::APPLIED_BY_EDITOR)
+                    .await;
                 let json = match verdict {
                     Ok(v) => serde_json::to_string(&v).unwrap_or_default(),
                     Err(e) => json!({"error": e.to_string()}).to_string(),

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::outcome::{ToolError, ToolOutcome, parse};
 use super::shapes;
-use crate::editor::{EditorAccess, Origin, Verdict};
+use crate::editor::{EditorAccess, Origin, Terms, Verdict};
 
 /// A diff the agent has not closed.
 const OPEN: u8 = 0;
@@ -154,7 +154,13 @@ impl DiffTabs {
         let path = shapes::path_of(&args.new_file_path);
         let fate = self.open(&args.tab_name, &args.new_file_contents);
         let title = format!("{}: {}", origin.label, args.tab_name);
-        let review = editor.review_diff(origin, &path, &args.new_file_contents, &title);
+        let review = editor.review_diff(
+            origin,
+            &path,
+            &args.new_file_contents,
+            &title,
+            Terms::APPLIED_BY_EDITOR,
+        );
         let verdict = fate.verdict_unless_closed(review).await;
         self.settle(&args.tab_name, &fate);
         match verdict {
@@ -201,7 +207,13 @@ impl DiffTabs {
         let (me, editor, origin) = (Arc::clone(self), editor.clone(), origin.clone());
         tokio::spawn(async move {
             let title = format!("{}: {}", origin.label, crate::editor::file_name(&path));
-            let review = editor.review_diff(&origin, &path, &args.new_content, &title);
+            let review = editor.review_diff(
+                &origin,
+                &path,
+                &args.new_content,
+                &title,
+                Terms::APPLIED_BY_EDITOR,
+            );
             let verdict = fate.verdict_unless_closed(review).await;
             me.settle(&args.file_path, &fate);
             match verdict {

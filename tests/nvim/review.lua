@@ -78,10 +78,11 @@ local ok, err = xpcall(function()
     return a.title
   end, actions_at(first))
   run(first, 'Accept change 1/2')
+  run(second, 'Reject change 2/2')
+  -- The agent hears the verdict first; the accepted change lands once it wrote it.
   wait_for('the accepted change in the buffer', function()
     return vim.api.nvim_buf_get_lines(bufnr, first, first + 1, true)[1]:find('BUY MILK') ~= nil
   end)
-  run(second, 'Reject change 2/2')
   wait_for('the review to close', function()
     return #review_diagnostics() == 0
   end)

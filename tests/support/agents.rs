@@ -30,7 +30,33 @@ pub fn capabilities_without_dialogs() -> Value {
     caps
 }
 
+/// The path of a `file://` URI.
+pub fn path_of(uri: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(super::file_uri_to_path(uri))
+}
+
 impl TestClient {
+    /// A server initialized with `capabilities`, with the default options (the demo agent).
+    pub async fn started(capabilities: Value) -> Self {
+        let client = Self::start(super::Options::default()).await;
+        client.initialize(capabilities, None).await;
+        client
+    }
+
+    /// Waits until a review's code actions are offered at the start of `uri`.
+    pub async fn wait_for_review(&self, uri: &str) {
+        eventually_async(|| async {
+            self.code_actions(uri).await.iter().any(|a| {
+                a["title"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("Accept all")
+            })
+        })
+        .await
+        .expect("a review's code actions");
+    }
+
     /// Runs `workspace/executeCommand`.
     pub async fn execute(&self, command: &str, argument: Value) -> Result<Value, Value> {
         let arguments = if argument.is_null() {

@@ -1,0 +1,403 @@
+//! The verdict first, then the change, once. A proposer that carries out its own change
+//! ([`Applier::Proposer`]: an ACP agent's edit tool) hears "accepted" before anything is applied,
+//! so whatever it reads between the verdict and its write is the text it proposed against, and
+//! its tool finds its old text. Its write, through `fs/write_text_file` or straight to disk, is
+//! then turned into exactly the accepted hunks plus every edit the user made; a write that is not
+//! the accepted proposal is refused, never taken whole. When the write does not come (by the end
+//! of the turn, or within [`SETTLE_WAIT`]), agentls applies the accepted hunks itself.
+//!
+//! No I/O on the state task: a watcher task reads the disk and reports what it saw.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::oneshot;
+
+use super::review::{Applier, HunkState, Verdict};
+use super::state::{State, StateHandle};
+use super::{Level, Origin, diff, file_name, files};
+
+/// How long agentls waits for a proposer's own write before applying the accepted change itself.
+pub const SETTLE_WAIT: Duration = Duration::from_secs(10);
+/// How often the watcher looks at the disk.
+const POLL_EVERY: Duration = Duration::from_millis(50);
+
+/// A review whose verdict went out while its accepted hunks wait for the proposer's write.
+#[derive(Debug, Default)]
+pub struct Settling {
+    /// Tells the watcher to settle now (the turn ended, the origin went away); dropped once the
+    /// review settled another way.
+    force: Option<oneshot::Sender<()>>,
+    /// Writers waiting for the accepted hunks to reach the buffer: they get its text.
+    waiters: Vec<oneshot::Sender<String>>,
+}
+
+/// How an agent's write of a file whose accepted proposal waits for it is carried out.
+#[derive(Debug)]
+pub enum SettledWrite {
+    /// It is the accepted proposal: the buffer gets the accepted hunks (`applied` resolves to
+    /// its text once it has them; `None` when the file is not open), and the disk `disk` (`None`:
+    /// leave the disk as it is).
+    Accepted {
+        /// The buffer's text with the accepted hunks, once applied (open files only).
+        applied: Option<oneshot::Receiver<String>>,
+        /// What the disk gets.
+        disk: Option<String>,
+        /// What the writer should believe the file holds when the file is not open.
+        view: String,
+    },
+    /// It is something else than what the user accepted: nothing of it is written.
+    Refused(String),
+}
+
+impl State {
+    /// The user decided every hunk of a review its proposer carries out: the verdict goes out
+    /// now, and the accepted hunks wait for the proposer's write.
+    pub(super) fn begin_settling(&mut self, id: u64) {
+        let Some(review) = self.reviews.iter_mut().find(|r| r.id == id) else {
+            return;
+        };
+        let (force, forced) = oneshot::channel();
+        review.settling = Some(Settling {
+            force: Some(force),
+            waiters: Vec::new(),
+        });
+        // The watcher reads the disk before the verdict goes out: a proposer that writes the
+        // disk at once must not be mistaken for the disk as it was.
+        tokio::spawn(watch(id, review.path.clone(), self.me.clone(), forced));
+    }
+
+    /// The watcher of review `id` has seen the disk: the verdict goes to the proposer.
+    fn send_settling_verdict(&mut self, id: u64) {
+        let rope = self
+            .reviews
+            .iter()
+            .find(|r| r.id == id)
+            .and_then(|r| self.review_rope(r));
+        let Some(review) = self.reviews.iter_mut().find(|r| r.id == id) else {
+            return;
+        };
+        let Some(rope) = rope else {
+            return;
+        };
+        let text = review.accepted_text(&rope);
+        let rejected = review.rejected_descriptions(|c| rope.char_to_line(c));
+        if let Some(reply) = review.verdict.take() {
+            let _ = reply.send(Verdict::Accepted { text, rejected });
+        }
+        let path = review.path.clone();
+        self.present(&path);
+    }
+
+    /// Settles every review of `origin` that waits for its write: its turn is over, or it went
+    /// away, so the write will not come.
+    pub fn settle_origin(&mut self, origin: &Origin) {
+        for review in self.reviews.iter_mut().filter(|r| r.origin == *origin) {
+            if let Some(settling) = review.settling.as_mut()
+                && let Some(force) = settling.force.take()
+            {
+                let _ = force.send(());
+            }
+        }
+    }
+
+    /// Whether review `id` waits for its proposer's write.
+    fn is_settling(&self, id: u64) -> bool {
+        self.reviews
+            .iter()
+            .any(|r| r.id == id && r.settling.is_some() && r.waits_for_proposer())
+    }
+
+    /// The watcher of review `id` saw the disk say `now` (`None`: missing) after `before` at the
+    /// verdict; `forced`: settle now whatever it says. Returns whether the review is settled (or
+    /// no longer waits).
+    pub(super) fn settle_from_disk(
+        &mut self,
+        id: u64,
+        before: Option<&str>,
+        now: Option<String>,
+        forced: bool,
+    ) -> bool {
+        if !self.is_settling(id) {
+            return true;
+        }
+        let review = self.reviews.iter().find(|r| r.id == id).expect("checked");
+        let (path, label) = (review.path.clone(), review.origin.label.clone());
+        let before_text = before.unwrap_or_default();
+        let accepted = review.accepted_over_base();
+        let now_text = now.clone().unwrap_or_default();
+        let disk_changed = now.as_deref() != before;
+        // The proposer's whole change, as it lands on the disk as it was at the verdict.
+        let written_by_proposer = disk_changed
+            && (now_text == review.proposal
+                || diff::merge3(&review.base, before_text, &review.proposal).as_deref()
+                    == Some(now_text.as_str()));
+        if !written_by_proposer && !forced {
+            return false;
+        }
+        // What the disk must say: the accepted hunks only, on the disk as the proposer found it
+        // (when it wrote) or as it is now (when agentls carries the change out itself).
+        let under = if written_by_proposer {
+            before_text
+        } else {
+            &now_text
+        };
+        let open = self.documents.get(&path).is_some();
+        let target = diff::merge3(&review.base, under, &accepted);
+        match (&target, open) {
+            (Some(target), _) if written_by_proposer && *target != now_text => {
+                write_disk(&self.effects, &path, target.clone(), &label, true);
+            }
+            (Some(target), false) if !written_by_proposer && *target != now_text => {
+                write_disk(&self.effects, &path, target.clone(), &label, false);
+            }
+            (None, false) => {
+                self.effects.message(
+                    Level::Warning,
+                    format!(
+                        "agentls: {} changed on disk in the same lines as the change you accepted \
+                         from {label}; the disk was left as it is",
+                        file_name(&path)
+                    ),
+                );
+            }
+            _ => {}
+        }
+        self.apply_approved(id);
+        true
+    }
+
+    /// `origin` writes `content` to `path` having read `read` of it (`None`: never read it):
+    /// when an accepted proposal of `origin` waits for that write, how it is carried out; `None`
+    /// when none waits. `disk` is what the disk says now.
+    pub(super) fn settle_by_write(
+        &mut self,
+        origin: &Origin,
+        path: &Path,
+        content: &str,
+        read: Option<&str>,
+        disk: Option<&str>,
+    ) -> Option<SettledWrite> {
+        let review = self.reviews.iter().find(|r| {
+            r.origin == *origin && r.path == path && r.settling.is_some() && r.waits_for_proposer()
+        })?;
+        let id = review.id;
+        let current = self
+            .buffer(path)
+            .map(|(text, _)| text)
+            .or_else(|| disk.map(str::to_owned))
+            .unwrap_or_default();
+        let read = read.unwrap_or(&current);
+        let carries_out = content == review.proposal
+            || diff::merge3(&review.base, read, &review.proposal).as_deref() == Some(content);
+        if !carries_out {
+            let label = review.origin.label.clone();
+            self.effects.message(
+                Level::Warning,
+                format!(
+                    "{label} wrote something other than the change you accepted to {}; that \
+                     write was refused and the accepted change applied as you decided",
+                    file_name(path)
+                ),
+            );
+            self.apply_approved(id);
+            return Some(SettledWrite::Refused(format!(
+                "{}: this write is not the change the user accepted, so nothing of it was \
+                 written; the accepted change is applied by the editor — read the file again",
+                path.display()
+            )));
+        }
+        let accepted = review.accepted_over_base();
+        let disk_text = disk.unwrap_or_default();
+        let target = diff::merge3(&review.base, disk_text, &accepted);
+        let disk = target.filter(|t| disk != Some(t.as_str()));
+        if self.documents.get(path).is_none() {
+            let view = disk.clone().unwrap_or_else(|| disk_text.to_owned());
+            self.apply_approved(id);
+            return Some(SettledWrite::Accepted {
+                applied: None,
+                disk,
+                view,
+            });
+        }
+        let (tell, applied) = oneshot::channel();
+        if let Some(settling) = self.review_settling(id) {
+            settling.waiters.push(tell);
+        }
+        self.apply_approved(id);
+        Some(SettledWrite::Accepted {
+            applied: Some(applied),
+            disk,
+            view: current,
+        })
+    }
+
+    /// Carries out the approved hunks of review `id`: through the editor when the file is open,
+    /// in the review's own copy otherwise (the caller wrote the disk).
+    fn apply_approved(&mut self, id: u64) {
+        let Some(review) = self.reviews.iter_mut().find(|r| r.id == id) else {
+            return;
+        };
+        if let Some(settling) = review.settling.as_mut() {
+            settling.force = None;
+        }
+        let approved = review.approved();
+        if self.documents.get(&review.path).is_some() {
+            self.accept(id, &approved);
+            self.finish_if_decided(id);
+            return;
+        }
+        for i in approved {
+            review.hunks[i].state = HunkState::Accepted;
+        }
+        let text = review
+            .closed_text
+            .as_ref()
+            .map(|rope| review.accepted_text(rope))
+            .unwrap_or_default();
+        self.resolve(
+            id,
+            Verdict::Accepted {
+                text,
+                rejected: Vec::new(),
+            },
+        );
+    }
+
+    fn review_settling(&mut self, id: u64) -> Option<&mut Settling> {
+        self.reviews
+            .iter_mut()
+            .find(|r| r.id == id)
+            .and_then(|r| r.settling.as_mut())
+    }
+
+    /// A settling review's user typed inside one of its accepted hunks: that hunk is dropped
+    /// (their text wins) and they are told.
+    pub(super) fn drop_conflicted_settling_hunks(&mut self, path: &Path) {
+        let mut dropped = Vec::new();
+        for review in self
+            .reviews
+            .iter_mut()
+            .filter(|r| r.path == path && r.settling.is_some())
+        {
+            let count = review.hunks.len();
+            for (i, hunk) in review.hunks.iter_mut().enumerate() {
+                if hunk.state == HunkState::Conflict {
+                    hunk.state = HunkState::Rejected;
+                    dropped.push((review.origin.label.clone(), i + 1, count));
+                }
+            }
+        }
+        for (label, i, count) in dropped {
+            self.effects.message(
+                Level::Warning,
+                format!(
+                    "Your edit overlaps change {i}/{count} you accepted from {label} in {}; your \
+                     text is kept and that change is not applied",
+                    file_name(path)
+                ),
+            );
+        }
+    }
+
+    /// Hands the buffer's text to writers waiting for review `id`'s accepted hunks.
+    pub(super) fn release_settled_writers(&mut self, review: &mut super::review::Review) {
+        let Some(settling) = review.settling.take() else {
+            return;
+        };
+        let text = self
+            .buffer(&review.path)
+            .map(|(t, _)| t)
+            .unwrap_or_default();
+        for waiter in settling.waiters {
+            let _ = waiter.send(text.clone());
+        }
+    }
+}
+
+impl super::review::Review {
+    /// Whether its proposer carries out the accepted hunks and they are not applied yet.
+    pub fn waits_for_proposer(&self) -> bool {
+        self.applied_by == Applier::Proposer
+            && self.hunks.iter().any(|h| h.state == HunkState::Approved)
+    }
+}
+
+/// Writes `text` to the disk from a task; `corrected`: the proposer wrote more than was accepted.
+fn write_disk(
+    effects: &super::EffectSender,
+    path: &Path,
+    text: String,
+    label: &str,
+    corrected: bool,
+) {
+    let (effects, path, label) = (effects.clone(), path.to_owned(), label.to_owned());
+    tokio::spawn(async move {
+        match files::write_atomic(&path, &text).await {
+            Ok(()) if corrected => effects.message(
+                Level::Info,
+                format!(
+                    "{label} wrote its whole proposal to {}; agentls kept only the changes you \
+                     accepted",
+                    file_name(&path)
+                ),
+            ),
+            Ok(()) => {}
+            Err(e) => effects.message(
+                Level::Error,
+                format!("agentls: could not write the accepted change: {e}"),
+            ),
+        }
+    });
+}
+
+/// Watches the disk of review `id`'s file until it settles: reports each change, and settles it
+/// when told to (`forced`) or after [`SETTLE_WAIT`].
+async fn watch(id: u64, path: PathBuf, me: StateHandle, mut forced: oneshot::Receiver<()>) {
+    let before = read(&path).await;
+    me.update(move |s| s.send_settling_verdict(id));
+    let deadline = tokio::time::Instant::now() + SETTLE_WAIT;
+    let mut seen = stamp(&path);
+    let mut heard = false;
+    loop {
+        let mut force = false;
+        let mut look = false;
+        tokio::select! {
+            biased;
+            // Told to settle now; or the sender went because the review settled another way,
+            // which the query below finds out.
+            told = &mut forced, if !heard => {
+                heard = true;
+                force = told.is_ok();
+                look = true;
+            }
+            () = tokio::time::sleep(POLL_EVERY) => {}
+        }
+        force |= tokio::time::Instant::now() >= deadline;
+        let now_stamp = stamp(&path);
+        if !force && !look && now_stamp == seen {
+            continue;
+        }
+        seen = now_stamp;
+        let now = read(&path).await;
+        let before = before.clone();
+        let done = me
+            .query(move |s| s.settle_from_disk(id, before.as_deref(), now, force))
+            .await
+            .unwrap_or(true);
+        if done {
+            return;
+        }
+    }
+}
+
+/// The file's text, `None` when it cannot be read (missing).
+async fn read(path: &Path) -> Option<String> {
+    files::read(path).await.ok()
+}
+
+/// Size and modification time: a cheap way to notice a change without reading the file.
+fn stamp(path: &Path) -> Option<(u64, SystemTime)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
+}

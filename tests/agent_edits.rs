@@ -1,0 +1,217 @@
+//! Agents' edits land exactly once, reviewed, and nothing of the user's is lost: the paths real
+//! agents' edit tools take after "Accept". The demo agent acts like them: once allowed it reads
+//! the file again, looks for the text it proposed to replace (its tool fails when that is gone),
+//! and writes through `fs/write_text_file` or, with `@diskwrite`, straight to disk.
+
+mod support;
+
+use support::agents::{capabilities_without_dialogs, path_of};
+use support::{TestClient, range};
+
+/// Waits for the editor to be asked to apply an accepted change.
+async fn accept_applied(client: &TestClient) {
+    client
+        .take("workspace/applyEdit", |p| {
+            p["label"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("Accept")
+        })
+        .await;
+}
+
+/// Waits for the end of the turn and checks the agent's edit tool reported success.
+async fn the_agents_tool_succeeded(client: &TestClient) {
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(summary.contains("Done: I uppercase"), "{summary}");
+}
+
+/// Writes `text` to `relative` in the workspace without opening it; returns its URI.
+fn closed_file(client: &TestClient, relative: &str, text: &str) -> String {
+    let path = client.workspace.join(relative);
+    std::fs::write(&path, text).unwrap();
+    support::file_uri(&path)
+}
+
+async fn open_file_accepted(route: &str) {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let uri = client.open("notes.txt", "text", "keep\n// TODO a\n").await;
+    client.prompt(&format!("uppercase notes.txt {route}")).await;
+    client.wait_for_review(&uri).await;
+    client.run_code_action(&uri, "Accept all changes (1)").await;
+    the_agents_tool_succeeded(&client).await;
+    let expected = "keep\n// TODO A\n";
+    accept_applied(&client).await;
+    assert_eq!(client.document(&uri).text, expected);
+    assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), expected);
+    // Applied once: no second edit of the buffer.
+    assert_eq!(client.count(Some("workspace/applyEdit")), 1);
+    assert!(client.shutdown().await.success());
+}
+
+/// The edit tool re-reads the file through `fs/read_text_file` after the accept: it still finds
+/// what it proposed to replace, because nothing was applied before it heard the verdict.
+#[tokio::test]
+async fn an_agent_writing_through_fs_finds_its_old_text_after_the_accept() {
+    open_file_accepted("").await;
+}
+
+/// The same with an edit tool that reads and writes the disk itself: the buffer gets the change
+/// once, after the agent wrote it.
+#[tokio::test]
+async fn an_agent_writing_the_disk_itself_finds_its_old_text_after_the_accept() {
+    open_file_accepted("@diskwrite").await;
+}
+
+async fn closed_file_partly_accepted(route: &str) {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let uri = closed_file(
+        &client,
+        "notes.txt",
+        "// TODO a\nx\nx\nx\nx\nx\nx\n// TODO b\n",
+    );
+    client.prompt(&format!("uppercase notes.txt {route}")).await;
+    client.wait_for_review(&uri).await;
+    client
+        .run_code_action_at(&uri, range(0, 0, 0, 1), "Accept change 1/2")
+        .await;
+    client.run_code_action(&uri, "Reject all changes (1)").await;
+    the_agents_tool_succeeded(&client).await;
+    let expected = "// TODO A\nx\nx\nx\nx\nx\nx\n// TODO b\n";
+    support::eventually(|| std::fs::read_to_string(path_of(&uri)).unwrap() == expected)
+        .await
+        .unwrap_or_else(|| panic!("{:?}", std::fs::read_to_string(path_of(&uri))));
+    assert_eq!(client.count(Some("workspace/applyEdit")), 0);
+    assert!(client.shutdown().await.success());
+}
+
+/// A file that is not open, one of two hunks accepted: the agent's tool succeeds and writes its
+/// whole proposal; the disk ends with the accepted hunk only.
+#[tokio::test]
+async fn a_closed_file_written_through_fs_gets_only_the_accepted_hunk() {
+    closed_file_partly_accepted("").await;
+}
+
+/// The same when the agent writes the disk itself: agentls corrects the disk to the accepted hunk.
+#[tokio::test]
+async fn a_closed_file_written_to_disk_gets_only_the_accepted_hunk() {
+    closed_file_partly_accepted("@diskwrite").await;
+}
+
+async fn unsaved_lines_survive(route: &str) {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let uri = client.open("notes.rs", "rust", "keep\n// TODO a\n").await;
+    // Typed before the prompt, and not saved.
+    client.edit(&uri, range(0, 0, 0, 0), "mine\n").await;
+    client.prompt(&format!("uppercase notes.rs {route}")).await;
+    client.wait_for_review(&uri).await;
+    // Typed while the review is open, right after the hunk, and not saved.
+    client.edit(&uri, range(3, 0, 3, 0), "also mine\n").await;
+    client.run_code_action(&uri, "Accept all changes (1)").await;
+    the_agents_tool_succeeded(&client).await;
+    accept_applied(&client).await;
+    // A later turn gives any stray edit time to show.
+    client.prompt("read notes.rs").await;
+    client.take_message("demo: end_turn").await;
+    assert_eq!(
+        client.document(&uri).text,
+        "mine\nkeep\n// TODO A\nalso mine\n"
+    );
+    // The disk gets the accepted change, never the unsaved lines.
+    let disk = std::fs::read_to_string(path_of(&uri)).unwrap();
+    assert_eq!(disk, "keep\n// TODO A\n");
+    assert_eq!(client.count(Some("workspace/applyEdit")), 1);
+    assert!(client.shutdown().await.success());
+}
+
+/// Unsaved lines the user typed before the prompt and while the review was open stay in the
+/// buffer, next to the accepted change, and never reach the disk with the agent's write.
+#[tokio::test]
+async fn unsaved_lines_survive_an_accepted_write_through_fs() {
+    unsaved_lines_survive("").await;
+}
+
+/// The same when the agent writes the disk itself.
+#[tokio::test]
+async fn unsaved_lines_survive_an_accepted_write_to_disk() {
+    unsaved_lines_survive("@diskwrite").await;
+}
+
+/// A server whose default agent is the demo agent started by `sh` after `delay` seconds, with
+/// `more` appended to its `[agents.demo2]` table.
+async fn demo_agent_configured(delay: &str, more: &str) -> TestClient {
+    let script = format!(
+        "sleep {delay}; exec '{}' demo-agent",
+        env!("CARGO_BIN_EXE_agentls")
+    );
+    let config = format!(
+        "defaultAgent = \"demo2\"\n[agents.demo2]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\n{more}"
+    );
+    let client = TestClient::start(support::Options {
+        config_toml: Some(config),
+        ..support::Options::default()
+    })
+    .await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    client
+}
+
+/// `setMode` then `prompt` at once, while the agent is still starting: the prompt runs in the
+/// new mode (the demo agent's `read-only` never proposes an edit).
+#[tokio::test]
+async fn a_mode_set_while_the_agent_starts_applies_to_the_prompt_after_it() {
+    let client = demo_agent_configured("1", "").await;
+    client.open("notes.txt", "text", "// TODO a\n").await;
+    client
+        .execute("agentls.setMode", serde_json::json!({"mode": "read-only"}))
+        .await
+        .unwrap();
+    client.prompt("uppercase notes.txt").await;
+    client.take_message("demo2: mode is now read-only").await;
+    let summary = client.take_message("demo2: end_turn").await;
+    assert!(summary.contains("Nothing to change"), "{summary}");
+    assert_eq!(
+        client.server_state().await["reviews"],
+        serde_json::json!([])
+    );
+    assert!(client.shutdown().await.success());
+}
+
+/// `agents.<name>.mode` puts every new session in that mode before its first prompt.
+#[tokio::test]
+async fn the_configured_mode_is_set_before_the_first_prompt() {
+    let client = demo_agent_configured("0", "mode = \"read-only\"\n").await;
+    client.open("notes.txt", "text", "// TODO a\n").await;
+    client.prompt("uppercase notes.txt").await;
+    let summary = client.take_message("demo2: end_turn").await;
+    assert!(summary.contains("Nothing to change"), "{summary}");
+    let status = client.agent_status().await;
+    let agents = status["agents"].as_array().unwrap();
+    let demo2 = agents.iter().find(|a| a["name"] == "demo2").unwrap();
+    assert_eq!(demo2["sessions"][0]["mode"], "read-only", "{status}");
+    assert!(client.shutdown().await.success());
+}
+
+/// A configured mode the agent does not have is named with the modes it has; the prompt still
+/// runs, in the agent's own default mode.
+#[tokio::test]
+async fn an_unknown_configured_mode_names_the_agents_modes() {
+    let client = demo_agent_configured("0", "mode = \"yolo\"\n").await;
+    client.open("notes.txt", "text", "one\n").await;
+    client.prompt("read notes.txt").await;
+    let told = client.take_message("agents.demo2.mode").await;
+    assert!(
+        told.contains("mode `yolo` is not one of the agent's modes: ask, read-only"),
+        "{told}"
+    );
+    client.take_message("demo2: end_turn").await;
+    let unknown = client
+        .execute("agentls.setMode", serde_json::json!({"mode": "plan"}))
+        .await;
+    assert!(unknown.is_ok(), "{unknown:?}");
+    let told = client.take_message("could not set mode `plan`").await;
+    assert!(told.contains("ask, read-only"), "{told}");
+    assert!(client.shutdown().await.success());
+}
