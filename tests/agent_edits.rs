@@ -215,3 +215,70 @@ async fn an_unknown_configured_mode_names_the_agents_modes() {
     assert!(told.contains("ask, read-only"), "{told}");
     assert!(client.shutdown().await.success());
 }
+
+/// An agent that writes without asking (an auto mode): the change lands, is shown after the fact
+/// with Keep / Undo per hunk, and the summary names it. Undo restores the old text of that hunk
+/// and keeps the user's own edit next to it; Keep leaves the other one.
+#[tokio::test]
+async fn a_change_made_without_asking_is_shown_for_keep_or_undo() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let original = "// TODO a\nx\nx\nx\nx\nx\nx\n// TODO b\n";
+    let uri = client.open("notes.txt", "text", original).await;
+    client.prompt("uppercase notes.txt @unasked").await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(
+        summary.contains("changed without asking: notes.txt"),
+        "{summary}"
+    );
+    client
+        .take_message("demo changed notes.txt without asking (2 changes)")
+        .await;
+    let changed = "// TODO A\nx\nx\nx\nx\nx\nx\n// TODO B\n";
+    assert_eq!(client.document(&uri).text, changed);
+    // The user types a line of their own after the agent's change.
+    client.edit(&uri, range(1, 0, 1, 0), "mine\n").await;
+    client
+        .run_code_action_at(&uri, range(0, 0, 0, 1), "Undo change 1/2 by demo")
+        .await;
+    client
+        .run_code_action_at(&uri, range(8, 0, 8, 1), "Keep change 2/2 by demo")
+        .await;
+    client
+        .take("workspace/applyEdit", |p| {
+            p["label"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("Undo 1 change by demo")
+        })
+        .await;
+    assert_eq!(
+        client.document(&uri).text,
+        "// TODO a\nmine\nx\nx\nx\nx\nx\nx\n// TODO B\n"
+    );
+    support::agents::eventually_async(|| async {
+        client.server_state().await["reviews"] == serde_json::json!([])
+    })
+    .await
+    .expect("the review closes once every change is kept or undone");
+    assert!(client.shutdown().await.success());
+}
+
+/// The same for a file that is not open: Undo writes the old text back to the disk.
+#[tokio::test]
+async fn a_change_made_without_asking_to_a_closed_file_can_be_undone() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let uri = closed_file(&client, "notes.txt", "keep\n// TODO a\n");
+    client.prompt("uppercase notes.txt @unasked").await;
+    client.take_message("demo: end_turn").await;
+    assert_eq!(
+        std::fs::read_to_string(path_of(&uri)).unwrap(),
+        "keep\n// TODO A\n"
+    );
+    client
+        .run_code_action(&uri, "Undo all changes (1) by demo")
+        .await;
+    support::eventually(|| std::fs::read_to_string(path_of(&uri)).unwrap() == "keep\n// TODO a\n")
+        .await
+        .expect("the old text back on disk");
+    assert!(client.shutdown().await.success());
+}

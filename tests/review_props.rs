@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use agentls::editor::Origin;
 use agentls::editor::diff;
-use agentls::editor::review::{Applier, HunkState, Review};
+use agentls::editor::review::{Applier, HunkState, Review, ReviewKind};
 use proptest::prelude::*;
 use ropey::Rope;
 
@@ -80,6 +80,7 @@ fn base_and_proposal() -> impl Strategy<Value = (String, String)> {
 fn review_of(base: &str, proposal: &str) -> Review {
     Review {
         id: 1,
+        kind: ReviewKind::Proposal,
         applied_by: Applier::Editor,
         settling: None,
         origin: Origin::new("test", "test"),

@@ -52,8 +52,19 @@ pub async fn write(
         )
         .await
     {
-        Ok(now) => {
-            remember(link, session, path, now);
+        Ok(written) => {
+            if let Some(before) = written.unasked_over {
+                // Nobody asked the user: the change is shown after the fact, for Keep/Undo.
+                let origin = link.origin(session);
+                let after = written.text.clone();
+                link.editor.show_landed(&origin, path, before, after);
+                link.with_session(session, |s| {
+                    if let Some(turn) = s.turn.as_mut() {
+                        turn.unasked.insert(path.to_path_buf());
+                    }
+                });
+            }
+            remember(link, session, path, written.text);
             Ok(WriteTextFileResponse::new())
         }
         Err(e @ WriteError::Conflict(_)) => {

@@ -61,6 +61,8 @@ pub struct Turn {
     pub failed: BTreeSet<String>,
     /// Files the agent changed (written through agentls, or by an edit tool call that completed).
     pub files: BTreeSet<PathBuf>,
+    /// Files it changed without asking the user (shown for Keep/Undo after the fact).
+    pub unasked: BTreeSet<PathBuf>,
     /// Files each pending edit tool call is about, by tool call id.
     pub editing: BTreeMap<String, Vec<PathBuf>>,
     /// The latest diffs each tool call carried, by tool call id (a permission request may refer
@@ -180,6 +182,14 @@ impl Turn {
                 .map(|p| crate::editor::file_name(p))
                 .collect();
             parts.push(format!("files: {}", names.join(", ")));
+        }
+        if !self.unasked.is_empty() {
+            let names: Vec<_> = self
+                .unasked
+                .iter()
+                .map(|p| crate::editor::file_name(p))
+                .collect();
+            parts.push(format!("changed without asking: {}", names.join(", ")));
         }
         if !self.failed.is_empty() {
             let titles: Vec<_> = self.failed.iter().map(String::as_str).collect();

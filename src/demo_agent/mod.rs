@@ -394,45 +394,10 @@ impl Turn<'_> {
                 .content(diffs.clone())
                 .locations(locations),
         ))?;
-        let permission = RequestPermissionRequest::new(
-            self.session.clone(),
-            ToolCallUpdate::new(
-                "edit-1",
-                if script.diff_earlier {
-                    // The diffs went with the tool call; the request only names it.
-                    ToolCallUpdateFields::new().title(title)
-                } else {
-                    ToolCallUpdateFields::new().title(title).content(diffs)
-                },
-            ),
-            vec![
-                PermissionOption::new("allow", "Allow", PermissionOptionKind::AllowOnce),
-                PermissionOption::new("reject", "Reject", PermissionOptionKind::RejectOnce),
-            ],
-        );
-        let asked = self.cx.send_request(permission).block_task();
-        let answer = match script.withdraw_after {
-            None => asked.await?,
-            Some(delay) => tokio::select! {
-                answer = asked => answer?,
-                // Dropping the request sends `$/cancel_request`: the proposal is taken back.
-                () = tokio::time::sleep(delay) => {
-                    self.say("I took my proposal back.\n")?;
-                    return Ok(StopReason::EndTurn);
-                }
-            },
-        };
-        let allowed = match &answer.outcome {
-            RequestPermissionOutcome::Selected(selected) => {
-                selected.option_id.0.as_ref() == "allow"
-            }
-            RequestPermissionOutcome::Cancelled => return Ok(StopReason::Cancelled),
-            _ => false,
-        };
-        if !allowed {
-            self.tool_status("edit-1", ToolCallStatus::Failed)?;
-            self.say("You rejected the change; nothing was written.\n")?;
-            return Ok(StopReason::EndTurn);
+        if !script.unasked
+            && let Some(stop) = self.ask_to_edit(script, title, diffs).await?
+        {
+            return Ok(stop);
         }
         self.plan(2)?;
         for (path, old, new) in changes {
@@ -477,6 +442,56 @@ impl Turn<'_> {
             script.action.describe()
         ))?;
         Ok(StopReason::EndTurn)
+    }
+
+    /// Asks for permission to make the edit; `Some` with how the turn ends when not allowed.
+    async fn ask_to_edit(
+        &self,
+        script: &Script,
+        title: String,
+        diffs: Vec<ToolCallContent>,
+    ) -> Result<Option<StopReason>, Error> {
+        let permission = RequestPermissionRequest::new(
+            self.session.clone(),
+            ToolCallUpdate::new(
+                "edit-1",
+                if script.diff_earlier {
+                    // The diffs went with the tool call; the request only names it.
+                    ToolCallUpdateFields::new().title(title)
+                } else {
+                    ToolCallUpdateFields::new().title(title).content(diffs)
+                },
+            ),
+            vec![
+                PermissionOption::new("allow", "Allow", PermissionOptionKind::AllowOnce),
+                PermissionOption::new("reject", "Reject", PermissionOptionKind::RejectOnce),
+            ],
+        );
+        let asked = self.cx.send_request(permission).block_task();
+        let answer = match script.withdraw_after {
+            None => asked.await?,
+            Some(delay) => tokio::select! {
+                answer = asked => answer?,
+                // Dropping the request sends `$/cancel_request`: the proposal is taken back.
+                () = tokio::time::sleep(delay) => {
+                    self.say("I took my proposal back.\n")?;
+                    return Ok(Some(StopReason::EndTurn));
+                }
+            },
+        };
+        let allowed = match &answer.outcome {
+            RequestPermissionOutcome::Selected(selected) => {
+                selected.option_id.0.as_ref() == "allow"
+            }
+            RequestPermissionOutcome::Cancelled => return Ok(Some(StopReason::Cancelled)),
+            _ => false,
+        };
+        if !allowed {
+            self.tool_status("edit-1", ToolCallStatus::Failed)?;
+            self.say("You rejected the change; nothing was written.\n")?;
+            return Ok(Some(StopReason::EndTurn));
+        }
+        Ok(None)
     }
 
     /// The text of `path` as an edit tool finds it: from the disk, or through `fs/read_text_file`

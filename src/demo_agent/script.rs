@@ -1,7 +1,7 @@
 //! The demo agent's prompt language, with no I/O: which file a prompt is about, what to do to
 //! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@deaf`, `@crash`, `@ask`,
 //! `@run COMMAND…`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@also FILE`, `@late`,
-//! `@snippet`, `@askaftercancel [MS]`, `@diffearlier`, `@diskwrite`).
+//! `@snippet`, `@askaftercancel [MS]`, `@diffearlier`, `@diskwrite`, `@unasked`).
 //!
 //! - `uppercase <file>`: uppercase the lines that contain `TODO` (every line if none does);
 //! - `sort <file>`: sort the lines;
@@ -47,6 +47,8 @@ pub struct Script {
     /// Once allowed, read the disk and write the change straight to it (as agents whose edit
     /// tools bypass `fs/*` do), instead of through `fs/read_text_file` / `fs/write_text_file`.
     pub disk_write: bool,
+    /// Write the change without asking for permission (as agents in an auto mode do).
+    pub unasked: bool,
     /// Send this many extra message chunks.
     pub flood: usize,
     /// Take the proposal back (cancel the permission request) after this long unanswered.
@@ -145,6 +147,7 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
             "@late" => script.late = true,
             "@snippet" => script.snippet = true,
             "@diskwrite" => script.disk_write = true,
+            "@unasked" => script.unasked = true,
             "@askaftercancel" => {
                 let ms = words.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(0);
                 script.ask_after_cancel = Some(std::time::Duration::from_millis(ms));

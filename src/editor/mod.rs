@@ -11,6 +11,7 @@ pub mod disk_sync;
 pub mod documents;
 pub mod effects;
 pub mod files;
+pub mod landed;
 pub mod path_locks;
 pub mod position;
 pub mod questions;
@@ -60,6 +61,26 @@ pub enum WriteError {
     /// agentls is shutting down.
     #[error(transparent)]
     Gone(#[from] StateGone),
+}
+
+/// What a write through the editor did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// What the writer should now believe the file holds.
+    pub text: String,
+    /// When the write carried out no reviewed proposal (nobody asked the user): what the file
+    /// said before it, for [`EditorAccess::show_landed`].
+    pub unasked_over: Option<String>,
+}
+
+impl Written {
+    /// A write that carried out what the user reviewed.
+    fn reviewed(text: String) -> Self {
+        Self {
+            text,
+            unasked_over: None,
+        }
+    }
 }
 
 /// Who is asking: one agent session or one connected terminal agent. Everything an origin
@@ -257,14 +278,13 @@ impl EditorAccess {
     /// ([`WriteError::Conflict`]) — a user's unsaved edit is never overwritten silently. The
     /// writer's own write of a proposal the user accepted carries out exactly the accepted hunks
     /// (see `settlement.rs`); any other write of that file by `origin` meanwhile is refused.
-    /// Returns the text the writer should now believe the file holds.
     pub async fn write_text_file(
         &self,
         origin: &Origin,
         path: &Path,
         content: &str,
         base: Option<&str>,
-    ) -> Result<String, WriteError> {
+    ) -> Result<Written, WriteError> {
         self.check_path(path).await?;
         let _only_writer = self.writing.lock(path).await;
         let disk = match files::read(path).await {
@@ -305,13 +325,13 @@ impl EditorAccess {
                 if let Some(disk) = disk {
                     files::write_atomic(path, &disk).await?;
                 }
-                Ok(view)
+                Ok(Written::reviewed(view))
             }
             WritePlan::DiskOnly { disk, view } => {
                 files::write_atomic(path, &disk).await?;
-                Ok(view)
+                Ok(Written::reviewed(view))
             }
-            WritePlan::Write { text, edit } => {
+            WritePlan::Write { text, edit, before } => {
                 if let Some(edit) = edit {
                     self.effects
                         .request(|reply| Effect::ApplyEdit { edit, reply })
@@ -322,9 +342,23 @@ impl EditorAccess {
                         })?;
                 }
                 files::write_atomic(path, &text).await?;
-                Ok(text)
+                Ok(Written {
+                    text,
+                    unasked_over: Some(before),
+                })
             }
         }
+    }
+
+    /// `origin` changed `path` from `before` to `after` without asking the user: the change is
+    /// shown for Keep/Undo per hunk (unless the user's config accepts that origin's changes).
+    pub fn show_landed(&self, origin: &Origin, path: &Path, before: String, after: String) {
+        if self.policy().auto_accepts(&origin.label) {
+            return;
+        }
+        let (origin, path) = (origin.clone(), path.to_owned());
+        self.state
+            .update(move |s| s.change_landed(origin, path, before, after));
     }
 
     /// Saves the open buffer at `path` to disk (a no-op when it is not open).

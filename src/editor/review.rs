@@ -61,6 +61,17 @@ pub struct Hunk {
     pub state: HunkState,
 }
 
+/// What a review is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ReviewKind {
+    /// A change proposed before it happens: accept applies it.
+    Proposal,
+    /// A change an agent made without asking, reviewed after the fact: its hunks propose going
+    /// back to the text before it, so "Undo" accepts a hunk and "Keep" rejects it.
+    Landed,
+}
+
 /// Who carries out the hunks the user accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applier {
@@ -124,6 +135,8 @@ pub enum Verdict {
 pub struct Review {
     /// Identifies the review in commands and diagnostics.
     pub id: u64,
+    /// A proposal, or a change that already landed.
+    pub kind: ReviewKind,
     /// Who carries out what the user accepts.
     pub applied_by: Applier,
     /// Set once the verdict went to a proposer that carries out the change itself: agentls

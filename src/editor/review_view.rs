@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::actions::{ActionCommand, UserAction};
 use super::effects::{Diagnostic, Effect};
 use super::position::{Position, PositionMapper, Range};
-use super::review::{Hunk, HunkState, Review};
+use super::review::{Hunk, HunkState, Review, ReviewKind};
 use super::state::State;
 use super::{Level, file_name};
 
@@ -61,21 +61,28 @@ impl State {
                     HunkState::Approved if review.settling.is_none() => Level::Log,
                     _ => continue,
                 };
-                let conflict = match hunk.state {
-                    HunkState::Conflict => {
+                let conflict = match (hunk.state, review.kind) {
+                    (HunkState::Conflict, ReviewKind::Proposal) => {
                         "CONFLICT with your edit — reject it or ask for it again. "
                     }
-                    HunkState::Approved => {
+                    (HunkState::Conflict, ReviewKind::Landed) => {
+                        "You edited this since — it can only be kept. "
+                    }
+                    (HunkState::Approved, _) => {
                         "ACCEPTED — applied once you have decided the other changes. "
                     }
                     _ => "",
                 };
+                let did = match review.kind {
+                    ReviewKind::Proposal => "proposes",
+                    ReviewKind::Landed => "changed this without asking",
+                };
                 let message = format!(
-                    "{conflict}{} proposes (change {}/{count} of review {}):\n{}",
+                    "{conflict}{} {did} (change {}/{count} of review {}):\n{}",
                     review.origin.label,
                     i + 1,
                     review.id,
-                    preview(hunk, self.review_preview_lines)
+                    preview(Change::of(review, hunk), self.review_preview_lines)
                 );
                 out.push(Diagnostic {
                     range: mapper.range(hunk.span.clone()),
@@ -92,7 +99,11 @@ impl State {
     /// Inlay hints in `range` of `path`: the text each open hunk would insert.
     pub fn review_hints(&self, path: &Path, range: Range) -> Vec<Hint> {
         let mut out = Vec::new();
-        for review in self.reviews.iter().filter(|r| r.path == path) {
+        for review in self
+            .reviews
+            .iter()
+            .filter(|r| r.path == path && r.kind == ReviewKind::Proposal)
+        {
             let Some(rope) = self.review_rope(review) else {
                 continue;
             };
@@ -112,7 +123,7 @@ impl State {
                 out.push(Hint {
                     position,
                     label: format!("+ {}", one_line(&hunk.new_text, 60)),
-                    tooltip: preview(hunk, self.review_preview_lines),
+                    tooltip: preview(Change::of(review, hunk), self.review_preview_lines),
                 });
             }
         }
@@ -136,13 +147,24 @@ impl State {
                 if !span.touches(&range) {
                     continue;
                 }
-                let what = format!("change {}/{count} from {label}: {}", i + 1, summary(hunk));
+                let change = Change::of(review, hunk);
                 let decide = |accept: bool, rerequest: bool| ActionCommand::Decide {
                     review: review.id,
                     hunk: (!rerequest).then_some(i),
                     accept,
                     rerequest,
                 };
+                if review.kind == ReviewKind::Landed {
+                    let what = format!("change {}/{count} by {label}: {}", i + 1, summary(change));
+                    if hunk.state.is_open() {
+                        per_hunk.push(action(format!("Keep {what}"), decide(false, false)));
+                    }
+                    if hunk.state == HunkState::Pending {
+                        per_hunk.push(action(format!("Undo {what}"), decide(true, false)));
+                    }
+                    continue;
+                }
+                let what = format!("change {}/{count} from {label}: {}", i + 1, summary(change));
                 match hunk.state {
                     HunkState::Pending => {
                         per_hunk.push(action(format!("Accept {what}"), decide(true, false)));
@@ -169,12 +191,16 @@ impl State {
                     accept,
                     rerequest: false,
                 };
+                let (yes, no, by) = match review.kind {
+                    ReviewKind::Proposal => ("Accept", "Reject", "from"),
+                    ReviewKind::Landed => ("Undo", "Keep", "by"),
+                };
                 per_review.push(action(
-                    format!("Accept all changes ({open}) from {label}"),
+                    format!("{yes} all changes ({open}) {by} {label}"),
                     all(true),
                 ));
                 per_review.push(action(
-                    format!("Reject all changes ({open}) from {label}"),
+                    format!("{no} all changes ({open}) {by} {label}"),
                     all(false),
                 ));
             }
@@ -214,6 +240,7 @@ fn summarize(review: &Review, rope: Option<Rope>, state: &State) -> Value {
         .collect();
     json!({
         "id": review.id,
+        "kind": review.kind,
         "origin": review.origin,
         "path": review.path,
         "title": review.title,
@@ -227,10 +254,33 @@ fn action(title: String, command: ActionCommand) -> UserAction {
     UserAction { title, command }
 }
 
+/// A hunk as the user reads it: the text before the change and after it. (A landed change's
+/// hunk proposes going back, so its sides are the other way round.)
+#[derive(Debug, Clone, Copy)]
+struct Change<'a> {
+    old: &'a str,
+    new: &'a str,
+}
+
+impl<'a> Change<'a> {
+    fn of(review: &Review, hunk: &'a Hunk) -> Self {
+        match review.kind {
+            ReviewKind::Proposal => Self {
+                old: &hunk.old_text,
+                new: &hunk.new_text,
+            },
+            ReviewKind::Landed => Self {
+                old: &hunk.new_text,
+                new: &hunk.old_text,
+            },
+        }
+    }
+}
+
 /// `- old` / `+ new` lines, at most `max_lines` of each, with a count of what was cut.
-fn preview(hunk: &Hunk, max_lines: usize) -> String {
+fn preview(change: Change<'_>, max_lines: usize) -> String {
     let mut out = String::new();
-    for (sign, text) in [('-', &hunk.old_text), ('+', &hunk.new_text)] {
+    for (sign, text) in [('-', change.old), ('+', change.new)] {
         let lines: Vec<&str> = text.lines().collect();
         for line in lines.iter().take(max_lines) {
             out.push(sign);
@@ -248,12 +298,12 @@ fn preview(hunk: &Hunk, max_lines: usize) -> String {
     out.trim_end().to_owned()
 }
 
-/// A short description for action titles: the first changed line, or what the hunk does.
-fn summary(hunk: &Hunk) -> String {
-    match (hunk.old_text.is_empty(), hunk.new_text.is_empty()) {
-        (true, _) => format!("insert {}", quoted(&hunk.new_text)),
-        (_, true) => format!("delete {}", quoted(&hunk.old_text)),
-        _ => format!("{} → {}", quoted(&hunk.old_text), quoted(&hunk.new_text)),
+/// A short description for action titles: the first changed line, or what the change does.
+fn summary(change: Change<'_>) -> String {
+    match (change.old.is_empty(), change.new.is_empty()) {
+        (true, _) => format!("insert {}", quoted(change.new)),
+        (_, true) => format!("delete {}", quoted(change.old)),
+        _ => format!("{} → {}", quoted(change.old), quoted(change.new)),
     }
 }
 

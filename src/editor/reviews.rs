@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use super::disk_sync::Expectation;
 use super::documents::{Splice, splices_between};
 use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
-use super::review::{Applier, Hunk, HunkState, Review, Terms, Verdict};
+use super::review::{Applier, Hunk, HunkState, Review, ReviewKind, Terms, Verdict};
 use super::state::State;
 use super::{Level, Origin, diff, file_name, files};
 
@@ -109,6 +109,7 @@ impl State {
         let id = self.next_review_id;
         let mut review = Review {
             id,
+            kind: ReviewKind::Proposal,
             applied_by: request.terms.applied_by,
             settling: None,
             origin: request.origin,
@@ -270,8 +271,12 @@ impl State {
             );
         }
         review.applied_after = review.applied_after.max(Some(version));
+        let (verb, by) = match review.kind {
+            ReviewKind::Proposal => ("Accept", "from"),
+            ReviewKind::Landed => ("Undo", "by"),
+        };
         let label = format!(
-            "Accept {} change{} from {} to {}",
+            "{verb} {} change{} {by} {} to {}",
             indices.len(),
             if indices.len() == 1 { "" } else { "s" },
             review.origin.label,
@@ -577,7 +582,7 @@ impl State {
             return;
         };
         let mut review = self.reviews.remove(index);
-        if matches!(verdict, Verdict::Accepted { .. }) {
+        if matches!(verdict, Verdict::Accepted { .. }) && review.kind == ReviewKind::Proposal {
             let expectation = Expectation {
                 label: review.origin.label.clone(),
                 accepted: review.accepted_over_base(),

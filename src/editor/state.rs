@@ -41,6 +41,8 @@ pub struct State {
     pub context: super::context::Context,
     /// What accepted reviews lead us to expect agents to write.
     pub expectations: super::disk_sync::Expectations,
+    /// Changes made without asking, waiting for the buffer to show them before their review.
+    pub landings: Vec<super::landed::Landing>,
     /// Where effects for the editor go.
     pub effects: EffectSender,
     /// This task's own handle, for work that reports back later (an editor's answer, a write).
@@ -60,6 +62,7 @@ impl State {
             next_review_id: 0,
             review_preview_lines: super::review_view::DEFAULT_PREVIEW_LINES,
             expectations: Default::default(),
+            landings: Vec::new(),
             context: Default::default(),
             effects,
             me,
@@ -84,6 +87,9 @@ impl State {
                 let splices = document.apply(version, changes, self.encoding, track);
                 if track {
                     self.rebase_reviews(path, &splices, version);
+                }
+                if self.landings.iter().any(|l| l.path() == path) {
+                    self.landings_follow_change(path);
                 }
             }
             None => self.effects.log(
@@ -195,7 +201,11 @@ impl State {
             diff::merge3(&base, &current, &content)?
         };
         let edit = self.plan_write(path, &text, label);
-        Some(WritePlan::Write { text, edit })
+        Some(WritePlan::Write {
+            text,
+            edit,
+            before: current,
+        })
     }
 
     /// Minimal edits from `old` (the document's text) to `new`, as positions.
@@ -258,6 +268,8 @@ pub enum WritePlan {
         text: String,
         /// The buffer edit, when the file is open and differs.
         edit: Option<DocumentEdit>,
+        /// What the file said before (the buffer, else the disk).
+        before: String,
     },
 }
 
