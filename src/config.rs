@@ -4,8 +4,10 @@
 //! Agents are data (`agents.<name> = {command, args, env}`). Because editor settings can come from
 //! a file inside a workspace (Helix's `.helix/languages.toml`, a project `.nvim.lua`), only the
 //! user's own config file may declare what agentls executes: agent definitions sent by the editor
-//! are refused with a message. A layer that does not fit the schema is reported (naming the key)
-//! and left out; the server keeps running on the rest.
+//! are refused with a message. Nor may they loosen a guard rail the file set, whatever the
+//! spelling: an editor layer whose result would be looser than the file alone is left out. A
+//! layer that does not fit the schema is reported (naming the key) and left out; the server keeps
+//! running on the rest.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -96,6 +98,17 @@ pub struct ReviewConfig {
     pub max_preview_lines: usize,
     /// Overrides by agent name (for terminal agents: the name they connect as).
     pub agents: BTreeMap<String, ReviewOverride>,
+}
+
+impl ReviewConfig {
+    /// Whether proposals of the agent `name` are applied without asking: its override, else
+    /// `autoAccept`.
+    pub fn auto_accepts(&self, name: &str) -> bool {
+        self.agents
+            .get(name)
+            .and_then(|o| o.auto_accept)
+            .unwrap_or(self.auto_accept)
+    }
 }
 
 impl Default for ReviewConfig {
@@ -292,6 +305,7 @@ impl Layers {
     pub fn load(&self) -> Loaded {
         let mut problems: Vec<Problem> = self.file_problem.iter().cloned().collect();
         let mut merged = Value::Object(Map::new());
+        let mut config = Config::default();
         let editor_layers = [
             (Source::InitializationOptions, &self.initialization_options),
             (Source::EditorSettings, &self.editor_settings),
@@ -311,9 +325,12 @@ impl Layers {
                 .and_then(|m| serde_json::from_value::<McpConfig>(m.clone()).ok())
                 .is_some_and(|m| !m.enabled)
         });
+        // What the user's file alone allows; no editor layer may end up allowing more.
+        let mut file_alone: Option<Config> = None;
         for (source, value) in layers {
+            let from_file = matches!(source, Source::File(_));
             let mut value = value.clone();
-            if !matches!(source, Source::File(_)) {
+            if !from_file {
                 if !value.is_object() {
                     let message = "the settings must be an object; this source is ignored".into();
                     problems.push(problem(source, "", message));
@@ -323,26 +340,88 @@ impl Layers {
                 // Whatever the encoding (serde also reads a struct from an array), what is left
                 // must not define agents or loosen a guard rail.
                 if let Some(key) = still_loosens(&value) {
-                    let message = "only your config file may set this (editor settings may come \
-                                   from a workspace); this source is ignored"
-                        .into();
-                    problems.push(problem(source, &key, message));
+                    problems.push(problem(source, &key, only_the_file_may()));
                     continue;
                 }
             }
-            match check_layer(&value) {
-                Ok(()) => merge(&mut merged, value),
-                Err((key, message)) => problems.push(problem(
-                    source,
-                    &key,
-                    format!("{message}; this source is ignored, defaults and other sources apply"),
-                )),
+            if let Err((key, message)) = check_layer(&value) {
+                let message =
+                    format!("{message}; this source is ignored, defaults and other sources apply");
+                problems.push(problem(source, &key, message));
+                continue;
             }
+            let mut candidate = merged.clone();
+            merge(&mut candidate, value);
+            let merged_config = match serde_json::from_value::<Config>(candidate.clone()) {
+                Ok(merged_config) => merged_config,
+                Err(e) => {
+                    let message = format!("{e}; this source is ignored");
+                    problems.push(problem(source, "", message));
+                    continue;
+                }
+            };
+            if from_file {
+                file_alone = Some(merged_config.clone());
+            } else {
+                // The file's own limits: what it says, or the defaults when it says nothing
+                // (or could not be read); `mcp.enabled = false` counts even from a broken file.
+                let mut limits = file_alone.clone().unwrap_or_default();
+                limits.mcp.enabled &= !mcp_off_by_file;
+                // A value the refusal above does not see (a `null` that erases the file's
+                // per-agent `false`, an array standing for a whole table) may still leave the
+                // result looser than the file: judged on the result, not on the spelling.
+                if let Some(key) = looser_than(&merged_config, &limits) {
+                    problems.push(problem(source, &key, only_the_file_may()));
+                    continue;
+                }
+            }
+            merged = candidate;
+            config = merged_config;
         }
-        let mut config: Config = serde_json::from_value(merged).unwrap_or_default();
         validate(&mut config, &mut problems);
         Loaded { config, problems }
     }
+}
+
+/// Why a layer that still loosens a guard rail is ignored.
+fn only_the_file_may() -> String {
+    "only your config file may set this (editor settings may come from a workspace); this \
+     source is ignored"
+        .into()
+}
+
+/// The key of the first guard rail `config` holds looser than `limits` does: an agent it runs
+/// that `limits` does not, access outside the workspace, reviews turned off (for all agents or
+/// one), or the terminal-agent server on. `None` when it is as strict or stricter everywhere.
+fn looser_than(config: &Config, limits: &Config) -> Option<String> {
+    if config
+        .agents
+        .keys()
+        .any(|name| !limits.agents.contains_key(name))
+    {
+        return Some("agents".into());
+    }
+    if config.fs.allow_outside_workspace && !limits.fs.allow_outside_workspace {
+        return Some("fs.allowOutsideWorkspace".into());
+    }
+    if config.review.auto_accept && !limits.review.auto_accept {
+        return Some("review.autoAccept".into());
+    }
+    // Agents named in neither follow `autoAccept`, checked above.
+    let named = config
+        .review
+        .agents
+        .keys()
+        .chain(limits.review.agents.keys());
+    for name in named {
+        if config.review.auto_accepts(name) && !limits.review.auto_accepts(name) {
+            return Some(format!("review.agents.{name}.autoAccept"));
+        }
+    }
+    if config.mcp.enabled && !limits.mcp.enabled {
+        return Some("mcp.enabled".into());
+    }
+    None
 }
 
 /// Removes from a layer the editor sent what only the user's file may say: what agentls runs
@@ -365,7 +444,8 @@ fn refuse_from_editor(
             source.clone(),
             &key,
             format!(
-                "{what} only in your config file (editor settings may come from a workspace,                  and a workspace must not decide this); ignored"
+                "{what} only in your config file (editor settings may come from a workspace, \
+                 and a workspace must not decide this); ignored"
             ),
         ));
     };
@@ -578,6 +658,42 @@ mod tests {
             assert!(loaded.config.review.agents.is_empty(), "{nested}");
             assert_eq!(loaded.problems.len(), 1, "{nested}: {:?}", loaded.problems);
         }
+    }
+
+    /// The user's file auto-accepts everyone but `demo`; a workspace's `null` (or an array
+    /// standing for the table) must not erase that `false` and let `demo`'s edits through
+    /// without a review.
+    #[test]
+    fn editor_cannot_erase_a_per_agent_false_of_the_file() {
+        let (_dir, mut layers) = layers_with_file(
+            "[review]\nautoAccept = true\n[review.agents.demo]\nautoAccept = false\n",
+        );
+        let erasers = [
+            json!({"review": {"agents": {"demo": {"autoAccept": null}}}}),
+            json!({"review": {"agents": {"demo": [null]}}}),
+            json!({"review": {"agents": {"demo": []}}}),
+        ];
+        for eraser in erasers {
+            for from_settings in [false, true] {
+                let mut layers = layers.clone();
+                if from_settings {
+                    layers.set_editor_settings(json!({"agentls": eraser.clone()}));
+                } else {
+                    layers.set_initialization_options(Some(eraser.clone()));
+                }
+                let loaded = layers.load();
+                assert!(!loaded.config.review.auto_accepts("demo"), "{eraser}");
+                assert!(loaded.config.review.auto_accepts("other"), "{eraser}");
+                let keys: Vec<&str> = loaded.problems.iter().map(|p| p.key.as_str()).collect();
+                assert_eq!(keys, ["review.agents.demo.autoAccept"], "{eraser}");
+            }
+        }
+        // Tightening the others is still the editor's to decide.
+        layers.set_initialization_options(Some(json!({"review": {"autoAccept": false}})));
+        let loaded = layers.load();
+        assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+        assert!(!loaded.config.review.auto_accepts("other"));
+        assert!(!loaded.config.review.auto_accepts("demo"));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! What may not reach the terminal-agent socket, and the lockfile's life: requests without the
 //! token, with a wrong one, from a web page (Origin), through another Host name, plain HTTP,
 //! oversized frames and malformed JSON are all refused, and the server keeps serving; the
-//! lockfile goes away on SIGTERM/SIGINT, and stale ones of dead servers are cleaned at start; a
-//! discovery directory others could tamper with gets no file (the server serves on).
+//! discovery files go away on SIGTERM, SIGINT and SIGHUP (and the agents stop), and stale ones
+//! of dead servers are cleaned at start; a discovery directory others could tamper with gets no
+//! file (the server serves on).
 
 mod support;
 
@@ -199,9 +200,46 @@ where
     }
 }
 
+/// The companion protocol's discovery file, once the server has written it.
+async fn companion_file(client: &TestClient) -> std::path::PathBuf {
+    let dir = client.home.path().join("tmp/gemini/ide");
+    let find = || {
+        std::fs::read_dir(&dir)
+            .ok()?
+            .map(|e| e.ok().map(|e| e.path()))
+            .find(|p| {
+                p.as_ref()
+                    .is_some_and(|p| p.extension().is_some_and(|e| e == "json"))
+            })
+            .flatten()
+    };
+    support::eventually(|| find().is_some())
+        .await
+        .unwrap_or_else(|| panic!("no companion discovery file in {}", dir.display()));
+    find().unwrap()
+}
+
+/// Whether `pid` runs (a zombie waiting to be reaped does not).
+fn runs(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|s| !s.trim_start().starts_with('Z'))
+    })
+}
+
+/// `signal` ends the server: it exits, its agent with it, and neither discovery file is left.
 async fn terminated_by(signal: &str) {
     let mut client = TestClient::start_initialized(Options::default()).await;
     let lock = lockfile(&client.lock_dir()).await;
+    let companion = companion_file(&client).await;
+    // An agent in the middle of a turn.
+    client.prompt("@hang").await;
+    client.take_log_until("Waiting until you cancel").await;
+    let agent = client
+        .agent_pid("demo")
+        .await
+        .expect("a running demo agent");
     let killed = std::process::Command::new("kill")
         .args([signal, &client.pid().to_string()])
         .status()
@@ -210,6 +248,13 @@ async fn terminated_by(signal: &str) {
     let status = client.wait_exit().await;
     assert!(!status.success(), "a signalled server exits non-zero");
     assert!(!lock.path.exists(), "lockfile left behind after {signal}");
+    assert!(
+        !companion.exists(),
+        "companion file left behind after {signal}"
+    );
+    support::eventually(|| !runs(agent))
+        .await
+        .unwrap_or_else(|| panic!("agent {agent} outlived the server after {signal}"));
 }
 
 #[tokio::test]
@@ -220,6 +265,13 @@ async fn sigterm_removes_the_lockfile() {
 #[tokio::test]
 async fn sigint_removes_the_lockfile() {
     terminated_by("-INT").await;
+}
+
+/// Emacs ends its language server with SIGHUP (to its process group), and so does a closed
+/// terminal: the same clean stop as SIGTERM.
+#[tokio::test]
+async fn sighup_removes_the_lockfile() {
+    terminated_by("-HUP").await;
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! The host's side of the MCP adapter: starting it after `initialize` (when `mcp.enabled`),
-//! stopping it on `shutdown`, exit or a termination signal (which removes its discovery files),
-//! and the `agentls.terminalEnv` command that tells a terminal how to find it.
+//! stopping it on `shutdown`, exit or a termination signal (SIGTERM, SIGINT or SIGHUP: each
+//! removes its discovery files), and the `agentls.terminalEnv` command that tells a terminal how
+//! to find it.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -139,17 +140,21 @@ fn invalid_request(message: String) -> Error {
     }
 }
 
-/// Resolves when the process is asked to terminate (SIGTERM or SIGINT).
+/// Resolves when the process is asked to terminate: SIGTERM, SIGINT, or SIGHUP (how Emacs ends
+/// its language servers, and what a closed terminal sends), all handled alike so the discovery
+/// files never outlive the server.
 pub async fn termination_requested() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
     ) else {
         return std::future::pending().await;
     };
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM: stopping"),
         _ = int.recv() => tracing::info!("SIGINT: stopping"),
+        _ = hup.recv() => tracing::info!("SIGHUP: stopping"),
     }
 }

@@ -6,7 +6,9 @@ mod capabilities;
 mod commands;
 mod convert;
 mod effects;
+mod framing;
 mod mcp_commands;
+mod message_check;
 mod output;
 mod server;
 mod transport;
@@ -16,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
+use tokio_util::sync::PollSender;
 use tower_lsp_server::{LspService, Server};
 
 pub use capabilities::ClientFeatures;
@@ -32,6 +35,9 @@ pub enum Ending {
     /// The input ended or `exit` came without `shutdown`: exit code 1.
     Abrupt,
 }
+
+/// Frames waiting for the client before their writers wait.
+const OUTPUT_QUEUE: usize = 16;
 
 /// How long stopping the agents may hold up the exit.
 const AGENTS_STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
@@ -78,9 +84,20 @@ pub async fn serve(
         pipe = output_unread.is_some(),
         "after a reply, output waits until the client has read it (on a pipe) or a moment"
     );
+    // One queue of whole frames to the client: tower-lsp's, and the input filter's answers to
+    // messages it kept from tower-lsp (whose reader would stop at the first bad one).
+    let (frames, queued) = tokio::sync::mpsc::channel(OUTPUT_QUEUE);
+    let input = framing::Filtered::new(input, PollSender::new(frames.clone()));
+    let server_output = transport::FrameSink::new(PollSender::new(frames));
     let output = transport::ReplyGap::new(Box::pin(output), output_unread);
+    let serving = async {
+        tokio::join!(
+            Server::new(input, server_output, socket).serve(service),
+            transport::write_frames(queued, output),
+        );
+    };
     let terminated = tokio::select! {
-        () = Server::new(input, output, socket).serve(service) => false,
+        () = serving => false,
         () = mcp_commands::termination_requested() => true,
     };
     // Terminal agents must not find a lockfile of a server that is gone.

@@ -14,16 +14,24 @@
 //! run language servers) the kernel says how many written bytes are still unread; elsewhere a
 //! fixed pause stands in. A client that reads continuously costs a millisecond after a reply,
 //! and messages that do not follow a reply go out at once.
+//!
+//! tower-lsp is not the only writer: the input filter (`framing.rs`) answers bad messages
+//! itself. Both go through one queue of whole frames ([`FrameSink`] cuts tower-lsp's output into
+//! frames), and [`write_frames`] alone writes to the client, so no frame lands inside another.
 
 use std::future::Future as _;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use std::collections::VecDeque;
+
 use serde::Deserialize;
 use serde::de::IgnoredAny;
-use tokio::io::AsyncWrite;
+use tokio::io::{AsyncWrite, AsyncWriteExt as _};
+use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
+use tokio_util::sync::PollSender;
 
 /// How often the unread bytes are checked while output is held.
 const POLL: Duration = Duration::from_millis(1);
@@ -135,6 +143,126 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for ReplyGap<W> {
         let this = self.get_mut();
         ready!(this.flush_inner(cx))?;
         Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+/// tower-lsp's output as whole frames on the client's output queue. A frame is queued once it
+/// is complete; a full queue holds up the next write.
+pub struct FrameSink {
+    queue: PollSender<Vec<u8>>,
+    /// The frame being written, and its whole length once its header is complete.
+    partial: Vec<u8>,
+    partial_len: Option<usize>,
+    /// Complete frames not yet queued.
+    complete: VecDeque<Vec<u8>>,
+}
+
+impl FrameSink {
+    /// Queues frames on `queue`.
+    pub fn new(queue: PollSender<Vec<u8>>) -> Self {
+        Self {
+            queue,
+            partial: Vec::new(),
+            partial_len: None,
+            complete: VecDeque::new(),
+        }
+    }
+
+    /// Moves the frames completed in `partial` to `complete`.
+    fn cut(&mut self) {
+        loop {
+            let len = match self.partial_len {
+                Some(len) => len,
+                None => {
+                    let head = &self.partial[..self.partial.len().min(MAX_HEADER)];
+                    match find(head, HEADER_END) {
+                        Some(at) => {
+                            let header_end = at + HEADER_END.len();
+                            header_end + content_length(&self.partial[..header_end])
+                        }
+                        // Not a header tower-lsp writes: pass it on as it is.
+                        None if self.partial.len() >= MAX_HEADER => self.partial.len(),
+                        None => return,
+                    }
+                }
+            };
+            if self.partial.len() < len {
+                self.partial_len = Some(len);
+                return;
+            }
+            let rest = self.partial.split_off(len);
+            self.complete
+                .push_back(std::mem::replace(&mut self.partial, rest));
+            self.partial_len = None;
+        }
+    }
+
+    /// Queues the complete frames; pending while the queue is full.
+    fn poll_queue(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        while !self.complete.is_empty() {
+            ready!(self.queue.poll_reserve(cx)).map_err(|_| output_closed())?;
+            let frame = self.complete.pop_front().unwrap_or_default();
+            self.queue.send_item(frame).map_err(|_| output_closed())?;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+fn output_closed() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::BrokenPipe,
+        "the client's output is closed",
+    )
+}
+
+impl AsyncWrite for FrameSink {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        ready!(this.poll_queue(cx))?;
+        this.partial.extend_from_slice(buf);
+        this.cut();
+        // Queued now if there is room; else on the next write or flush.
+        if let Poll::Ready(Err(e)) = this.poll_queue(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.get_mut().poll_queue(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_queue(cx))?;
+        this.queue.close();
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Writes the queued frames to `output`, one after the other, flushing whenever the queue is
+/// empty; ends once every sender is gone, or when the output fails.
+pub async fn write_frames(mut frames: mpsc::Receiver<Vec<u8>>, output: impl AsyncWrite) {
+    let mut output = std::pin::pin!(output);
+    while let Some(mut frame) = frames.recv().await {
+        loop {
+            if let Err(e) = output.write_all(&frame).await {
+                tracing::warn!("cannot write to the client: {e}");
+                return;
+            }
+            match frames.try_recv() {
+                Ok(next) => frame = next,
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = output.flush().await {
+            tracing::warn!("cannot write to the client: {e}");
+            return;
+        }
     }
 }
 
@@ -312,6 +440,44 @@ mod tests {
         assert_eq!(frames.advance(&stream[5..first]), Some(Kind::Other));
         assert_eq!(frames.advance(&stream[first..]), Some(Kind::Reply));
         assert_eq!(kind(REQUEST.as_bytes()), Kind::Other);
+    }
+
+    /// tower-lsp's writes, however they are cut, reach the queue as whole frames (so whatever
+    /// else is queued lands between frames).
+    #[tokio::test]
+    async fn the_sink_queues_whole_frames() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let mut sink = FrameSink::new(PollSender::new(tx));
+        let mut stream = frame(NOTE);
+        stream.extend(frame(REPLY));
+        stream.extend(frame(REQUEST));
+        let writer = tokio::spawn(async move {
+            for piece in stream.chunks(7) {
+                sink.write_all(piece).await.unwrap();
+            }
+            sink.flush().await.unwrap();
+            sink.shutdown().await.unwrap();
+        });
+        let mut frames = Vec::new();
+        while let Some(frame) = rx.recv().await {
+            frames.push(frame);
+        }
+        writer.await.unwrap();
+        assert_eq!(frames, vec![frame(NOTE), frame(REPLY), frame(REQUEST)]);
+    }
+
+    #[tokio::test]
+    async fn write_frames_writes_them_in_order_and_ends_with_the_senders() {
+        let sink = Recorder::default();
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(frame(NOTE)).await.unwrap();
+        tx.send(frame(REQUEST)).await.unwrap();
+        drop(tx);
+        write_frames(rx, sink.clone()).await;
+        assert_eq!(
+            *sink.writes.lock().unwrap(),
+            vec![frame(NOTE), frame(REQUEST)]
+        );
     }
 
     #[tokio::test]

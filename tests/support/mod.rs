@@ -62,6 +62,8 @@ struct Shared {
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     pending: Mutex<HashMap<i64, oneshot::Sender<Value>>>,
     received: Mutex<Vec<Value>>,
+    /// Responses no request of ours waits for (ids we did not send: null, strings, raw sends).
+    unclaimed: Mutex<Vec<Value>>,
     /// Messages from the server (not responses) by method, taken or not.
     counts: Mutex<HashMap<String, usize>>,
     arrived: Notify,
@@ -117,6 +119,7 @@ impl TestClient {
             stdin: tokio::sync::Mutex::new(child.stdin.take()),
             pending: Mutex::default(),
             received: Mutex::default(),
+            unclaimed: Mutex::default(),
             counts: Mutex::default(),
             arrived: Notify::new(),
             answers: Mutex::default(),
@@ -330,6 +333,33 @@ impl TestClient {
         })
     }
 
+    /// Waits for the first response no request of ours was waiting for (one to a raw request,
+    /// or an error answer with a null id) matching `pred`, and removes it from the record.
+    pub async fn take_response(&self, pred: impl Fn(&Value) -> bool) -> Value {
+        let found = tokio::time::timeout(WAIT, async {
+            loop {
+                let notified = self.shared.arrived.notified();
+                {
+                    let mut unclaimed = self.shared.unclaimed.lock().unwrap();
+                    if let Some(i) = unclaimed.iter().position(&pred) {
+                        return unclaimed.remove(i);
+                    }
+                }
+                notified.await;
+            }
+        })
+        .await;
+        found.unwrap_or_else(|_| {
+            let seen = self.shared.unclaimed.lock().unwrap().clone();
+            panic!("no matching response within {WAIT:?}; other responses: {seen:?}")
+        })
+    }
+
+    /// Whether the process has ended (without waiting).
+    pub fn has_exited(&mut self) -> bool {
+        self.child.try_wait().ok().flatten().is_some()
+    }
+
     /// Every message with `method` received so far (not removed).
     pub fn received(&self, method: &str) -> Vec<Value> {
         self.shared
@@ -507,8 +537,15 @@ async fn dispatch(shared: &Arc<Shared>, message: Value) {
     let is_response = message.get("method").is_none();
     if is_response {
         let id = message["id"].as_i64().unwrap_or(-1);
-        if let Some(tx) = shared.pending.lock().unwrap().remove(&id) {
-            let _ = tx.send(message);
+        let waiter = shared.pending.lock().unwrap().remove(&id);
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(message);
+            }
+            None => {
+                shared.unclaimed.lock().unwrap().push(message);
+                shared.arrived.notify_waiters();
+            }
         }
         return;
     }
