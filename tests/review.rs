@@ -541,25 +541,6 @@ async fn accepted_whole_then_typed() -> (TestClient, String) {
     (client, uri)
 }
 
-/// The agent writes more than it proposed while the user has unsaved edits elsewhere: the
-/// buffer takes the agent's change and keeps the user's.
-#[tokio::test]
-async fn a_later_disk_change_is_merged_into_the_buffer_keeping_unsaved_edits() {
-    let (client, uri) = accepted_whole_then_typed().await;
-    let path = client.workspace.join("a.rs");
-    std::fs::write(&path, format!("{PROPOSAL}// theirs\n")).unwrap();
-    let merged = client
-        .take("workspace/applyEdit", |p| {
-            p["label"].as_str().unwrap().starts_with("agent changed")
-        })
-        .await;
-    assert!(merged["params"]["label"].as_str().unwrap().contains("a.rs"));
-    assert_eq!(
-        client.document(&uri).text,
-        format!("// mine\n{PROPOSAL}// theirs\n")
-    );
-}
-
 /// The user accepts everything, keeps typing, and the agent then writes its proposal: the typing
 /// stays in the buffer (the write lands on disk only).
 #[tokio::test]

@@ -69,6 +69,10 @@ pub async fn run(
         Some(false) => return (TurnEnd::Busy, None),
         Some(true) => {}
     }
+    let origin = agent.link.origin(&session);
+    agent.link.editor.turn_started(&origin);
+    let origin = agent.link.origin(&session);
+    agent.link.editor.turn_started(&origin);
     let notes = agent
         .link
         .with_session(&session, |s| std::mem::take(&mut s.notes))
@@ -103,19 +107,20 @@ pub async fn run(
     // Plugins get the turn's last text before anything that reports its end.
     agent.link.plugin_updates.flush();
     // Accepted changes the agent did not write itself by now are carried out by agentls.
-    agent
-        .link
-        .editor
-        .settle_origin(&agent.link.origin(&session));
+    agent.link.editor.settle_origin(&origin);
+    let unasked = agent.link.editor.turn_ended(&origin).await;
     // Given up on after the cancel: what the agent still asks for this turn is not asked.
     let unanswered = matches!(answer, Err(AgentFailure::Timeout { .. })) && cancel.is_cancelled();
-    let turn = agent
+    let mut turn = agent
         .link
         .with_session(&session, |s| {
             s.cancelled_unanswered = unanswered;
             s.turn.take()
         })
         .flatten();
+    if let Some(turn) = turn.as_mut() {
+        turn.unasked.extend(unasked);
+    }
     let cancelled = cancel.is_cancelled();
     let end =
         match answer {

@@ -1,8 +1,8 @@
-//! After a review is accepted, the agent usually writes the file itself (through
-//! `fs/write_text_file` or straight to disk). This module makes that write land as the user
-//! decided: a write of the whole proposal after a partial accept is turned into exactly the
-//! accepted hunks, and any other change on disk is merged into the open buffer without losing
-//! the user's unsaved edits (or left alone, with a message, when it cannot merge).
+//! After a review is settled, an agent may still write its whole proposal once more (OpenCode
+//! writes through `fs/write_text_file` and to disk; a slow agent writes after agentls applied the
+//! change itself). This module makes such a late write land as the user decided: the whole
+//! proposal after a partial accept is turned into exactly the accepted hunks. It never edits the
+//! buffer: a disk change it cannot account for is left to the workspace watcher.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -40,6 +40,14 @@ pub struct Expectations {
 }
 
 impl Expectations {
+    /// Whether `disk` at `path` is a settled review's late write that this module takes care
+    /// of (its whole proposal, or the accepted text).
+    pub fn accounts_for(&self, path: &Path, disk: &str) -> bool {
+        self.targets.get(path).is_some_and(|(e, made)| {
+            made.elapsed() <= WATCH_FOR && (disk == e.proposal || disk == e.accepted)
+        })
+    }
+
     /// The agent writes the proposal the user reviewed: what the disk (which now holds `disk`)
     /// should get instead — the accepted hunks only, on top of whatever reached the disk since
     /// (the user may have saved). `None` when it is not such a write. The buffer already holds
@@ -114,7 +122,7 @@ async fn watch(path: PathBuf, expectation: Expectation, me: StateHandle, effects
             if saved_by_user(&path, &disk, &me).await {
                 continue; // the user made the rest of the proposal theirs
             }
-            if files::write_atomic(&path, &target).await.is_ok() {
+            if me.write_file(&path, &target).await.is_ok() {
                 seen = (stamp(&path), target.clone());
                 effects.message(
                     Level::Info,
@@ -125,9 +133,9 @@ async fn watch(path: PathBuf, expectation: Expectation, me: StateHandle, effects
                     ),
                 );
             }
-            continue;
         }
-        merge_into_buffer(&path, &target, &disk, &expectation.label, &me, &effects).await;
+        // Any other change is not this verdict's business: an agent's unasked write is seen by
+        // the workspace watcher (`unasked.rs`), which knows what the disk said before it.
     }
 }
 
@@ -136,57 +144,6 @@ async fn saved_by_user(path: &Path, disk: &str, me: &StateHandle) -> bool {
     let owned = path.to_owned();
     let buffer = me.query(move |s| s.buffer(&owned)).await;
     matches!(buffer, Ok(Some((text, _))) if text == disk)
-}
-
-/// The disk changed in some other way: bring the open buffer along, keeping the user's edits.
-async fn merge_into_buffer(
-    path: &Path,
-    base: &str,
-    disk: &str,
-    label: &str,
-    me: &StateHandle,
-    effects: &EffectSender,
-) {
-    let owned = path.to_owned();
-    let Ok(Some((buffer, _))) = me.query(move |s| s.buffer(&owned)).await else {
-        return; // not open: the disk is all there is
-    };
-    let Some(merged) = diff::merge3(base, &buffer, disk) else {
-        effects.message(
-            Level::Warning,
-            format!(
-                "{label} changed {} on disk in a way that conflicts with your unsaved edits; \
-                 the buffer was left as it is",
-                file_name(path)
-            ),
-        );
-        return;
-    };
-    if merged == buffer {
-        return;
-    }
-    let (owned, label) = (
-        path.to_owned(),
-        format!("{label} changed {}", file_name(path)),
-    );
-    let Ok(Some(edit)) = me
-        .query(move |s| s.plan_write(&owned, &merged, &label))
-        .await
-    else {
-        return;
-    };
-    let applied = effects
-        .request(|reply| super::Effect::ApplyEdit { edit, reply })
-        .await;
-    if let Err(e) = applied {
-        effects.message(
-            Level::Warning,
-            format!(
-                "could not bring {} in line with the disk: {e}",
-                file_name(path)
-            ),
-        );
-    }
 }
 
 /// Size and modification time: a cheap way to notice a change without reading the file.

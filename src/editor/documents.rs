@@ -25,13 +25,17 @@ pub struct Document {
     text: Rope,
     version: i32,
     language: String,
+    /// What the file says on disk as far as agentls knows: the text when opened or last saved.
+    saved: Rope,
 }
 
 impl Document {
     /// A document with its first text.
     pub fn new(text: &str, version: i32, language: impl Into<String>) -> Self {
+        let text = Rope::from_str(text);
         Self {
-            text: Rope::from_str(text),
+            saved: text.clone(),
+            text,
             version,
             language: language.into(),
         }
@@ -50,6 +54,21 @@ impl Document {
     /// The whole text as a string (allocates; rope-aware callers use [`Document::rope`]).
     pub fn text(&self) -> String {
         self.text.to_string()
+    }
+
+    /// What the disk says as far as agentls knows (the text when opened or last saved).
+    pub fn saved_text(&self) -> String {
+        self.saved.to_string()
+    }
+
+    /// The disk now says `text`.
+    pub fn set_saved(&mut self, text: &str) {
+        self.saved = Rope::from_str(text);
+    }
+
+    /// The user saved: the disk says what the buffer says.
+    pub fn mark_saved(&mut self) {
+        self.saved = self.text.clone();
     }
 
     /// The text as a rope.

@@ -8,6 +8,7 @@ pub mod actions;
 pub mod context;
 pub mod diff;
 pub mod disk_sync;
+pub mod disk_watch;
 pub mod documents;
 pub mod effects;
 pub mod files;
@@ -21,6 +22,7 @@ pub mod reviews;
 pub mod selection;
 pub mod settlement;
 pub mod state;
+pub mod unasked;
 
 use std::path::{Path, PathBuf};
 
@@ -170,6 +172,8 @@ pub struct EditorFeed {
 pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
     let (effects, receiver) = EffectSender::channel();
     let state = StateHandle::spawn(|me| State::new(effects.clone(), me));
+    let watch = disk_watch::DiskWatch::start(state.clone());
+    state.update(move |s| s.disk_watch = Some(watch));
     let policy = std::sync::Arc::default();
     let access = EditorAccess {
         state: state.clone(),
@@ -323,12 +327,12 @@ impl EditorAccess {
                     None => view,
                 };
                 if let Some(disk) = disk {
-                    files::write_atomic(path, &disk).await?;
+                    self.state.write_file(path, &disk).await?;
                 }
                 Ok(Written::reviewed(view))
             }
             WritePlan::DiskOnly { disk, view } => {
-                files::write_atomic(path, &disk).await?;
+                self.state.write_file(path, &disk).await?;
                 Ok(Written::reviewed(view))
             }
             WritePlan::Write { text, edit, before } => {
@@ -341,7 +345,7 @@ impl EditorAccess {
                             source,
                         })?;
                 }
-                files::write_atomic(path, &text).await?;
+                self.state.write_file(path, &text).await?;
                 Ok(Written {
                     text,
                     unasked_over: Some(before),
@@ -365,7 +369,7 @@ impl EditorAccess {
     pub async fn save_document(&self, path: &Path) -> Result<(), WriteError> {
         self.check_path(path).await?;
         if let Some((text, _)) = self.buffer(path).await {
-            files::write_atomic(path, &text).await?;
+            self.state.write_file(path, &text).await?;
         }
         Ok(())
     }
@@ -483,6 +487,22 @@ impl EditorAccess {
         Ok(verdict)
     }
 
+    /// `origin`'s turn began: files changed on disk meanwhile with no review are its doing.
+    pub fn turn_started(&self, origin: &Origin) {
+        let origin = origin.clone();
+        self.state.update(move |s| s.turn_started(origin));
+    }
+
+    /// `origin`'s turn ended: the files it changed on disk without asking (open ones were
+    /// shown for Keep/Undo).
+    pub async fn turn_ended(&self, origin: &Origin) -> std::collections::BTreeSet<PathBuf> {
+        let origin = origin.clone();
+        self.state
+            .query(move |s| s.turn_ended(&origin))
+            .await
+            .unwrap_or_default()
+    }
+
     /// `origin`'s turn is over (or it went away): accepted changes still waiting for its own
     /// write are carried out by agentls now.
     pub fn settle_origin(&self, origin: &Origin) {
@@ -586,6 +606,15 @@ impl EditorFeed {
     pub fn changed(&self, path: PathBuf, version: i32, changes: Vec<TextChange>) {
         self.state
             .update(move |s| s.did_change(&path, version, &changes));
+    }
+
+    /// The user saved a document: the disk says what its buffer says.
+    pub fn saved(&self, path: PathBuf) {
+        self.state.update(move |s| {
+            if let Some(doc) = s.documents.get_mut(&path) {
+                doc.mark_saved();
+            }
+        });
     }
 
     /// The editor closed a document.

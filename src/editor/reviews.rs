@@ -442,7 +442,7 @@ impl State {
         let rejected = review.rejected_descriptions(|c| base.char_to_line(c));
         let me = self.me.clone();
         tokio::spawn(async move {
-            let written = files::write_atomic(&path, &text).await;
+            let written = me.write_file(&path, &text).await;
             me.update(move |s| match written {
                 Ok(()) => s.resolve(id, Verdict::Accepted { text, rejected }),
                 Err(e) => {

@@ -146,10 +146,17 @@ impl State {
         let target = diff::merge3(&review.base, under, &accepted);
         match (&target, open) {
             (Some(target), _) if written_by_proposer && *target != now_text => {
-                write_disk(&self.effects, &path, target.clone(), &label, true);
+                write_disk(&self.me, &self.effects, &path, target.clone(), &label, true);
             }
             (Some(target), false) if !written_by_proposer && *target != now_text => {
-                write_disk(&self.effects, &path, target.clone(), &label, false);
+                write_disk(
+                    &self.me,
+                    &self.effects,
+                    &path,
+                    target.clone(),
+                    &label,
+                    false,
+                );
             }
             (None, false) => {
                 self.effects.message(
@@ -325,15 +332,17 @@ impl super::review::Review {
 
 /// Writes `text` to the disk from a task; `corrected`: the proposer wrote more than was accepted.
 fn write_disk(
+    me: &StateHandle,
     effects: &super::EffectSender,
     path: &Path,
     text: String,
     label: &str,
     corrected: bool,
 ) {
-    let (effects, path, label) = (effects.clone(), path.to_owned(), label.to_owned());
+    let (me, effects) = (me.clone(), effects.clone());
+    let (path, label) = (path.to_owned(), label.to_owned());
     tokio::spawn(async move {
-        match files::write_atomic(&path, &text).await {
+        match me.write_file(&path, &text).await {
             Ok(()) if corrected => effects.message(
                 Level::Info,
                 format!(

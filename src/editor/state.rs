@@ -43,6 +43,10 @@ pub struct State {
     pub expectations: super::disk_sync::Expectations,
     /// Changes made without asking, waiting for the buffer to show them before their review.
     pub landings: Vec<super::landed::Landing>,
+    /// What tells agents' unasked disk writes from everything else.
+    pub unasked: super::unasked::UnaskedWrites,
+    /// The workspace watcher (once the state task runs).
+    pub disk_watch: Option<super::disk_watch::DiskWatch>,
     /// Where effects for the editor go.
     pub effects: EffectSender,
     /// This task's own handle, for work that reports back later (an editor's answer, a write).
@@ -63,6 +67,8 @@ impl State {
             review_preview_lines: super::review_view::DEFAULT_PREVIEW_LINES,
             expectations: Default::default(),
             landings: Vec::new(),
+            unasked: Default::default(),
+            disk_watch: None,
             context: Default::default(),
             effects,
             me,
@@ -137,6 +143,9 @@ impl State {
         }
         if self.folders != before {
             self.context.publish(ContextEvent::FoldersChanged);
+            if let Some(watch) = &self.disk_watch {
+                watch.set_folders(&self.folders);
+            }
         }
     }
 

@@ -171,7 +171,11 @@ impl LanguageServer for Backend {
         }
     }
 
-    async fn did_save(&self, _: DidSaveTextDocumentParams) {}
+    async fn did_save(&self, params: DidSaveTextDocumentParams) {
+        if let Some(path) = convert::path_of(&params.text_document.uri) {
+            self.feed.saved(path);
+        }
+    }
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         if let Some(path) = convert::path_of(&params.text_document.uri) {

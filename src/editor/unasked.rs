@@ -1,0 +1,170 @@
+//! Disk writes nobody asked the user about. While an agent's turn runs, a workspace file that
+//! changes on disk with no review waiting for it (an agent in an auto mode, a tool that writes
+//! straight to disk) is brought into the open buffer, merged with the user's unsaved edits, and
+//! shown after the fact for Keep/Undo (`landed.rs`); a file that is not open is named in the
+//! turn's summary. agentls's own writes are recognised and never taken for an agent's.
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::state::{State, StateHandle};
+use super::{FileError, Level, Origin, diff, file_name, files};
+
+/// How long after its turn ended a disk change is still put down to an agent: the watcher reports
+/// a change some milliseconds after the write, and an agent often ends its turn right after it.
+const AFTER_TURN: Duration = Duration::from_secs(2);
+
+/// What the state knows to tell agents' disk writes from everything else.
+#[derive(Debug, Default)]
+pub struct UnaskedWrites {
+    /// Origins whose turn is running (or ended less than [`AFTER_TURN`] ago), oldest first.
+    turns: Vec<(Origin, Option<Instant>)>,
+    /// A digest of what agentls itself last wrote to each path.
+    own: HashMap<PathBuf, u64>,
+    /// Files changed without asking, by the origin they are put down to, until its turn ends.
+    changed: HashMap<String, BTreeSet<PathBuf>>,
+}
+
+impl StateHandle {
+    /// Writes `text` to `path` atomically (see [`files::write_atomic`]), remembered as agentls's
+    /// own write so the disk watcher does not take it for an agent's.
+    pub async fn write_file(&self, path: &Path, text: &str) -> Result<(), FileError> {
+        let (owned, digest, text_now) = (path.to_owned(), digest(text), text.to_owned());
+        self.update(move |s| {
+            if let Some(doc) = s.documents.get_mut(&owned) {
+                doc.set_saved(&text_now);
+            }
+            s.unasked.own.insert(owned, digest);
+        });
+        files::write_atomic(path, text).await
+    }
+}
+
+impl State {
+    /// `origin`'s turn began: disk changes from now on may be its own.
+    pub fn turn_started(&mut self, origin: Origin) {
+        self.unasked.turns.retain(|(o, _)| *o != origin);
+        self.unasked.turns.push((origin, None));
+    }
+
+    /// `origin`'s turn ended: the files it changed on disk without asking, as seen so far (what
+    /// is seen later is told on its own).
+    pub fn turn_ended(&mut self, origin: &Origin) -> BTreeSet<PathBuf> {
+        let now = Instant::now();
+        for (o, ended) in &mut self.unasked.turns {
+            if o == origin {
+                *ended = Some(now);
+            }
+        }
+        self.unasked.changed.remove(&origin.key).unwrap_or_default()
+    }
+
+    /// The origin a disk change now is put down to: the newest running turn, else one that just
+    /// ended. Also forgets turns that ended long enough ago.
+    fn working_origin(&mut self) -> Option<(Origin, bool)> {
+        self.unasked
+            .turns
+            .retain(|(_, ended)| ended.is_none_or(|at| at.elapsed() < AFTER_TURN));
+        let turns = &self.unasked.turns;
+        turns
+            .iter()
+            .rev()
+            .find(|(_, ended)| ended.is_none())
+            .or_else(|| turns.last())
+            .map(|(o, ended)| (o.clone(), ended.is_none()))
+    }
+
+    /// The disk watcher saw `paths` change.
+    pub fn files_changed_on_disk(&mut self, paths: Vec<PathBuf>) {
+        if self.working_origin().is_none() {
+            return; // no agent at work: the user's own saves, builds, checkouts
+        }
+        for path in paths {
+            // A review of it is open or being carried out: it sees to that write.
+            let reviewed = self.reviews.iter().any(|r| r.path == path);
+            if reviewed || !self.within_folders(&path) {
+                continue;
+            }
+            let me = self.me.clone();
+            tokio::spawn(async move {
+                if let Ok(disk) = files::read(&path).await {
+                    me.update(move |s| s.disk_changed_unasked(path, disk));
+                }
+            });
+        }
+    }
+
+    /// `path` says `disk` now, and no review accounts for it.
+    fn disk_changed_unasked(&mut self, path: PathBuf, disk: String) {
+        let own = self.unasked.own.get(&path) == Some(&digest(&disk));
+        if own || self.expectations.accounts_for(&path, &disk) {
+            return;
+        }
+        let Some((origin, running)) = self.working_origin() else {
+            return;
+        };
+        let Some(doc) = self.documents.get(&path) else {
+            if running {
+                self.unasked
+                    .changed
+                    .entry(origin.key.clone())
+                    .or_default()
+                    .insert(path);
+            } else {
+                self.effects.message(
+                    Level::Warning,
+                    format!(
+                        "{} changed {} on disk without asking",
+                        origin.label,
+                        file_name(&path)
+                    ),
+                );
+            }
+            return;
+        };
+        let (buffer, saved) = (doc.text(), doc.saved_text());
+        if disk == buffer || disk == saved {
+            return; // the user saved, or nothing changed
+        }
+        let Some(merged) = diff::merge3(&saved, &buffer, &disk) else {
+            self.effects.message(
+                Level::Warning,
+                format!(
+                    "{} changed {} on disk in the same lines as your unsaved edits; the buffer was \
+                     left as it is",
+                    origin.label,
+                    file_name(&path)
+                ),
+            );
+            return;
+        };
+        if let Some(doc) = self.documents.get_mut(&path) {
+            doc.set_saved(&disk);
+        }
+        self.unasked
+            .changed
+            .entry(origin.key.clone())
+            .or_default()
+            .insert(path.clone());
+        let label = format!("{} changed {}", origin.label, file_name(&path));
+        if let Some(edit) = self.plan_write(&path, &merged, &label) {
+            let (reply, _applied) = tokio::sync::oneshot::channel();
+            self.effects.send(super::Effect::ApplyEdit { edit, reply });
+        }
+        self.change_landed(origin, path, buffer, merged);
+    }
+
+    fn within_folders(&self, path: &Path) -> bool {
+        self.folders.iter().any(|f| path.starts_with(f))
+    }
+}
+
+fn digest(text: &str) -> u64 {
+    let mut hasher = rustc_hash::FxHasher::default();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
