@@ -18,8 +18,10 @@ fn config() -> ProptestConfig {
         .unwrap_or(10_000);
     ProptestConfig {
         cases,
-        // Failures print their minimal input; there is no source-tree file to persist them in.
-        failure_persistence: None,
+        // The seeds of past failures (tests/review_props.proptest-regressions) run first.
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions"),
+        )),
         ..ProptestConfig::default()
     }
 }

@@ -1,0 +1,298 @@
+//! Property: an agent's accepted change lands exactly once, and nothing the user typed is lost.
+//! The port runs for real (its state task, reviews, settlement) against an in-process editor
+//! that applies `workspace/applyEdit` and reports `didChange`. For random files, proposals, user
+//! insertions (while the review is open and between the verdict and the agent's write) and
+//! per-hunk decisions, the agent writes through the port as real edit tools do (what it reads,
+//! with its change); then the buffer without the user's lines is the base with exactly the
+//! accepted hunks, every user line is there once, and the disk has the accepted hunks and none
+//! of the unsaved lines. 10,000 cases by default (`PROPTEST_CASES` to change).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use agentls::editor::reviews::Decision;
+use agentls::editor::{
+    self, EditorAccess, EditorFeed, Effect, Origin, Position, Range, Terms, TextChange, Verdict,
+    diff,
+};
+use proptest::prelude::*;
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    ProptestConfig {
+        cases,
+        ..ProptestConfig::default()
+    }
+}
+
+fn line() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("fn a() {}\n".to_owned()),
+        Just("let x = 1;\n".to_owned()),
+        Just("}\n".to_owned()),
+        Just("// note\n".to_owned()),
+        "[a-z]{1,6}\n",
+    ]
+}
+
+/// A base text and a proposal made of line edits of it.
+fn base_and_proposal() -> impl Strategy<Value = (String, String)> {
+    (
+        prop::collection::vec(line(), 1..12),
+        prop::collection::vec((0usize..3, any::<prop::sample::Index>(), line()), 1..5),
+    )
+        .prop_map(|(lines, edits)| {
+            let base = lines.concat();
+            let mut new = lines;
+            for (kind, at, text) in edits {
+                let i = at.index(new.len() + 1);
+                match kind {
+                    0 => new.insert(i, text),
+                    1 if i < new.len() => new[i] = text,
+                    _ if i < new.len() => {
+                        new.remove(i);
+                    }
+                    _ => {}
+                }
+            }
+            (base, new.concat())
+        })
+}
+
+/// What the user does: type a line of their own at a base line boundary, or decide a hunk.
+#[derive(Debug, Clone)]
+enum Step {
+    Type(prop::sample::Index),
+    Decide(prop::sample::Index, bool),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        any::<prop::sample::Index>().prop_map(Step::Type),
+        (any::<prop::sample::Index>(), any::<bool>()).prop_map(|(i, a)| Step::Decide(i, a)),
+    ]
+}
+
+/// The editor: the buffer as the client has it, kept in step with the port.
+#[derive(Debug, Default)]
+struct Client {
+    text: String,
+    version: i32,
+    /// The base line boundary each user line was typed at, in typing order.
+    typed: Vec<usize>,
+}
+
+/// Byte offset of (line, character) in ASCII `text`.
+fn offset(text: &str, at: Position) -> usize {
+    let start: usize = text
+        .split_inclusive('\n')
+        .take(at.line as usize)
+        .map(str::len)
+        .sum();
+    start + at.character as usize
+}
+
+/// Applies the port's edits as an editor does and reports them back as `didChange`.
+async fn run_editor(
+    mut effects: editor::EffectReceiver,
+    feed: EditorFeed,
+    client: Arc<Mutex<Client>>,
+    path: PathBuf,
+) {
+    while let Some(effect) = effects.recv().await {
+        let Effect::ApplyEdit { edit, reply } = effect else {
+            continue;
+        };
+        let mut c = client.lock().unwrap();
+        let mut edits = edit.edits.clone();
+        edits.sort_by_key(|e| std::cmp::Reverse((e.range.start.line, e.range.start.character)));
+        let mut changes = Vec::new();
+        for e in edits {
+            let (s, t) = (offset(&c.text, e.range.start), offset(&c.text, e.range.end));
+            c.text.replace_range(s..t, &e.new_text);
+            changes.push(TextChange {
+                range: Some(e.range),
+                text: e.new_text,
+            });
+        }
+        c.version += 1;
+        feed.changed(path.clone(), c.version, changes);
+        let _ = reply.send(Ok(()));
+    }
+}
+
+/// The user types the marker line `n` at base line boundary `boundary`.
+fn type_line(client: &Mutex<Client>, feed: &EditorFeed, path: &Path, boundary: usize) {
+    let mut c = client.lock().unwrap();
+    let n = c.typed.len();
+    // Its line now: the boundary, plus the user's lines typed at or before it.
+    let line = boundary + c.typed.iter().filter(|&&b| b <= boundary).count();
+    let at = Position::new(line as u32, 0);
+    let marker = format!("«typed {n}»\n");
+    let byte = offset(&c.text, at);
+    c.text.insert_str(byte, &marker);
+    c.typed.push(boundary);
+    c.version += 1;
+    feed.changed(
+        path.to_path_buf(),
+        c.version,
+        vec![TextChange {
+            range: Some(Range::new(at, at)),
+            text: marker,
+        }],
+    );
+}
+
+/// `text` without the user's marker lines.
+fn without_typed(text: &str) -> String {
+    text.split_inclusive('\n')
+        .filter(|l| !l.starts_with("«typed "))
+        .collect()
+}
+
+async fn one_case(
+    base: String,
+    proposal: String,
+    steps: Vec<Step>,
+    late: Vec<prop::sample::Index>,
+) {
+    let hunks = diff::line_hunks(&base, &proposal);
+    if hunks.is_empty() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.rs");
+    std::fs::write(&path, &base).unwrap();
+    let (access, feed, effects): (EditorAccess, EditorFeed, _) = editor::start();
+    feed.folders_changed(vec![dir.path().to_path_buf()], Vec::new());
+    let client = Arc::new(Mutex::new(Client {
+        text: base.clone(),
+        ..Client::default()
+    }));
+    feed.opened(path.clone(), base.clone(), 0, "rust".into());
+    tokio::spawn(run_editor(
+        effects,
+        feed.clone(),
+        Arc::clone(&client),
+        path.clone(),
+    ));
+    let origin = Origin::new("acp:agent:1", "agent");
+    let review = {
+        let (access, origin, path, proposal) = (
+            access.clone(),
+            origin.clone(),
+            path.clone(),
+            proposal.clone(),
+        );
+        tokio::spawn(async move {
+            access
+                .review_diff(&origin, &path, &proposal, "t", Terms::APPLIED_BY_PROPOSER)
+                .await
+        })
+    };
+    let id = loop {
+        let id = feed
+            .query(|s| s.reviews.first().map(|r| r.id))
+            .await
+            .unwrap();
+        if let Some(id) = id {
+            break id;
+        }
+        tokio::task::yield_now().await;
+    };
+    // Boundaries the user may type at without touching a hunk's old lines.
+    let lines = base.split_inclusive('\n').count();
+    let allowed: Vec<usize> = (0..=lines)
+        .filter(|&b| {
+            !hunks
+                .iter()
+                .any(|h| h.old_lines.start < b && b < h.old_lines.end)
+        })
+        .collect();
+    let mut decided = vec![None; hunks.len()];
+    for step in steps {
+        match step {
+            Step::Type(at) => type_line(&client, &feed, &path, allowed[at.index(allowed.len())]),
+            Step::Decide(i, accept) => {
+                let i = i.index(hunks.len());
+                if decided[i].is_none() {
+                    decided[i] = Some(accept);
+                    let how = if accept {
+                        Decision::Accept
+                    } else {
+                        Decision::Reject
+                    };
+                    feed.query(move |s| s.decide(id, Some(i), how))
+                        .await
+                        .unwrap()
+                        .unwrap();
+                }
+            }
+        }
+    }
+    for (i, d) in decided.iter_mut().enumerate() {
+        if d.is_none() {
+            *d = Some(false);
+            feed.query(move |s| s.decide(id, Some(i), Decision::Reject))
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    }
+    let verdict = review.await.unwrap().unwrap();
+    let accepted: Vec<bool> = decided.into_iter().map(Option::unwrap).collect();
+    // The base with exactly the accepted hunks.
+    let mut expected = String::new();
+    let mut at = 0;
+    for (h, &yes) in hunks.iter().zip(&accepted) {
+        expected.push_str(&base[at..h.old.start]);
+        expected.push_str(if yes {
+            &proposal[h.new.clone()]
+        } else {
+            &base[h.old.clone()]
+        });
+        at = h.old.end;
+    }
+    expected.push_str(&base[at..]);
+    if let Verdict::Accepted { .. } = verdict {
+        // The agent's edit tool: read the file, then more typing, then write its change.
+        let read = access.read_text_file(&path, None, None).await.unwrap();
+        for at in late {
+            type_line(&client, &feed, &path, allowed[at.index(allowed.len())]);
+        }
+        let content = diff::merge3(&base, &read, &proposal).unwrap_or_else(|| proposal.clone());
+        access
+            .write_text_file(&origin, &path, &content, Some(&read))
+            .await
+            .unwrap();
+    } else {
+        assert!(accepted.iter().all(|a| !a), "{verdict:?}");
+    }
+    let c = client.lock().unwrap();
+    assert_eq!(without_typed(&c.text), expected, "buffer {:?}", c.text);
+    for n in 0..c.typed.len() {
+        assert_eq!(
+            c.text.matches(&format!("«typed {n}»\n")).count(),
+            1,
+            "{:?}",
+            c.text
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+}
+
+proptest! {
+    #![proptest_config(config())]
+    #[test]
+    fn accepted_hunks_land_once_and_typing_survives(
+        (base, proposal) in base_and_proposal(),
+        steps in prop::collection::vec(step(), 0..8),
+        late in prop::collection::vec(any::<prop::sample::Index>(), 0..3),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(one_case(base, proposal, steps, late));
+    }
+}
