@@ -353,3 +353,30 @@ async fn an_accepted_change_to_an_unsaved_line_is_kept_with_it() {
     assert_eq!(client.count(Some("workspace/applyEdit")), 1);
     assert!(client.shutdown().await.success());
 }
+
+/// Once allowed, the agent writes more than it proposed: that write is refused (its tool is told
+/// why), the accepted change is applied as the user decided, and the unproposed line is nowhere.
+#[tokio::test]
+async fn a_write_that_is_not_the_accepted_change_is_refused_and_the_change_applied() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let uri = client.open("notes.txt", "text", "keep\n// TODO a\n").await;
+    client.prompt("uppercase notes.txt @writemore").await;
+    client.wait_for_review(&uri).await;
+    client.run_code_action(&uri, "Accept all changes (1)").await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(
+        summary.contains("Write failed: ") && summary.contains("not the change the user accepted"),
+        "{summary}"
+    );
+    client
+        .take_message("demo wrote something other than the change you accepted")
+        .await;
+    accept_applied(&client).await;
+    assert_eq!(client.document(&uri).text, "keep\n// TODO A\n");
+    // agentls applied the accepted change to the buffer; the disk waits for the user's save.
+    assert_eq!(
+        std::fs::read_to_string(path_of(&uri)).unwrap(),
+        "keep\n// TODO a\n"
+    );
+    assert!(client.shutdown().await.success());
+}

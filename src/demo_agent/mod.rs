@@ -412,7 +412,10 @@ impl Turn<'_> {
                 ))?;
                 return Ok(StopReason::EndTurn);
             };
-            let new = format!("{}{replace}{}", &now[..at], &now[at + find.len()..]);
+            let mut new = format!("{}{replace}{}", &now[..at], &now[at + find.len()..]);
+            if script.write_more {
+                new.push_str("// and something I never proposed\n");
+            }
             let write = if script.disk_write {
                 tokio::fs::write(&path, new)
                     .await

@@ -1,7 +1,7 @@
 //! The demo agent's prompt language, with no I/O: which file a prompt is about, what to do to
 //! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@deaf`, `@crash`, `@ask`,
 //! `@run COMMAND…`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@also FILE`, `@late`,
-//! `@snippet`, `@askaftercancel [MS]`, `@diffearlier`, `@diskwrite`, `@unasked`).
+//! `@snippet`, `@askaftercancel [MS]`, `@diffearlier`, `@diskwrite`, `@unasked`, `@writemore`).
 //!
 //! - `uppercase <file>`: uppercase the lines that contain `TODO` (every line if none does);
 //! - `sort <file>`: sort the lines;
@@ -49,6 +49,8 @@ pub struct Script {
     pub disk_write: bool,
     /// Write the change without asking for permission (as agents in an auto mode do).
     pub unasked: bool,
+    /// Once allowed, write more than it proposed (a line it never showed).
+    pub write_more: bool,
     /// Send this many extra message chunks.
     pub flood: usize,
     /// Take the proposal back (cancel the permission request) after this long unanswered.
@@ -148,6 +150,7 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
             "@snippet" => script.snippet = true,
             "@diskwrite" => script.disk_write = true,
             "@unasked" => script.unasked = true,
+            "@writemore" => script.write_more = true,
             "@askaftercancel" => {
                 let ms = words.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(0);
                 script.ask_after_cancel = Some(std::time::Duration::from_millis(ms));
