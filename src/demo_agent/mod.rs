@@ -401,10 +401,9 @@ impl Turn<'_> {
         }
         self.plan(2)?;
         for (path, old, new) in changes {
-            // As real edit tools do: read the file again and replace the old text where it is.
-            let (find, replace) = script::changed_lines(&old, &new);
+            // As real edit tools do: read the file again and replace each old text where it is.
             let now = self.reread(&path, script.disk_write).await?;
-            let Some(at) = now.find(&find) else {
+            let Some(mut new) = script::replace_each(&now, &old, &new) else {
                 self.tool_status("edit-1", ToolCallStatus::Failed)?;
                 self.say(&format!(
                     "Edit failed: could not find the text to replace in {}\n",
@@ -412,7 +411,6 @@ impl Turn<'_> {
                 ))?;
                 return Ok(StopReason::EndTurn);
             };
-            let mut new = format!("{}{replace}{}", &now[..at], &now[at + find.len()..]);
             if script.write_more {
                 new.push_str("// and something I never proposed\n");
             }

@@ -210,9 +210,41 @@ pub fn changed_lines(old: &str, new: &str) -> (String, String) {
     (cut(&a), cut(&b))
 }
 
+/// `now` with each changed block of `old` → `new` replaced where it is found (with the line
+/// before it as context, as an edit tool's old string has), last block first; `None` when one
+/// is not found.
+pub fn replace_each(now: &str, old: &str, new: &str) -> Option<String> {
+    let mut out = now.to_owned();
+    for hunk in crate::editor::diff::line_hunks(old, new).into_iter().rev() {
+        let context_start = old[..hunk.old.start]
+            .trim_end_matches('\n')
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
+        let context = &old[context_start..hunk.old.start];
+        let find = format!("{context}{}", &old[hunk.old.clone()]);
+        let replace = format!("{context}{}", &new[hunk.new.clone()]);
+        let at = out.rfind(&find)?;
+        out.replace_range(at..at + find.len(), &replace);
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_changed_block_is_replaced_where_it_now_is() {
+        let old = "keep\n// TODO a\nx\nx\n// TODO b\n";
+        let new = "keep\n// TODO A\nx\nx\n// TODO B\n";
+        // The user typed a line between the two blocks since.
+        let now = "keep\n// TODO a\nx\nmine\nx\n// TODO b\n";
+        assert_eq!(
+            replace_each(now, old, new).unwrap(),
+            "keep\n// TODO A\nx\nmine\nx\n// TODO B\n"
+        );
+        assert_eq!(replace_each("gone\n", old, new), None);
+    }
 
     #[test]
     fn uppercase_touches_todo_lines_only() {
