@@ -74,3 +74,25 @@ if emacs_has_eglot; then
 else
   echo "test-tools: Emacs with eglot not found and not installable (apt-get as root); the Emacs test will skip (fail under CI=true)" >&2
 fi
+
+# Helix 25.07 (no registry ships it: the binary sits in ../shared/tools/helix/) and tmux to
+# drive it (Debian's package; apt-get as root).
+helix_xz="$(cd .. && pwd)/shared/tools/helix/hx.xz"
+if [ -f "$helix_xz" ]; then
+  if [ ! -x "$tools/hx" ] || [ "$helix_xz" -nt "$tools/hx" ]; then
+    xz -dc "$helix_xz" > "$tools/hx.tmp" && chmod +x "$tools/hx.tmp" && mv "$tools/hx.tmp" "$tools/hx"
+  fi
+  echo "export AGENTLS_TEST_HELIX='$tools/hx'"
+else
+  echo "test-tools: $helix_xz not found; the Helix test will skip (fail under CI=true)" >&2
+fi
+if ! command -v tmux >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tmux >&2 ||
+    { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends tmux >&2; } || true
+fi
+if command -v tmux >/dev/null; then
+  echo "export AGENTLS_TEST_TMUX='$(command -v tmux)'"
+else
+  echo "test-tools: tmux not found and not installable; the Helix test will skip (fail under CI=true)" >&2
+fi

@@ -1,0 +1,183 @@
+//! A real Helix (25.07, `../shared/tools/helix/`) in tmux, with no plugin, as a user drives it:
+//! prompt the demo agent from the command line, type an unsaved line, accept the first change
+//! with `space a`, reject the second, and save. Checks the screen (the agent's tool succeeded,
+//! the buffer holds the accepted change and the typed line), the disk, and what Helix says on
+//! `:w` (the disk is newer than its copy after a turn: README, "Saving after a turn").
+//!
+//! Helix comes from `AGENTLS_TEST_HELIX` and tmux from `AGENTLS_TEST_TMUX`
+//! (`eval "$(scripts/test-tools.sh)"`); without them the test is skipped with a message, except
+//! under CI, where a missing peer is a failure.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::peers::{self, Sandbox};
+
+/// How long any one screen may take to appear.
+const SCREEN_WAIT: Duration = Duration::from_secs(20);
+
+const NOTES: &str = "keep\n// TODO fix me\nx\nx\nx\nx\nx\n// TODO two\n";
+
+/// One Helix in its own tmux server.
+struct Helix {
+    tmux: PathBuf,
+    socket: String,
+}
+
+impl Helix {
+    fn start(tmux: &Path, hx: &Path, sandbox: &Sandbox, file: &str) -> Self {
+        let config = sandbox.root.join("config/helix");
+        std::fs::create_dir_all(&config).unwrap();
+        let server = env!("CARGO_BIN_EXE_agentls");
+        let log = sandbox.root.join("agentls.log");
+        std::fs::write(
+            config.join("languages.toml"),
+            format!(
+                "[language-server.agentls]\ncommand = {server:?}\nargs = [\"--log-file\", {:?}]\n\n\
+                 [[language]]\nname = \"rust\"\nlanguage-servers = [\"agentls\"]\n",
+                log.display().to_string()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            config.join("config.toml"),
+            "[editor.inline-diagnostics]\ncursor-line = \"hint\"\n",
+        )
+        .unwrap();
+        let runtime = sandbox.root.join("hx-runtime");
+        std::fs::create_dir_all(&runtime).unwrap();
+        let socket = format!("agentls-test-{}", std::process::id());
+        let shell = format!(
+            "cd {:?} && env HOME={:?} XDG_CONFIG_HOME={:?} HELIX_RUNTIME={:?} {:?} {file}",
+            sandbox.workspace,
+            sandbox.root.join("home"),
+            sandbox.root.join("config"),
+            runtime,
+            hx
+        );
+        let started = Command::new(tmux)
+            .args([
+                "-L",
+                &socket,
+                "new-session",
+                "-d",
+                "-x",
+                "120",
+                "-y",
+                "30",
+                &shell,
+            ])
+            .status()
+            .unwrap();
+        assert!(started.success(), "tmux new-session");
+        Self {
+            tmux: tmux.to_owned(),
+            socket,
+        }
+    }
+
+    /// Types `keys` (tmux key names).
+    fn keys(&self, keys: &[&str]) {
+        let mut command = Command::new(&self.tmux);
+        command.args(["-L", &self.socket, "send-keys"]).args(keys);
+        assert!(command.status().unwrap().success(), "send-keys {keys:?}");
+    }
+
+    /// Types `text` literally.
+    fn type_text(&self, text: &str) {
+        self.keys(&["-l", text]);
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new(&self.tmux)
+            .args(["-L", &self.socket, "capture-pane", "-p"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the screen shows `needle`; returns the screen.
+    fn wait_for(&self, needle: &str) -> String {
+        let deadline = Instant::now() + SCREEN_WAIT;
+        loop {
+            let screen = self.screen();
+            if screen.contains(needle) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {needle:?} on the screen within {SCREEN_WAIT:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Helix {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.tmux)
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+#[test]
+fn helix_accepts_one_change_rejects_the_other_and_keeps_an_unsaved_line() {
+    let Some(hx) = peers::binary("AGENTLS_TEST_HELIX", "Helix") else {
+        return;
+    };
+    let Some(tmux) = peers::binary("AGENTLS_TEST_TMUX", "tmux") else {
+        return;
+    };
+    let sandbox = Sandbox::create();
+    let notes = sandbox.workspace.join("notes.rs");
+    std::fs::write(&notes, NOTES).unwrap();
+    let helix = Helix::start(&tmux, &hx, &sandbox, "notes.rs");
+    helix.wait_for("1  keep");
+
+    helix.type_text(r#":lsp-workspace-command agentls.prompt {"text": "uppercase notes.rs"}"#);
+    helix.keys(&["Enter"]);
+    helix.wait_for("demo proposes 2 changes to notes.rs");
+    // An unsaved line of the user's, between the two changes.
+    helix.keys(&["4", "g", "g", "o"]);
+    helix.type_text("mine");
+    helix.keys(&["Escape"]);
+    helix.wait_for("5  mine");
+    // `space a` on the first change: accept it.
+    helix.keys(&["2", "g", "g", "Space", "a"]);
+    helix.wait_for("Accept change 1/2 from demo");
+    helix.keys(&["Enter"]);
+    helix.wait_for("ACCEPTED");
+    // The second: its menu's second entry rejects it.
+    helix.keys(&["9", "g", "g", "Space", "a"]);
+    helix.wait_for("Reject change 2/2 from demo");
+    helix.keys(&["Down", "Enter"]);
+    let screen = helix.wait_for("Done: I uppercase the TODO lines of notes.rs");
+    assert!(
+        screen.contains("2 ▍// TODO FIX ME") || screen.contains("2  // TODO FIX ME"),
+        "{screen}"
+    );
+    assert!(screen.contains("mine"), "{screen}");
+    assert!(screen.contains("9  // TODO two"), "{screen}");
+    // The disk has the accepted change, not the unsaved line.
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "keep\n// TODO FIX ME\nx\nx\nx\nx\nx\n// TODO two\n"
+    );
+    // The disk is newer than Helix's copy, so `:w` asks for `:w!`, which loses nothing.
+    helix.type_text(":w");
+    helix.keys(&["Enter"]);
+    helix.wait_for("use :w! to overwrite");
+    helix.type_text(":w!");
+    helix.keys(&["Enter"]);
+    helix.wait_for("'notes.rs' written");
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "keep\n// TODO FIX ME\nx\nx\nmine\nx\nx\nx\n// TODO two\n"
+    );
+    helix.type_text(":q");
+    helix.keys(&["Enter"]);
+}
