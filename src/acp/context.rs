@@ -20,6 +20,8 @@ pub struct Prompt {
     pub text: String,
     /// A file or selection to send along; when `None`, the user's current selection is used.
     pub context: Option<PromptContext>,
+    /// The chat document the reply streams into, when the prompt came from one.
+    pub chat: Option<std::path::PathBuf>,
 }
 
 /// A file, or part of one, sent with a prompt.

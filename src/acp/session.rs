@@ -76,6 +76,8 @@ pub struct Turn {
     pub cancel: CancellationToken,
     /// Whether the log's last text ended without a newline.
     pub log_mid_line: bool,
+    /// The chat document the reply streams into, when the prompt came from one.
+    pub chat: Option<PathBuf>,
 }
 
 impl SessionState {

@@ -66,6 +66,8 @@ struct QueuedPrompt {
     number: u64,
     text: String,
     context: Option<PromptContext>,
+    /// The chat document the reply goes to.
+    chat: Option<std::path::PathBuf>,
     cancel: CancellationToken,
 }
 
@@ -101,6 +103,11 @@ impl Agents {
         }
     }
 
+    /// The name of `agent`, else of the default agent, when it is configured.
+    pub fn name_of(&self, agent: Option<&str>) -> Result<String, AgentFailure> {
+        self.inner.resolve(agent).map(|(name, _)| name)
+    }
+
     /// Starts a turn in the background; returns the agent's name at once, or why there is none.
     pub fn prompt(&self, prompt: Prompt) -> Result<String, AgentFailure> {
         let (name, spec) = self.inner.resolve(prompt.agent.as_deref())?;
@@ -118,6 +125,7 @@ impl Agents {
                 number,
                 text: prompt.text,
                 context: prompt.context,
+                chat: prompt.chat,
                 cancel,
             }),
         );
@@ -314,6 +322,7 @@ impl Inner {
             number,
             text,
             context,
+            chat,
             cancel,
         } = queued;
         let progress_id = format!("acp-{name}-{number}");
@@ -326,14 +335,19 @@ impl Inner {
         );
         let context = match context {
             Some(context) => Some(context),
+            // A chat's message is all the user meant; their selection is in the chat.
+            None if chat.is_some() => None,
             None => self.selection_context().await,
         };
         match self.ensure_running(name, &spec).await {
             Ok(agent) => {
                 let failure = turn::run_and_report(
                     &agent,
-                    &text,
-                    context.as_ref(),
+                    turn::Asked {
+                        text: &text,
+                        context: context.as_ref(),
+                        chat: chat.as_deref(),
+                    },
                     &progress_id,
                     cancel,
                     sent,

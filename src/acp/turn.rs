@@ -2,6 +2,7 @@
 //! editor, and when it ends the user gets one summary (stop reason, tool calls, files, failures,
 //! the start of the agent's last message) — or the class of failure when it did not finish.
 
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -36,8 +37,7 @@ pub enum TurnEnd {
 /// prompt's (it may have been cancelled before the turn could start).
 pub async fn run(
     agent: &RunningAgent,
-    text: &str,
-    context: Option<&PromptContext>,
+    asked: Asked<'_>,
     progress_id: &str,
     cancel: CancellationToken,
     sent: oneshot::Sender<()>,
@@ -59,6 +59,7 @@ pub async fn run(
         }
         let mut turn = Turn::new(progress_id.to_owned());
         turn.cancel = cancel.clone();
+        turn.chat = asked.chat.map(Path::to_path_buf);
         s.turn = Some(turn);
         s.cancelled_unanswered = false;
         s.turns += 1;
@@ -71,13 +72,11 @@ pub async fn run(
     }
     let origin = agent.link.origin(&session);
     agent.link.editor.turn_started(&origin);
-    let origin = agent.link.origin(&session);
-    agent.link.editor.turn_started(&origin);
     let notes = agent
         .link
         .with_session(&session, |s| std::mem::take(&mut s.notes))
         .unwrap_or_default();
-    let mut blocks = context::blocks(text, context, agent.info.embedded_context);
+    let mut blocks = context::blocks(asked.text, asked.context, agent.info.embedded_context);
     if !notes.is_empty() {
         let note = format!("(From agentls) {}", notes.join("\n"));
         blocks.insert(
@@ -135,17 +134,28 @@ pub async fn run(
     (end, turn)
 }
 
+/// What the user asked for a turn.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    /// The prompt.
+    pub text: &'a str,
+    /// A file or selection sent along.
+    pub context: Option<&'a PromptContext>,
+    /// The chat document the reply streams into, when the prompt came from one.
+    pub chat: Option<&'a Path>,
+}
+
 /// Runs a turn with its progress and tells the user how it went, once.
 pub async fn run_and_report(
     agent: &RunningAgent,
-    text: &str,
-    context: Option<&PromptContext>,
+    asked: Asked<'_>,
     progress_id: &str,
     cancel: CancellationToken,
     sent: oneshot::Sender<()>,
 ) -> Option<AgentFailure> {
     agent.active_turns.fetch_add(1, Ordering::SeqCst);
-    let (end, turn) = run(agent, text, context, progress_id, cancel, sent).await;
+    let chat = asked.chat;
+    let (end, turn) = run(agent, asked, progress_id, cancel, sent).await;
     if matches!(end, TurnEnd::Failed(AgentFailure::ProcessDied { .. })) {
         // Before the count drops: the death watcher then knows it need not tell.
         agent.death_reported.store(true, Ordering::SeqCst);
@@ -153,6 +163,15 @@ pub async fn run_and_report(
         agent.tear_down();
     }
     tell(agent, &end, turn.as_ref(), progress_id);
+    if let Some(chat) = chat {
+        // The turn's outcome closes the reply; the user writes the next message below it.
+        let (_, line) = summary(agent.name(), &end, turn.as_ref());
+        let you = crate::editor::chat::YOU;
+        agent
+            .link
+            .editor
+            .append_to_chat(chat, format!("\n\n_{line}_\n\n{you}\n\n"));
+    }
     agent.active_turns.fetch_sub(1, Ordering::SeqCst);
     match end {
         TurnEnd::Failed(failure) => Some(failure),

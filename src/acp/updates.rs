@@ -18,7 +18,33 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
     let editor = &link.editor;
     let mut log = Vec::new();
     let mut progress = None;
-    link.with_session(&session, |s| match &note.update {
+    let mut chat = None;
+    link.with_session(&session, |s| {
+        chat = s.turn.as_ref().and_then(|t| t.chat.clone());
+        update_session(s, &note.update, link, &mut log, &mut progress)
+    });
+    link.plugin_updates.push(&session, note.update);
+    for (level, text) in log {
+        // The agent's words and its tool calls go to its chat; thoughts only to the log.
+        if let Some(chat) = chat.as_deref().filter(|_| level != Level::Log) {
+            editor.append_to_chat(chat, text.clone());
+        }
+        editor.log(level, text);
+    }
+    if let Some((id, message)) = progress.filter(|(id, _)| !id.is_empty()) {
+        editor.progress(id, ProgressPhase::Report { message });
+    }
+}
+
+/// What one update changes in the session, and what it says in the log and progress.
+fn update_session(
+    s: &mut super::session::SessionState,
+    update: &SessionUpdate,
+    link: &AgentLink,
+    log: &mut Vec<(Level, String)>,
+    progress: &mut Option<(String, String)>,
+) {
+    match update {
         SessionUpdate::AgentMessageChunk(chunk) => {
             if let Some(text) = text_of(&chunk.content) {
                 if let Some(turn) = s.turn.as_mut() {
@@ -43,7 +69,7 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
             let lead = match s.turn.as_mut() {
                 Some(turn) => {
                     tally_tool_call(turn, call);
-                    progress = Some((turn.progress_id.clone(), call.title.clone()));
+                    *progress = Some((turn.progress_id.clone(), call.title.clone()));
                     let lead = if turn.log_mid_line { "\n" } else { "" };
                     turn.log_mid_line = false;
                     lead
@@ -71,7 +97,7 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
                 log.push((Level::Warning, format!("{lead}✗ {title} failed\n")));
             }
             if fields.title.is_some() {
-                progress = Some((turn.progress_id.clone(), title));
+                *progress = Some((turn.progress_id.clone(), title));
             }
         }
         SessionUpdate::Plan(plan) => s.plan = Some(value(plan)),
@@ -89,13 +115,6 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
             ));
         }
         _ => {}
-    });
-    link.plugin_updates.push(&session, note.update);
-    for (level, text) in log {
-        editor.log(level, text);
-    }
-    if let Some((id, message)) = progress.filter(|(id, _)| !id.is_empty()) {
-        editor.progress(id, ProgressPhase::Report { message });
     }
 }
 

@@ -31,6 +31,11 @@ pub enum ActionCommand {
         /// Reject and ask the agent to propose again.
         rerequest: bool,
     },
+    /// Send what the user wrote in a chat document to its agent.
+    SendChat {
+        /// The chat document.
+        path: std::path::PathBuf,
+    },
 }
 
 /// One action to offer, with its title.
@@ -46,7 +51,16 @@ impl State {
     /// The actions to offer for `range` of `path`: review changes there, then open questions,
     /// which are offered everywhere (the user should not have to find the right file to answer).
     pub fn actions(&self, path: &Path, range: Range) -> Vec<UserAction> {
-        let mut actions = self.review_actions(path, range);
+        let mut actions = Vec::new();
+        if let Some(agent) = self.chats.agent_of(path) {
+            actions.push(UserAction {
+                title: format!("Send to {agent}"),
+                command: ActionCommand::SendChat {
+                    path: path.to_owned(),
+                },
+            });
+        }
+        actions.extend(self.review_actions(path, range));
         actions.extend(self.question_actions());
         actions
     }

@@ -5,6 +5,7 @@
 //! to the one task that owns [`State`].
 
 pub mod actions;
+pub mod chat;
 pub mod context;
 pub mod diff;
 pub mod disk_sync;
@@ -261,6 +262,18 @@ impl EditorAccess {
         Ok(select_lines(&text, line, limit))
     }
 
+    /// Opens one of agentls's own files (a chat document), which may lie outside the workspace.
+    pub async fn show_own_file(&self, path: &Path) -> Result<(), EffectError> {
+        let path = path.to_owned();
+        self.effects
+            .request(|reply| Effect::ShowDocument {
+                path,
+                selection: None,
+                reply,
+            })
+            .await
+    }
+
     /// Opens `path` in the editor, selecting `selection` when given.
     pub async fn open_file(&self, path: &Path, selection: Option<Range>) -> Result<(), WriteError> {
         self.check_path(path).await?;
@@ -487,6 +500,12 @@ impl EditorAccess {
         Ok(verdict)
     }
 
+    /// Appends `text` to the chat document at `path` (coalesced; never touching the user's text).
+    pub fn append_to_chat(&self, path: &Path, text: impl Into<String>) {
+        let (path, text) = (path.to_owned(), text.into());
+        self.state.update(move |s| s.append_to_chat(&path, &text));
+    }
+
     /// `origin`'s turn began: files changed on disk meanwhile with no review are its doing.
     pub fn turn_started(&self, origin: &Origin) {
         let origin = origin.clone();
@@ -606,6 +625,11 @@ impl EditorFeed {
     pub fn changed(&self, path: PathBuf, version: i32, changes: Vec<TextChange>) {
         self.state
             .update(move |s| s.did_change(&path, version, &changes));
+    }
+
+    /// `path` is a chat document with `agent`.
+    pub fn chat_opened(&self, path: PathBuf, agent: String) {
+        self.state.update(move |s| s.chat_opened(path, agent));
     }
 
     /// The user saved a document: the disk says what its buffer says.

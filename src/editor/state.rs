@@ -45,6 +45,8 @@ pub struct State {
     pub landings: Vec<super::landed::Landing>,
     /// What tells agents' unasked disk writes from everything else.
     pub unasked: super::unasked::UnaskedWrites,
+    /// Chat documents.
+    pub chats: super::chat::Chats,
     /// The workspace watcher (once the state task runs).
     pub disk_watch: Option<super::disk_watch::DiskWatch>,
     /// Where effects for the editor go.
@@ -69,6 +71,7 @@ impl State {
             landings: Vec::new(),
             unasked: Default::default(),
             disk_watch: None,
+            chats: Default::default(),
             context: Default::default(),
             effects,
             me,

@@ -91,6 +91,7 @@ async fn prompt(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAn
             agent: args.agent,
             text: args.text,
             context,
+            chat: None,
         })
         .map_err(refused)?;
     Ok(Some(json!({"agent": agent})))

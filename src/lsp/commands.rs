@@ -49,6 +49,8 @@ pub const ADVERTISED: &[&str] = &[
     ANSWER,
     MENTION,
     agent_commands::PROMPT,
+    super::chat_commands::OPEN_CHAT,
+    super::chat_commands::SEND,
     agent_commands::CANCEL,
     agent_commands::NEW_SESSION,
     agent_commands::SET_MODE,
@@ -77,6 +79,10 @@ pub fn code_action(action: UserAction) -> CodeActionOrCommand {
             }
             (if *accept { ACCEPT } else { REJECT }, argument)
         }
+        ActionCommand::SendChat { path } => (
+            super::chat_commands::SEND,
+            json!({"uri": crate::file_uri::from_path(path)}),
+        ),
     };
     CodeActionOrCommand::CodeAction(CodeAction {
         title: action.title.clone(),
@@ -200,6 +206,11 @@ pub async fn execute(
                 .map_err(internal)?
                 .map_err(|e| Error::invalid_params(e.to_string()))?;
             Ok(None)
+        }
+        other if [super::chat_commands::OPEN_CHAT, super::chat_commands::SEND].contains(&other) => {
+            super::chat_commands::execute(backend, other, arguments)
+                .await
+                .unwrap_or_else(|| Err(Error::invalid_params("unknown chat command")))
         }
         other => match agent_commands::execute(backend, other, arguments).await {
             Some(result) => result,

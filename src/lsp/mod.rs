@@ -3,6 +3,7 @@
 
 mod agent_commands;
 mod capabilities;
+mod chat_commands;
 mod commands;
 mod convert;
 mod effects;

@@ -158,6 +158,7 @@ impl LanguageServer for Backend {
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let doc = params.text_document;
         if let Some(path) = convert::path_of(&doc.uri) {
+            super::chat_commands::follow_open(self, &path, &doc.text);
             self.feed
                 .opened(path, doc.text, doc.version, doc.language_id);
         }

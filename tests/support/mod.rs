@@ -105,6 +105,7 @@ impl TestClient {
             .env("HOME", home.path())
             .env("XDG_CONFIG_HOME", &config_dir)
             .env_remove("AGENTLS_CONFIG")
+            .env_remove("XDG_STATE_HOME")
             .env_remove("CLAUDE_CONFIG_DIR")
             .env("TMPDIR", &tmp)
             .env_remove("CLAUDE_CODE_SSE_PORT")

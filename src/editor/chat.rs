@@ -1,0 +1,174 @@
+//! Chat documents: a markdown file per conversation with an agent, which the user reads and
+//! writes in their own editor. The agent's reply is appended at the end through the editor
+//! (`workspace/applyEdit`, at most [`FLUSH_EVERY`] apart, one undo step each), so whatever the
+//! user types anywhere in the document meanwhile is never touched; a chat that is not open is
+//! appended to on disk. What the user sends is the text under the last `## You` heading.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
+use super::position::PositionMapper;
+use super::state::State;
+use super::{Level, file_name};
+
+/// The longest a reply waits before it reaches the document (10 edits a second at most).
+pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
+/// The heading the user writes under.
+pub const YOU: &str = "## You";
+
+/// The chat documents agentls knows, by path.
+#[derive(Debug, Default)]
+pub struct Chats {
+    docs: HashMap<PathBuf, Chat>,
+}
+
+#[derive(Debug, Default)]
+struct Chat {
+    /// The agent it talks to.
+    agent: String,
+    /// Reply text not in the document yet.
+    pending: String,
+    /// A flush is scheduled or an edit is on its way.
+    busy: bool,
+    /// Appends the editor refused in a row.
+    refused: u8,
+}
+
+/// After this many refused appends in a row the reply stops going to the document.
+const MAX_REFUSED: u8 = 5;
+
+impl Chats {
+    /// The agent of the chat document at `path`.
+    pub fn agent_of(&self, path: &Path) -> Option<&str> {
+        self.docs.get(path).map(|c| c.agent.as_str())
+    }
+}
+
+/// The message to send: what is under the last `## You` heading (trimmed), else the whole text
+/// after the header; `None` when there is nothing.
+pub fn message_to_send(text: &str) -> Option<String> {
+    let after = match text.rfind(&format!("\n{YOU}\n")) {
+        Some(at) => &text[at + YOU.len() + 2..],
+        None => text.strip_prefix(&format!("{YOU}\n")).unwrap_or(""),
+    };
+    let message = after.trim();
+    (!message.is_empty()).then(|| message.to_owned())
+}
+
+impl State {
+    /// `path` is a chat with `agent`.
+    pub fn chat_opened(&mut self, path: PathBuf, agent: String) {
+        self.chats.docs.entry(path).or_default().agent = agent;
+    }
+
+    /// Appends `text` to the chat at `path` soon (coalesced).
+    pub fn append_to_chat(&mut self, path: &Path, text: &str) {
+        let Some(chat) = self.chats.docs.get_mut(path) else {
+            return;
+        };
+        chat.pending.push_str(text);
+        if chat.busy {
+            return;
+        }
+        chat.busy = true;
+        let (me, path) = (self.me.clone(), path.to_owned());
+        tokio::spawn(async move {
+            tokio::time::sleep(FLUSH_EVERY).await;
+            me.update(move |s| s.flush_chat(&path));
+        });
+    }
+
+    /// Puts the chat's pending text at the end of its document (or its file).
+    fn flush_chat(&mut self, path: &Path) {
+        let Some(chat) = self.chats.docs.get_mut(path) else {
+            return;
+        };
+        if chat.pending.is_empty() {
+            chat.busy = false;
+            return;
+        }
+        let text = std::mem::take(&mut chat.pending);
+        let Some(doc) = self.documents.get(path) else {
+            // Not open: the file gets it.
+            let (me, owned) = (self.me.clone(), path.to_owned());
+            tokio::spawn(async move {
+                let now = super::files::read(&owned).await.unwrap_or_default();
+                let _ = me.write_file(&owned, &format!("{now}{text}")).await;
+                me.update(move |s| s.chat_flushed(&owned, Ok(())));
+            });
+            return;
+        };
+        let rope = doc.rope();
+        let end = PositionMapper::new(rope, self.encoding).position(rope.len_chars());
+        let edit = DocumentEdit {
+            label: format!("{} replies in {}", chat.agent, file_name(path)),
+            path: path.to_owned(),
+            version: doc.version(),
+            edits: vec![TextEdit {
+                range: super::Range::new(end, end),
+                new_text: text.clone(),
+            }],
+        };
+        let (reply, applied) = oneshot::channel();
+        self.effects.send(Effect::ApplyEdit { edit, reply });
+        let (me, owned) = (self.me.clone(), path.to_owned());
+        tokio::spawn(async move {
+            let result = applied
+                .await
+                .unwrap_or_else(|_| Err(EffectError::Transport("the editor host stopped".into())));
+            me.update(move |s| {
+                if result.is_err()
+                    && let Some(chat) = s.chats.docs.get_mut(&owned)
+                {
+                    // Refused (the user typed meanwhile): it goes again, first.
+                    chat.pending.insert_str(0, &text);
+                }
+                s.chat_flushed(&owned, result);
+            });
+        });
+    }
+
+    /// An append reached the document (or failed): what came meanwhile goes next.
+    fn chat_flushed(&mut self, path: &Path, result: Result<(), EffectError>) {
+        if let Err(e) = &result {
+            tracing::debug!(path = %path.display(), "chat append refused: {e}");
+        }
+        let Some(chat) = self.chats.docs.get_mut(path) else {
+            return;
+        };
+        chat.busy = false;
+        chat.refused = if result.is_ok() { 0 } else { chat.refused + 1 };
+        if chat.refused >= MAX_REFUSED {
+            chat.pending.clear();
+            chat.refused = 0;
+            self.effects.message(
+                Level::Warning,
+                format!(
+                    "agentls: the editor refused to append the reply to {}; see the log",
+                    file_name(path)
+                ),
+            );
+            return;
+        }
+        if !chat.pending.is_empty() {
+            let pending = std::mem::take(&mut chat.pending);
+            self.append_to_chat(path, &pending);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_is_what_is_under_the_last_you_heading() {
+        let doc = "# Chat with demo\n\n## You\n\nfirst\n\n## demo\n\nanswer\n\n## You\n\n  second\nline\n";
+        assert_eq!(message_to_send(doc).unwrap(), "second\nline");
+        assert_eq!(message_to_send("# Chat with demo\n\n## You\n\n"), None);
+    }
+}

@@ -1,0 +1,191 @@
+//! Chat documents as commands and code actions: `agentls.openChat` creates a markdown document
+//! for a conversation with an agent (outside the repository, in the XDG state dir per
+//! workspace) and opens it; `agentls.send` (or the code action *Send to <agent>* anywhere in a
+//! chat document) sends what the user wrote under the last `## You` heading, and the reply
+//! streams into the document. A chat document opened again (after a restart) is known again by
+//! its place and its first line.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tower_lsp_server::jsonrpc::{Error, Result};
+use tower_lsp_server::ls_types::{LSPAny, Uri};
+
+use super::convert;
+use super::server::Backend;
+use crate::acp::Prompt;
+use crate::editor::chat::{YOU, message_to_send};
+use crate::editor::{Level, file_name};
+
+/// Open a new chat with an agent: `[{"agent"?}]` or none.
+pub const OPEN_CHAT: &str = "agentls.openChat";
+/// Send what the user wrote in a chat: `[{"uri"?}]` or none (the focused chat).
+pub const SEND: &str = "agentls.send";
+/// A chat document's first line, before the agent's name.
+const HEADER: &str = "# Chat with ";
+
+#[derive(Debug, Default, Deserialize)]
+struct OpenArgs {
+    agent: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct SendArgs {
+    uri: Option<Uri>,
+}
+
+/// Runs chat command `command`, or `None` when it is not one.
+pub async fn execute(
+    backend: &Backend,
+    command: &str,
+    arguments: Vec<Value>,
+) -> Option<Result<Option<LSPAny>>> {
+    let first = arguments.into_iter().next().unwrap_or(Value::Null);
+    Some(match command {
+        OPEN_CHAT => match optional::<OpenArgs>(first) {
+            Ok(args) => open(backend, args.agent).await,
+            Err(e) => Err(e),
+        },
+        SEND => match optional::<SendArgs>(first) {
+            Ok(args) => send(backend, args.uri).await,
+            Err(e) => Err(e),
+        },
+        _ => return None,
+    })
+}
+
+/// The arguments, parsed; none at all (run from a picker) are the defaults.
+fn optional<T: serde::de::DeserializeOwned + Default>(value: Value) -> Result<T> {
+    if value.is_null() {
+        return Ok(T::default());
+    }
+    serde_json::from_value(value).map_err(|e| Error::invalid_params(format!("bad arguments: {e}")))
+}
+
+/// Where this workspace's chats live: `$XDG_STATE_HOME/agentls/chats/<folder>-<hash>`.
+fn chat_dir(folder: Option<&Path>) -> PathBuf {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir);
+    let key = match folder {
+        Some(folder) => {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = rustc_hash::FxHasher::default();
+            folder.hash(&mut hasher);
+            format!("{}-{:08x}", file_name(folder), hasher.finish() as u32)
+        }
+        None => "no-workspace".to_owned(),
+    };
+    state.join("agentls").join("chats").join(key)
+}
+
+async fn open(backend: &Backend, agent: Option<String>) -> Result<Option<LSPAny>> {
+    let agent = backend
+        .agents
+        .name_of(agent.as_deref())
+        .map_err(|e| Error::invalid_params(e.to_string()))?;
+    let folder = backend.editor.workspace_folders().await.into_iter().next();
+    let dir = chat_dir(folder.as_deref());
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default();
+    let path = dir.join(format!("{agent}-{stamp}.md"));
+    let text = format!(
+        "{HEADER}{agent}\n\nWrite under the last `{YOU}` heading, then run the code action *Send to {agent}*.\n\n{YOU}\n\n"
+    );
+    let written = async {
+        tokio::fs::create_dir_all(&dir).await?;
+        tokio::fs::write(&path, &text).await
+    };
+    if let Err(e) = written.await {
+        let message = format!("agentls: could not create a chat in {}: {e}", dir.display());
+        backend.editor.tell_user(Level::Error, message.clone());
+        return Err(Error::invalid_params(message));
+    }
+    backend.feed.chat_opened(path.clone(), agent.clone());
+    let (editor, shown) = (backend.editor.clone(), path.clone());
+    tokio::spawn(async move {
+        if editor.show_own_file(&shown).await.is_err() {
+            editor.tell_user(
+                Level::Info,
+                format!(
+                    "agentls: chat with {agent} created: open {}",
+                    shown.display()
+                ),
+            );
+        }
+    });
+    Ok(Some(
+        json!({"path": path, "uri": crate::file_uri::from_path(&path)}),
+    ))
+}
+
+async fn send(backend: &Backend, uri: Option<Uri>) -> Result<Option<LSPAny>> {
+    let path = match uri {
+        Some(uri) => convert::path_of(&uri)
+            .ok_or_else(|| Error::invalid_params(format!("not a file URI: {}", uri.as_str())))?,
+        None => backend
+            .feed
+            .query(|s| s.selections.focused().map(Path::to_path_buf))
+            .await
+            .ok()
+            .flatten()
+            .ok_or_else(|| refuse(backend, "agentls.send: no chat document is focused"))?,
+    };
+    let p = path.clone();
+    let (agent, text) = backend
+        .feed
+        .query(move |s| {
+            let agent = s.chats.agent_of(&p).map(str::to_owned);
+            (agent, s.buffer(&p).map(|(text, _)| text))
+        })
+        .await
+        .map_err(|e| Error::invalid_params(e.to_string()))?;
+    let Some(agent) = agent else {
+        let why = format!("agentls.send: {} is not a chat document", file_name(&path));
+        return Err(refuse(backend, &why));
+    };
+    let Some(message) = text.as_deref().and_then(message_to_send) else {
+        let why = format!("agentls: write your message under the last `{YOU}` heading first");
+        return Err(refuse(backend, &why));
+    };
+    backend
+        .editor
+        .append_to_chat(&path, format!("\n\n## {agent}\n\n"));
+    backend
+        .agents
+        .prompt(Prompt {
+            agent: Some(agent.clone()),
+            text: message,
+            context: None,
+            chat: Some(path),
+        })
+        .map_err(|e| refuse(backend, &e.to_string()))?;
+    Ok(Some(json!({"agent": agent})))
+}
+
+/// Tells the user why (Helix drops command errors) and makes it the command's error.
+fn refuse(backend: &Backend, why: &str) -> Error {
+    backend.editor.tell_user(Level::Warning, why.to_owned());
+    Error::invalid_params(why.to_owned())
+}
+
+/// A document opened: when it is a chat document of this workspace, it is known as one again.
+pub fn follow_open(backend: &Backend, path: &Path, text: &str) {
+    let in_chats = path
+        .parent()
+        .and_then(Path::parent)
+        .is_some_and(|p| p.ends_with("agentls/chats"));
+    if let (true, Some(agent)) = (
+        in_chats,
+        text.lines()
+            .next()
+            .and_then(|l| l.strip_prefix(HEADER))
+            .map(str::trim),
+    ) {
+        backend.feed.chat_opened(path.to_owned(), agent.to_owned());
+    }
+}
