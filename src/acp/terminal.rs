@@ -1,5 +1,5 @@
 //! `terminal/*`: commands the agent runs through agentls, each in its own process group in the
-//! workspace, with output captured (capped by `outputByteLimit`, else 1 MiB, never more than
+//! workspace (a working directory outside it is refused, as files are), with output captured (capped by `outputByteLimit`, else 1 MiB, never more than
 //! 16 MiB; oldest bytes dropped first) and streamed to the editor's log.
 
 use std::collections::HashMap;
@@ -18,6 +18,7 @@ use agent_client_protocol::{Error, ErrorCode};
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::sync::watch;
 
+use super::error::file_error;
 use super::link::AgentLink;
 use super::process::{ChildProcess, signal_name};
 use crate::editor::{EditorAccess, Level};
@@ -88,11 +89,22 @@ impl Terminals {
     }
 }
 
-/// `terminal/create`: starts the command.
-pub fn create(
+/// `terminal/create`: starts the command, in the directory the agent named if the workspace
+/// boundary allows it (the same one as for files), else in the agent's own.
+pub async fn create(
     link: &AgentLink,
     request: CreateTerminalRequest,
 ) -> Result<CreateTerminalResponse, Error> {
+    if let Some(cwd) = &request.cwd {
+        link.editor.check_path(cwd).await.map_err(|e| {
+            let mut error = file_error(&e);
+            error.message = format!(
+                "refused to run `{}` in that working directory: {}",
+                request.command, error.message
+            );
+            error
+        })?;
+    }
     let cwd = request.cwd.clone().unwrap_or_else(|| link.cwd.clone());
     let mut child = tokio::process::Command::new(&request.command)
         .args(&request.args)

@@ -548,9 +548,12 @@ impl EditorAccess {
             .clone()
     }
 
-    /// The workspace boundary. An editor that sent no workspace folder (Neovim without a root
-    /// marker) gets the server's working directory as the boundary, never none.
-    async fn check_path(&self, path: &Path) -> Result<(), FileError> {
+    /// The workspace boundary, for files and for the directories agents' commands run in:
+    /// `path` must be absolute, without `..`, and inside a workspace folder once symlinks are
+    /// resolved (only its shape counts under `fs.allowOutsideWorkspace`). An editor that sent no
+    /// workspace folder (Neovim without a root marker) gets the server's working directory as
+    /// the boundary, never none.
+    pub async fn check_path(&self, path: &Path) -> Result<(), FileError> {
         if self.policy().allow_outside_workspace {
             return files::check_shape(path);
         }
