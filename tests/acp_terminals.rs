@@ -1,10 +1,12 @@
 //! Where and for how long the commands agents run through `terminal/create` may run: only in
 //! the workspace folders (a working directory outside them, or a symlink leading out, is an ACP
-//! error unless `fs.allowOutsideWorkspace`), driven through the demo agent's `@cwd` and `@run`.
+//! error unless `fs.allowOutsideWorkspace`), and no longer than agentls, also what they detach
+//! into a session of its own. Driven through the demo agent's `@cwd` and `@run`.
 
 mod support;
 
 use serde_json::json;
+use support::processes::runs;
 use support::{Answer, Options, TestClient};
 
 /// A server whose editor says "Run it" to every command the demo agent asks to run.
@@ -77,4 +79,56 @@ async fn allow_outside_workspace_lets_a_terminal_run_elsewhere() {
     let said = pwd_in(&client, "/etc").await;
     assert!(said.contains("The command printed \"/etc\""), "{said}");
     assert!(client.shutdown().await.success());
+}
+
+/// The pid a detached process wrote to `file`, once it is there.
+async fn written_pid(file: &std::path::Path) -> u32 {
+    let read = || {
+        std::fs::read_to_string(file)
+            .ok()?
+            .trim()
+            .parse::<u32>()
+            .ok()
+    };
+    support::eventually(|| read().is_some())
+        .await
+        .unwrap_or_else(|| panic!("no pid in {}", file.display()));
+    read().unwrap()
+}
+
+/// A daemon a command detaches (`setsid`: a new session and process group, its parent gone at
+/// once) is in no group agentls signals; it is ended all the same when agentls shuts down. One
+/// that exits by itself meanwhile is reaped, not left a zombie.
+#[tokio::test]
+async fn a_daemon_a_command_detaches_does_not_outlive_agentls() {
+    let client = running_commands(None).await;
+    let (daemon_file, brief_file) = (
+        client.workspace.join("daemon.pid"),
+        client.workspace.join("brief.pid"),
+    );
+    let script = format!(
+        "setsid sh -c 'echo $$ > \"{}\"; exec sleep 600' >/dev/null 2>&1 &\n\
+         setsid sh -c 'echo $$ > \"{}\"; exec sleep 0.1' >/dev/null 2>&1 &\n",
+        daemon_file.display(),
+        brief_file.display()
+    );
+    std::fs::write(client.workspace.join("daemon.sh"), script).unwrap();
+    client.prompt("@run sh daemon.sh").await;
+    let said = client.take_message("demo: end_turn").await;
+    assert!(said.contains("exited with Some(0)"), "{said}");
+    let daemon = written_pid(&daemon_file).await;
+    assert!(runs(daemon), "the daemon {daemon} did not start");
+    let brief = written_pid(&brief_file).await;
+    let proc_entry = std::path::PathBuf::from(format!("/proc/{brief}"));
+    support::eventually(|| !proc_entry.exists())
+        .await
+        .unwrap_or_else(|| panic!("{brief}, detached and exited, was never reaped"));
+
+    assert!(client.shutdown().await.success());
+    if support::eventually(|| !runs(daemon)).await.is_none() {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &daemon.to_string()])
+            .status();
+        panic!("the daemon {daemon} an agent's command detached outlived agentls");
+    }
 }

@@ -20,6 +20,7 @@ use tokio::sync::watch;
 
 use super::error::file_error;
 use super::link::AgentLink;
+use super::orphans;
 use super::process::{ChildProcess, signal_name};
 use crate::editor::{EditorAccess, Level};
 
@@ -106,7 +107,8 @@ pub async fn create(
         })?;
     }
     let cwd = request.cwd.clone().unwrap_or_else(|| link.cwd.clone());
-    let mut child = tokio::process::Command::new(&request.command)
+    let mut command = tokio::process::Command::new(&request.command);
+    command
         .args(&request.args)
         .envs(request.env.iter().map(|v| (&v.name, &v.value)))
         .current_dir(&cwd)
@@ -114,15 +116,14 @@ pub async fn create(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| {
-            let code = match e.kind() {
-                std::io::ErrorKind::NotFound => ErrorCode::RESOURCE_NOT_FOUND,
-                _ => ErrorCode::INTERNAL_ERROR,
-            };
-            Error::new(code, format!("cannot run `{}`: {e}", request.command))
-        })?;
+        .kill_on_drop(true);
+    let (mut child, own) = orphans::spawn(&mut command).map_err(|e| {
+        let code = match e.kind() {
+            std::io::ErrorKind::NotFound => ErrorCode::RESOURCE_NOT_FOUND,
+            _ => ErrorCode::INTERNAL_ERROR,
+        };
+        Error::new(code, format!("cannot run `{}`: {e}", request.command))
+    })?;
     let limit = request
         .output_byte_limit
         .map_or(DEFAULT_OUTPUT_LIMIT, |l| {
@@ -137,7 +138,7 @@ pub async fn create(
     let done = Arc::new(done);
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
-    let process = ChildProcess::watch(child);
+    let process = ChildProcess::watch(child, own);
     for pipe in [
         Box::new(stdout) as Box<dyn AsyncRead + Send + Unpin>,
         Box::new(stderr),

@@ -10,6 +10,7 @@ pub mod agents;
 pub mod mcp_client;
 pub mod mock_llm;
 pub mod peers;
+pub mod processes;
 pub mod pty;
 pub mod terminal_agent;
 pub mod text;
