@@ -277,7 +277,8 @@ impl EditorAccess {
     /// `base` are merged in; when they touch the same lines the write is refused
     /// ([`WriteError::Conflict`]) — a user's unsaved edit is never overwritten silently. The
     /// writer's own write of a proposal the user accepted carries out exactly the accepted hunks
-    /// (see `settlement.rs`); any other write of that file by `origin` meanwhile is refused.
+    /// (see `settlement.rs`); any other write of that file by `origin` meanwhile is refused. A
+    /// read-only file is refused before anything changes ([`FileError::ReadOnly`]).
     pub async fn write_text_file(
         &self,
         origin: &Origin,
@@ -292,6 +293,14 @@ impl EditorAccess {
             Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e.into()),
         };
+        // Before any of it reaches the buffer: a write the disk will refuse changes nothing.
+        let owned = path.to_owned();
+        tokio::task::spawn_blocking(move || files::check_replaceable(&owned))
+            .await
+            .map_err(|e| FileError::Io {
+                path: path.to_owned(),
+                source: std::io::Error::other(e),
+            })??;
         let (o, p, c, b) = (
             origin.clone(),
             path.to_owned(),

@@ -12,6 +12,7 @@ pub mod mock_llm;
 pub mod peers;
 pub mod processes;
 pub mod pty;
+pub mod reviews;
 pub mod terminal_agent;
 pub mod text;
 
