@@ -76,7 +76,7 @@ impl fmt::Debug for AgentSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct FsConfig {
-    /// Let agents read and write outside the workspace folders.
+    /// Let agents read and write outside the workspace folders, and run commands there.
     pub allow_outside_workspace: bool,
 }
 

@@ -88,16 +88,23 @@ fn run_async<T>(what: &str, work: impl std::future::Future<Output = T>) -> Optio
     Some(result)
 }
 
+/// How long ending what agents left running may hold up the exit.
+const DESCENDANTS_END_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn serve() -> ExitCode {
     // On a pipe, the server can tell when the editor has read its replies.
     #[cfg(unix)]
     let unread = agentls::lsp::pipe_unread(std::io::stdout());
     #[cfg(not(unix))]
     let unread = None;
-    let ending = run_async(
-        "serve",
-        agentls::lsp::serve(tokio::io::stdin(), tokio::io::stdout(), unread),
-    );
+    // Daemons agents detach are reparented to this process, and go when it does: the serving
+    // process is the one whose life bounds everything agents start.
+    let ending = run_async("serve", async {
+        agentls::acp::orphans::adopt();
+        let ending = agentls::lsp::serve(tokio::io::stdin(), tokio::io::stdout(), unread).await;
+        agentls::acp::orphans::end_descendants(DESCENDANTS_END_LIMIT).await;
+        ending
+    });
     tracing::info!(?ending, "exiting");
     match ending {
         Some(agentls::lsp::Ending::Clean) => ExitCode::SUCCESS,

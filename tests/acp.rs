@@ -7,6 +7,7 @@ mod support;
 
 use serde_json::{Value, json};
 use support::agents::{capabilities_without_dialogs, path_of};
+use support::processes::runs;
 use support::{Answer, Options, TestClient};
 
 async fn started(capabilities: Value) -> TestClient {
@@ -575,15 +576,6 @@ async fn written_pid(dir: &tempfile::TempDir) -> u32 {
         .await
         .expect("the agent wrote its pid");
     read().unwrap()
-}
-
-/// Whether `pid` runs (a zombie waiting to be reaped by its new parent does not).
-fn runs(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit(')')
-            .next()
-            .is_some_and(|s| !s.trim_start().starts_with('Z'))
-    })
 }
 
 /// An agent that closes its stdout at once but lives on is stopped, not left running unseen.

@@ -12,6 +12,7 @@ use std::time::Duration;
 use futures::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
 use support::mcp_client::{McpClient, lockfile, read_locks, websocket};
+use support::processes::runs;
 use support::{Options, TestClient};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_tungstenite::tungstenite::Message;
@@ -217,15 +218,6 @@ async fn companion_file(client: &TestClient) -> std::path::PathBuf {
         .await
         .unwrap_or_else(|| panic!("no companion discovery file in {}", dir.display()));
     find().unwrap()
-}
-
-/// Whether `pid` runs (a zombie waiting to be reaped does not).
-fn runs(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit(')')
-            .next()
-            .is_some_and(|s| !s.trim_start().starts_with('Z'))
-    })
 }
 
 /// `signal` ends the server: it exits, its agent with it, and neither discovery file is left.

@@ -4,43 +4,12 @@
 mod support;
 
 use serde_json::{Value, json};
+use support::reviews::{propose, verdict};
 use support::{Answer, Options, TestClient, file_uri, range};
 
 const BASE: &str = "fn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n\nfn other() {}\n";
 const PROPOSAL: &str =
     "fn main() {\n    let x = 2;\n    println!(\"{x}\");\n}\n\nfn other() {\n    todo!()\n}\n";
-
-async fn propose(client: &TestClient, uri: &str, text: &str, origin: &str) {
-    let args = json!([{"uri": uri, "text": text, "origin": origin}]);
-    client
-        .request(
-            "workspace/executeCommand",
-            json!({"command": "agentls.debug.review", "arguments": args}),
-        )
-        .await
-        .expect("agentls.debug.review");
-}
-
-/// The verdict of a review opened with `propose`.
-async fn verdict(client: &TestClient) -> Value {
-    let log = client
-        .take("window/logMessage", |p| {
-            p["message"]
-                .as_str()
-                .unwrap()
-                .contains("agentls.debug.review verdict: ")
-        })
-        .await;
-    let message = log["params"]["message"].as_str().unwrap();
-    let json = message
-        .split("agentls.debug.review verdict: ")
-        .nth(1)
-        .unwrap()
-        .lines()
-        .next()
-        .unwrap();
-    serde_json::from_str(json).unwrap()
-}
 
 /// The diagnostics agentls publishes next for `uri` with `count` entries.
 async fn diagnostics(client: &TestClient, uri: &str, count: usize) -> Vec<Value> {

@@ -84,8 +84,13 @@ pub async fn connect(
         .on_receive_request(
             {
                 let link = Arc::clone(&link);
-                async move |request: CreateTerminalRequest, responder: Responder<_>, _cx| {
-                    responder.respond_with_result(terminal::create(&link, request))
+                async move |request: CreateTerminalRequest,
+                            responder,
+                            cx: ConnectionTo<Agent>| {
+                    let link = Arc::clone(&link);
+                    answer_later(&cx, responder, async move {
+                        terminal::create(&link, request).await
+                    })
                 }
             },
             on_receive_request!(),

@@ -123,6 +123,9 @@ pub fn file_error(error: &FileError) -> Error {
             .data(json!({"path": path, "reason": "not_absolute"})),
         FileError::OutsideWorkspace(path) => Error::new(ACCESS_DENIED, message)
             .data(json!({"path": path, "reason": "outside_workspace"})),
+        FileError::ReadOnly(path) => {
+            Error::new(ACCESS_DENIED, message).data(json!({"path": path, "reason": "read_only"}))
+        }
         FileError::Io { path, .. } if error.is_not_found() => {
             Error::new(ErrorCode::RESOURCE_NOT_FOUND, message)
                 .data(json!({"path": path, "reason": "not_found"}))

@@ -1,7 +1,8 @@
 //! `fs/read_text_file` and `fs/write_text_file`, served through the port (which enforces the
 //! workspace boundary). A write never silently clobbers the user's unsaved edits: agentls
 //! remembers what the agent last read of each file and, when the buffer changed since, merges the
-//! agent's text into the user's three-way; overlapping changes are refused.
+//! agent's text into the user's three-way; overlapping changes are refused, and so is a write to a
+//! read-only file (the user is told either way).
 
 use agent_client_protocol::Error;
 use agent_client_protocol::v1::schema::{
@@ -10,7 +11,7 @@ use agent_client_protocol::v1::schema::{
 
 use super::error::{file_error, write_error};
 use super::link::AgentLink;
-use crate::editor::{Level, WriteError, file_name, select_lines};
+use crate::editor::{FileError, Level, WriteError, file_name, select_lines};
 
 /// Serves `fs/read_text_file`: the open buffer's text, else the disk; `line`/`limit` honoured.
 pub async fn read(
@@ -67,19 +68,25 @@ pub async fn write(
             remember(link, session, path, written.text);
             Ok(WriteTextFileResponse::new())
         }
-        Err(e @ WriteError::Conflict(_)) => {
-            link.editor.tell_user(
-                Level::Warning,
-                format!(
-                    "{}: refused its write to {}: you changed the same lines since it read the \
-                     file; your edits are kept",
-                    link.agent,
-                    file_name(path)
-                ),
-            );
+        Err(e) => {
+            let why = match &e {
+                WriteError::Conflict(_) => {
+                    Some("you changed the same lines since it read the file; your edits are kept")
+                }
+                WriteError::File(FileError::ReadOnly(_)) => {
+                    Some("the file is read-only; it was left as it is")
+                }
+                _ => None,
+            };
+            if let Some(why) = why {
+                let (agent, file) = (&link.agent, file_name(path));
+                link.editor.tell_user(
+                    Level::Warning,
+                    format!("{agent}: refused its write to {file}: {why}"),
+                );
+            }
             Err(write_error(&e))
         }
-        Err(e) => Err(write_error(&e)),
     }
 }
 

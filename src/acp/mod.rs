@@ -8,6 +8,7 @@ mod context;
 pub mod error;
 mod fs;
 mod link;
+pub mod orphans;
 mod permission;
 mod plugin_updates;
 pub mod process;

@@ -1,5 +1,5 @@
 //! Child processes agentls starts (agents and their terminals): spawned in their own process
-//! group, reaped by a task that owns the `Child`, stderr kept line by line, and signalled as a
+//! group (registered as agentls's own, see `orphans`), reaped by a task that owns the `Child`, stderr kept line by line, and signalled as a
 //! group so that grandchildren go too. Nothing about ACP here.
 
 use std::collections::VecDeque;
@@ -14,6 +14,7 @@ use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 
 use super::error::AgentFailure;
+use super::orphans::{self, OwnChild};
 use crate::config::AgentSpec;
 
 /// How many stderr lines are kept for error messages.
@@ -56,7 +57,7 @@ pub fn spawn_agent(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = command.spawn().map_err(|e| AgentFailure::SpawnFailed {
+    let (mut child, own) = orphans::spawn(&mut command).map_err(|e| AgentFailure::SpawnFailed {
         command: spec.command.clone(),
         reason: e.to_string(),
     })?;
@@ -65,7 +66,7 @@ pub fn spawn_agent(
         stdout: child.stdout.take().expect("stdout is piped"),
     };
     let stderr = child.stderr.take().expect("stderr is piped");
-    let process = ChildProcess::watch(child);
+    let process = ChildProcess::watch(child, own);
     tokio::spawn(keep_stderr(
         agent.to_owned(),
         stderr,
@@ -76,12 +77,14 @@ pub fn spawn_agent(
 }
 
 impl ChildProcess {
-    /// Takes ownership of `child`: a task reaps it and publishes its exit status.
-    pub fn watch(mut child: tokio::process::Child) -> Self {
+    /// Takes ownership of `child` (started by [`orphans::spawn`], which gave `own`): a task
+    /// reaps it and publishes its exit status.
+    pub fn watch(mut child: tokio::process::Child, own: OwnChild) -> Self {
         let pid = child.id().unwrap_or(0);
         let (tx, exit) = watch::channel(None);
         tokio::spawn(async move {
             let status = child.wait().await;
+            drop(own); // reaped: the pid is no longer ours
             let status = status.unwrap_or_else(|_| ExitStatus::from_raw(-1));
             let _ = tx.send(Some(status));
         });

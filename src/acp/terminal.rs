@@ -1,5 +1,5 @@
 //! `terminal/*`: commands the agent runs through agentls, each in its own process group in the
-//! workspace, with output captured (capped by `outputByteLimit`, else 1 MiB, never more than
+//! workspace (a working directory outside it is refused, as files are), with output captured (capped by `outputByteLimit`, else 1 MiB, never more than
 //! 16 MiB; oldest bytes dropped first) and streamed to the editor's log.
 
 use std::collections::HashMap;
@@ -18,7 +18,9 @@ use agent_client_protocol::{Error, ErrorCode};
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::sync::watch;
 
+use super::error::file_error;
 use super::link::AgentLink;
+use super::orphans;
 use super::process::{ChildProcess, signal_name};
 use crate::editor::{EditorAccess, Level};
 
@@ -88,13 +90,25 @@ impl Terminals {
     }
 }
 
-/// `terminal/create`: starts the command.
-pub fn create(
+/// `terminal/create`: starts the command, in the directory the agent named if the workspace
+/// boundary allows it (the same one as for files), else in the agent's own.
+pub async fn create(
     link: &AgentLink,
     request: CreateTerminalRequest,
 ) -> Result<CreateTerminalResponse, Error> {
+    if let Some(cwd) = &request.cwd {
+        link.editor.check_path(cwd).await.map_err(|e| {
+            let mut error = file_error(&e);
+            error.message = format!(
+                "refused to run `{}` in that working directory: {}",
+                request.command, error.message
+            );
+            error
+        })?;
+    }
     let cwd = request.cwd.clone().unwrap_or_else(|| link.cwd.clone());
-    let mut child = tokio::process::Command::new(&request.command)
+    let mut command = tokio::process::Command::new(&request.command);
+    command
         .args(&request.args)
         .envs(request.env.iter().map(|v| (&v.name, &v.value)))
         .current_dir(&cwd)
@@ -102,15 +116,14 @@ pub fn create(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| {
-            let code = match e.kind() {
-                std::io::ErrorKind::NotFound => ErrorCode::RESOURCE_NOT_FOUND,
-                _ => ErrorCode::INTERNAL_ERROR,
-            };
-            Error::new(code, format!("cannot run `{}`: {e}", request.command))
-        })?;
+        .kill_on_drop(true);
+    let (mut child, own) = orphans::spawn(&mut command).map_err(|e| {
+        let code = match e.kind() {
+            std::io::ErrorKind::NotFound => ErrorCode::RESOURCE_NOT_FOUND,
+            _ => ErrorCode::INTERNAL_ERROR,
+        };
+        Error::new(code, format!("cannot run `{}`: {e}", request.command))
+    })?;
     let limit = request
         .output_byte_limit
         .map_or(DEFAULT_OUTPUT_LIMIT, |l| {
@@ -125,7 +138,7 @@ pub fn create(
     let done = Arc::new(done);
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
-    let process = ChildProcess::watch(child);
+    let process = ChildProcess::watch(child, own);
     for pipe in [
         Box::new(stdout) as Box<dyn AsyncRead + Send + Unpin>,
         Box::new(stderr),

@@ -243,12 +243,13 @@ async fn run_turn(
         turn.say("Waiting until you cancel…\n")?;
         std::future::pending::<()>().await;
     }
+    let cwd = script.cwd.as_deref();
     if let Some(command) = &script.run {
-        return turn.ask_and_run(command, None).await;
+        return turn.ask_and_run(command, None, cwd).await;
     }
     if script.ask {
         let command = ["echo".to_owned(), "demo terminal output".to_owned()];
-        return turn.ask_and_run(&command, Some(1000)).await;
+        return turn.ask_and_run(&command, Some(1000), cwd).await;
     }
     let Some(path) = script.path.clone() else {
         turn.say("Name a file in the workspace, e.g. `uppercase the TODO lines in notes.txt`.\n")?;
@@ -545,11 +546,12 @@ impl Turn<'_> {
     }
 
     /// A permission without a diff; if allowed, `command` in a terminal (its output capped at
-    /// `limit` bytes, or only by agentls).
+    /// `limit` bytes, or only by agentls; in `cwd` if given).
     async fn ask_and_run(
         &self,
         command: &[String],
         limit: Option<u64>,
+        cwd: Option<&std::path::Path>,
     ) -> Result<StopReason, Error> {
         let Some((program, args)) = command.split_first() else {
             self.say("Name a command after @run.\n")?;
@@ -571,6 +573,9 @@ impl Turn<'_> {
             CreateTerminalRequest::new(session.clone(), program.clone()).args(args.to_vec());
         if let Some(limit) = limit {
             create = create.output_byte_limit(limit);
+        }
+        if let Some(cwd) = cwd {
+            create = create.cwd(cwd.to_path_buf());
         }
         let terminal = match self.cx.send_request(create).block_task().await {
             Ok(terminal) => terminal,

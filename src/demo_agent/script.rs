@@ -1,7 +1,8 @@
 //! The demo agent's prompt language, with no I/O: which file a prompt is about, what to do to
 //! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@deaf`, `@crash`, `@ask`,
-//! `@run COMMAND…`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@also FILE`, `@late`,
-//! `@snippet`, `@askaftercancel [MS]`, `@diffearlier`, `@diskwrite`, `@unasked`, `@writemore`).
+//! `@run COMMAND…`, `@cwd DIR`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@also FILE`,
+//! `@late`, `@snippet`, `@askaftercancel [MS]`, `@diffearlier`, `@diskwrite`, `@unasked`,
+//! `@writemore`).
 //!
 //! - `uppercase <file>`: uppercase the lines that contain `TODO` (every line if none does);
 //! - `sort <file>`: sort the lines;
@@ -33,6 +34,8 @@ pub struct Script {
     pub ask: bool,
     /// Like `ask`, with this command (the rest of the prompt) and no output limit.
     pub run: Option<Vec<String>>,
+    /// The working directory to ask for the command's terminal (else agentls picks).
+    pub cwd: Option<PathBuf>,
     /// More files to change the same way, proposed in the same permission request.
     pub also: Vec<PathBuf>,
     /// After answering the prompt, send a tool call and an update of it.
@@ -160,6 +163,10 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
                 script.run = Some(words[i + 1..].iter().map(|w| (*w).to_owned()).collect());
                 break;
             }
+            "@cwd" => {
+                script.cwd = words.get(i + 1).map(|dir| cwd.join(dir));
+                skip = 1;
+            }
             "@also" => {
                 if let Some(file) = words.get(i + 1) {
                     script.also.push(cwd.join(file));
@@ -282,8 +289,9 @@ mod tests {
         assert_eq!(script.path, Some(dir.path().join("notes.txt")));
         assert_eq!(script.also, vec![dir.path().join("b.txt")]);
         assert!(script.late);
-        let script = parse("@deaf @run seq 1 3.txt", &[], dir.path());
+        let script = parse("@deaf @cwd /etc @run seq 1 3.txt", &[], dir.path());
         assert!(script.deaf);
+        assert_eq!(script.cwd, Some(PathBuf::from("/etc")));
         assert_eq!(
             script.run,
             Some(vec!["seq".into(), "1".into(), "3.txt".into()])

@@ -1,5 +1,5 @@
 //! The disk and the workspace boundary: which paths an agent may touch, reading files, and
-//! writing them atomically. Buffers are not this module's business.
+//! writing them atomically (never over a read-only one). Buffers are not this module's business.
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt as _;
@@ -18,6 +18,9 @@ pub enum FileError {
         "{0}: outside the workspace folders (set `fs.allowOutsideWorkspace = true` to permit this)"
     )]
     OutsideWorkspace(PathBuf),
+    /// The file is read-only (for everyone, or for us): it is not replaced.
+    #[error("{0}: the file is read-only; nothing was written (make it writable to let changes in)")]
+    ReadOnly(PathBuf),
     /// Reading or writing the disk failed.
     #[error("{path}: {source}")]
     Io {
@@ -110,10 +113,32 @@ pub async fn read(path: &Path) -> Result<String, FileError> {
         .map_err(|e| FileError::io(path, e))
 }
 
+/// Refuses `path` when it names an existing file that is read-only: one nobody may write (mode
+/// 0444 — root too, who could), or that we may not. Renaming a new file over it would succeed
+/// all the same, so [`write_atomic`] asks this first; a file that does not exist passes.
+pub fn check_replaceable(path: &Path) -> Result<(), FileError> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let no_write_bit = meta.permissions().mode() & 0o222 == 0;
+    let denied = rustix::fs::accessat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::Access::WRITE_OK,
+        rustix::fs::AtFlags::EACCESS,
+    )
+    .is_err();
+    if meta.is_file() && (no_write_bit || denied) {
+        return Err(FileError::ReadOnly(path.to_owned()));
+    }
+    Ok(())
+}
+
 /// Writes `content` to `path` atomically: a temporary file in the same directory, flushed, given
 /// the old file's permissions (a new file gets 0666 less the umask), then renamed over it.
 /// Readers see the old or the new file, never half of one. A symlink is written through: the
-/// file it names changes, the link stays.
+/// file it names changes, the link stays. A read-only file is never replaced
+/// ([`FileError::ReadOnly`]).
 pub async fn write_atomic(path: &Path, content: &str) -> Result<(), FileError> {
     let path_buf = path.to_owned();
     let content = content.to_owned();
@@ -132,6 +157,7 @@ fn write_atomic_blocking(path: &Path, content: &str) -> Result<(), FileError> {
     } else {
         path
     };
+    check_replaceable(path)?;
     let dir = path
         .parent()
         .ok_or_else(|| FileError::NotAbsolute(path.to_owned()))?;
@@ -193,6 +219,27 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o751);
+    }
+
+    #[tokio::test]
+    async fn a_read_only_file_is_not_replaced() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("locked.txt");
+        std::fs::write(&path, "old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let inode = std::fs::metadata(&path).unwrap().ino();
+        let refused = write_atomic(&path, "new").await.unwrap_err();
+        assert!(matches!(refused, FileError::ReadOnly(_)), "{refused}");
+        let link = dir.path().join("link.txt");
+        std::os::unix::fs::symlink("locked.txt", &link).unwrap();
+        assert!(matches!(
+            write_atomic(&link, "new").await,
+            Err(FileError::ReadOnly(_))
+        ));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode);
+        assert!(check_replaceable(&dir.path().join("new.txt")).is_ok());
     }
 
     /// The process's umask, from `/proc/self/status`.

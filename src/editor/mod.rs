@@ -294,7 +294,8 @@ impl EditorAccess {
     /// `base` are merged in; when they touch the same lines the write is refused
     /// ([`WriteError::Conflict`]) — a user's unsaved edit is never overwritten silently. The
     /// writer's own write of a proposal the user accepted carries out exactly the accepted hunks
-    /// (see `settlement.rs`); any other write of that file by `origin` meanwhile is refused.
+    /// (see `settlement.rs`); any other write of that file by `origin` meanwhile is refused. A
+    /// read-only file is refused before anything changes ([`FileError::ReadOnly`]).
     pub async fn write_text_file(
         &self,
         origin: &Origin,
@@ -309,6 +310,14 @@ impl EditorAccess {
             Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e.into()),
         };
+        // Before any of it reaches the buffer: a write the disk will refuse changes nothing.
+        let owned = path.to_owned();
+        tokio::task::spawn_blocking(move || files::check_replaceable(&owned))
+            .await
+            .map_err(|e| FileError::Io {
+                path: path.to_owned(),
+                source: std::io::Error::other(e),
+            })??;
         let (o, p, c, b) = (
             origin.clone(),
             path.to_owned(),
@@ -587,9 +596,12 @@ impl EditorAccess {
             .clone()
     }
 
-    /// The workspace boundary. An editor that sent no workspace folder (Neovim without a root
-    /// marker) gets the server's working directory as the boundary, never none.
-    async fn check_path(&self, path: &Path) -> Result<(), FileError> {
+    /// The workspace boundary, for files and for the directories agents' commands run in:
+    /// `path` must be absolute, without `..`, and inside a workspace folder once symlinks are
+    /// resolved (only its shape counts under `fs.allowOutsideWorkspace`). An editor that sent no
+    /// workspace folder (Neovim without a root marker) gets the server's working directory as
+    /// the boundary, never none.
+    pub async fn check_path(&self, path: &Path) -> Result<(), FileError> {
         if self.policy().allow_outside_workspace {
             return files::check_shape(path);
         }

@@ -1,18 +1,20 @@
 //! The Streamable HTTP listener of the companion protocol: MCP at `http://127.0.0.1:<port>/mcp`
 //! (rmcp's server in legacy session mode), every request first through `guard::check` (Host, no
-//! Origin, `Authorization: Bearer <token>`). Each MCP session is a [`Session`] in the notified
+//! Origin, `Authorization: Bearer <token>`; a connection with a request that passed is no longer
+//! timed, see `connections`). Each MCP session is a [`Session`] in the notified
 //! diff style with its own origin, torn down when rmcp drops the session.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+use super::connections::Connection;
 use super::event_streams::{self, EventStreams};
 use super::frames::MAX_MESSAGE_BYTES;
 use super::guard::{self, TokenHeader};
@@ -70,7 +72,14 @@ async fn check(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
         &gate.token,
         TokenHeader::Bearer,
     ) {
-        Ok(()) => next.run(request).await,
+        Ok(()) => {
+            if let Some(ConnectInfo(connection)) =
+                request.extensions().get::<ConnectInfo<Connection>>()
+            {
+                connection.authenticated();
+            }
+            next.run(request).await
+        }
         Err(refusal) => {
             tracing::warn!("refused an HTTP request: {refusal}");
             (refusal.status(), refusal.to_string()).into_response()

@@ -4,10 +4,12 @@
 //! pushed as notifications. It never imports the host (`lsp`) or the ACP adapter.
 //!
 //! Security: loopback only, a fresh 128-bit token per process checked in constant time on every
-//! request, no request with an `Origin`, `Host` must name our own address, discovery files 0600
-//! in 0700 directories, removed when the server stops.
+//! request, no request with an `Origin`, `Host` must name our own address, a cap on open
+//! connections and deadlines for those without the token, discovery files 0600 in 0700
+//! directories, removed when the server stops.
 
 mod companion_file;
+mod connections;
 mod context_push;
 mod context_tools;
 mod diff_tabs;
@@ -88,22 +90,25 @@ impl std::fmt::Debug for McpServer {
     }
 }
 
-/// Binds 127.0.0.1 on a free port and serves `router` there until `stopped`.
+/// Binds 127.0.0.1 on a free port and serves `router` there until `stopped`, within `limits`
+/// (handlers see each request's [`connections::Connection`]).
 async fn listen(
     router: impl FnOnce(u16) -> axum::Router,
+    limits: connections::Limits,
     stopped: watch::Receiver<bool>,
 ) -> Result<u16, StartError> {
     let socket = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .map_err(StartError::Bind)?;
     let port = socket.local_addr().map_err(StartError::Bind)?.port();
-    let router = router(port);
+    let service = router(port).into_make_service_with_connect_info::<connections::Connection>();
+    let socket = connections::LimitedListener::new(socket, port, limits);
     let mut until_stopped = stopped;
     tokio::spawn(async move {
         let shutdown = async move {
             let _ = until_stopped.wait_for(|s| *s).await;
         };
-        if let Err(e) = axum::serve(socket, router)
+        if let Err(e) = axum::serve(socket, service)
             .with_graceful_shutdown(shutdown)
             .await
         {
@@ -120,6 +125,7 @@ impl McpServer {
         let ws_token = AuthToken::generate().map_err(StartError::Token)?;
         let http_token = AuthToken::generate().map_err(StartError::Token)?;
         let (stop, stopped) = watch::channel(false);
+        let limits = connections::Limits::configured();
         let ws_port = {
             let (token, editor, stopped2) = (ws_token.clone(), editor.clone(), stopped.clone());
             listen(
@@ -127,6 +133,7 @@ impl McpServer {
                     let listener = websocket::Listener::new(port, token, editor, stopped2);
                     websocket::router(Arc::new(listener))
                 },
+                limits,
                 stopped.clone(),
             )
             .await?
@@ -135,6 +142,7 @@ impl McpServer {
             let (token, editor) = (http_token.clone(), editor.clone());
             listen(
                 move |port| http::router(port, token, editor),
+                limits,
                 stopped.clone(),
             )
             .await?

@@ -1,6 +1,7 @@
 //! The WebSocket listener of the IDE protocol: 127.0.0.1 on a free port; every request passes
 //! `guard::check` (Host, no Origin, the token in `x-claude-code-ide-authorization`) and must be
-//! a WebSocket upgrade; the `mcp` subprotocol is answered (agents drop the socket without it).
+//! a WebSocket upgrade (its connection is then no longer timed, see `connections`); the `mcp`
+//! subprotocol is answered (agents drop the socket without it).
 //! Each socket becomes one MCP [`Session`] with its own origin, torn down when the socket closes.
 
 use std::sync::Arc;
@@ -8,14 +9,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use rmcp::ServiceExt as _;
 use tokio::sync::watch;
 
+use super::connections::Connection;
 use super::frames::{self, MAX_MESSAGE_BYTES};
 use super::guard::{self, TokenHeader, WS_TOKEN_HEADER};
 use super::session::Session;
@@ -64,6 +66,7 @@ pub fn router(listener: Arc<Listener>) -> Router {
 
 async fn upgrade(
     State(listener): State<Arc<Listener>>,
+    ConnectInfo(connection): ConnectInfo<Connection>,
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
@@ -72,6 +75,7 @@ async fn upgrade(
         tracing::warn!("refused a connection: {refusal}");
         return (refusal.status(), refusal.to_string()).into_response();
     }
+    connection.authenticated();
     let ws = match ws {
         Ok(ws) => ws,
         Err(rejection) => {

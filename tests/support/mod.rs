@@ -10,7 +10,9 @@ pub mod agents;
 pub mod mcp_client;
 pub mod mock_llm;
 pub mod peers;
+pub mod processes;
 pub mod pty;
+pub mod reviews;
 pub mod terminal_agent;
 pub mod text;
 

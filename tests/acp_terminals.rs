@@ -1,0 +1,134 @@
+//! Where and for how long the commands agents run through `terminal/create` may run: only in
+//! the workspace folders (a working directory outside them, or a symlink leading out, is an ACP
+//! error unless `fs.allowOutsideWorkspace`), and no longer than agentls, also what they detach
+//! into a session of its own. Driven through the demo agent's `@cwd` and `@run`.
+
+mod support;
+
+use serde_json::json;
+use support::processes::runs;
+use support::{Answer, Options, TestClient};
+
+/// A server whose editor says "Run it" to every command the demo agent asks to run.
+async fn running_commands(config_toml: Option<&str>) -> TestClient {
+    let client = TestClient::start(Options {
+        config_toml: config_toml.map(str::to_owned),
+        ..Options::default()
+    })
+    .await;
+    client
+        .initialize(TestClient::rich_capabilities(false), None)
+        .await;
+    client.answer(
+        "window/showMessageRequest",
+        Answer::With(json!({"title": "Run it"})),
+    );
+    client
+}
+
+/// Prompts `@cwd <dir> @run pwd`; what the demo agent said of it.
+async fn pwd_in(client: &TestClient, dir: &str) -> String {
+    client.prompt(&format!("@cwd {dir} @run pwd")).await;
+    client.take_message("demo: end_turn").await
+}
+
+#[tokio::test]
+async fn a_terminal_runs_only_inside_the_workspace() {
+    let client = running_commands(None).await;
+    let sub = client.workspace.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), client.workspace.join("link")).unwrap();
+
+    let inside = pwd_in(&client, "sub").await;
+    assert!(
+        inside.contains(&format!(
+            "The command printed {:?}",
+            sub.display().to_string()
+        )),
+        "{inside}"
+    );
+    for dir in ["/etc", "link", &outside.path().display().to_string()] {
+        let refused = pwd_in(&client, dir).await;
+        assert!(
+            refused
+                .contains("Could not run `pwd`: refused to run `pwd` in that working directory: ")
+                && refused.contains("outside the workspace folders"),
+            "{dir}: {refused}"
+        );
+        // The whole answer, with its code (access denied), is in the log.
+        let logged = client
+            .take("window/logMessage", |p| {
+                p["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("in that working directory"))
+            })
+            .await;
+        let logged = logged["params"]["message"].as_str().unwrap();
+        assert!(
+            logged.contains("(set `fs.allowOutsideWorkspace = true` to permit this) (-32003)"),
+            "{logged}"
+        );
+    }
+    assert!(client.shutdown().await.success());
+}
+
+#[tokio::test]
+async fn allow_outside_workspace_lets_a_terminal_run_elsewhere() {
+    let client = running_commands(Some("[fs]\nallowOutsideWorkspace = true\n")).await;
+    let said = pwd_in(&client, "/etc").await;
+    assert!(said.contains("The command printed \"/etc\""), "{said}");
+    assert!(client.shutdown().await.success());
+}
+
+/// The pid a detached process wrote to `file`, once it is there.
+async fn written_pid(file: &std::path::Path) -> u32 {
+    let read = || {
+        std::fs::read_to_string(file)
+            .ok()?
+            .trim()
+            .parse::<u32>()
+            .ok()
+    };
+    support::eventually(|| read().is_some())
+        .await
+        .unwrap_or_else(|| panic!("no pid in {}", file.display()));
+    read().unwrap()
+}
+
+/// A daemon a command detaches (`setsid`: a new session and process group, its parent gone at
+/// once) is in no group agentls signals; it is ended all the same when agentls shuts down. One
+/// that exits by itself meanwhile is reaped, not left a zombie.
+#[tokio::test]
+async fn a_daemon_a_command_detaches_does_not_outlive_agentls() {
+    let client = running_commands(None).await;
+    let (daemon_file, brief_file) = (
+        client.workspace.join("daemon.pid"),
+        client.workspace.join("brief.pid"),
+    );
+    let script = format!(
+        "setsid sh -c 'echo $$ > \"{}\"; exec sleep 600' >/dev/null 2>&1 &\n\
+         setsid sh -c 'echo $$ > \"{}\"; exec sleep 0.1' >/dev/null 2>&1 &\n",
+        daemon_file.display(),
+        brief_file.display()
+    );
+    std::fs::write(client.workspace.join("daemon.sh"), script).unwrap();
+    client.prompt("@run sh daemon.sh").await;
+    let said = client.take_message("demo: end_turn").await;
+    assert!(said.contains("exited with Some(0)"), "{said}");
+    let daemon = written_pid(&daemon_file).await;
+    assert!(runs(daemon), "the daemon {daemon} did not start");
+    let brief = written_pid(&brief_file).await;
+    let proc_entry = std::path::PathBuf::from(format!("/proc/{brief}"));
+    support::eventually(|| !proc_entry.exists())
+        .await
+        .unwrap_or_else(|| panic!("{brief}, detached and exited, was never reaped"));
+
+    assert!(client.shutdown().await.success());
+    if support::eventually(|| !runs(daemon)).await.is_none() {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &daemon.to_string()])
+            .status();
+        panic!("the daemon {daemon} an agent's command detached outlived agentls");
+    }
+}
