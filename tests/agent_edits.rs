@@ -380,3 +380,44 @@ async fn a_write_that_is_not_the_accepted_change_is_refused_and_the_change_appli
     );
     assert!(client.shutdown().await.success());
 }
+
+/// A buffer opened with unsaved text (the editor restored it): an agent's disk write without
+/// asking is merged against what the disk said, so the unsaved line stays (it was merged against
+/// the opened text, which threw the line away).
+#[tokio::test]
+async fn a_disk_write_without_asking_keeps_text_that_was_unsaved_at_open() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let path = client.workspace.join("notes.txt");
+    std::fs::write(&path, "keep\n// TODO a\n").unwrap();
+    let uri = client
+        .open_unsaved(&path, "text", "mine\nkeep\n// TODO a\n")
+        .await;
+    client
+        .prompt("uppercase notes.txt @diskwrite @unasked")
+        .await;
+    client
+        .take_message("demo changed notes.txt without asking (1 change)")
+        .await;
+    assert_eq!(client.document(&uri).text, "mine\nkeep\n// TODO A\n");
+    assert!(client.shutdown().await.success());
+}
+
+/// Two disk writes without asking, one after the other: the second reaches the buffer too (it
+/// was skipped while the first one's Keep/Undo review was open).
+#[tokio::test]
+async fn a_second_disk_write_without_asking_reaches_the_buffer_too() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let uri = client.open("notes.txt", "text", "b\n// TODO a\n").await;
+    client
+        .prompt("uppercase notes.txt @diskwrite @unasked")
+        .await;
+    client
+        .take_message("demo changed notes.txt without asking (1 change)")
+        .await;
+    client.take_message("demo: end_turn").await;
+    client.prompt("sort notes.txt @diskwrite @unasked").await;
+    support::eventually(|| client.document(&uri).text == "// TODO A\nb\n")
+        .await
+        .unwrap_or_else(|| panic!("{:?}\n{}", client.document(&uri).text, client.stderr()));
+    assert!(client.shutdown().await.success());
+}

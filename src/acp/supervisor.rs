@@ -249,12 +249,22 @@ impl Inner {
     fn enqueue(self: &Arc<Self>, name: &str, spec: AgentSpec, command: Command) {
         let slot = self.slot(name);
         let mut queue = slot.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let sender = queue.get_or_insert_with(|| {
-            let (sender, commands) = mpsc::unbounded_channel();
-            tokio::spawn(work_off(Arc::clone(self), name.to_owned(), commands));
-            sender
-        });
-        let _ = sender.send((spec, command));
+        let mut item = (spec, command);
+        // A worker that died (a panic in a command) is replaced, so nothing queued is dropped.
+        loop {
+            let sender = queue.get_or_insert_with(|| {
+                let (sender, commands) = mpsc::unbounded_channel();
+                tokio::spawn(work_off(Arc::clone(self), name.to_owned(), commands));
+                sender
+            });
+            match sender.send(item) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(back)) => {
+                    item = back;
+                    *queue = None;
+                }
+            }
+        }
     }
 
     /// Runs one command of agent `name`; a prompt returns once its turn is under way (or over).

@@ -222,6 +222,8 @@ pub fn changed_lines(old: &str, new: &str) -> (String, String) {
 /// is not found.
 pub fn replace_each(now: &str, old: &str, new: &str) -> Option<String> {
     let mut out = now.to_owned();
+    // Blocks are replaced last first; an earlier block lies before where the later one went.
+    let mut end = out.len();
     for hunk in crate::editor::diff::line_hunks(old, new).into_iter().rev() {
         let context_start = old[..hunk.old.start]
             .trim_end_matches('\n')
@@ -230,8 +232,14 @@ pub fn replace_each(now: &str, old: &str, new: &str) -> Option<String> {
         let context = &old[context_start..hunk.old.start];
         let find = format!("{context}{}", &old[hunk.old.clone()]);
         let replace = format!("{context}{}", &new[hunk.new.clone()]);
-        let at = out.rfind(&find)?;
+        // Nothing to look for: an insertion at the very start.
+        let at = if find.is_empty() {
+            0
+        } else {
+            out[..end].rfind(&find)?
+        };
         out.replace_range(at..at + find.len(), &replace);
+        end = at + context.len();
     }
     Some(out)
 }
@@ -251,6 +259,11 @@ mod tests {
             "keep\n// TODO A\nx\nmine\nx\n// TODO B\n"
         );
         assert_eq!(replace_each("gone\n", old, new), None);
+        // Moving a line: the block put in later is not taken for the one to take out.
+        assert_eq!(
+            replace_each("b\n// TODO A\n", "b\n// TODO A\n", "// TODO A\nb\n").unwrap(),
+            "// TODO A\nb\n"
+        );
     }
 
     #[test]

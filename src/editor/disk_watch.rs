@@ -18,7 +18,20 @@ use super::state::StateHandle;
 /// How long events are gathered before they are reported.
 const SETTLE: Duration = Duration::from_millis(30);
 /// Folder names whose contents are never an agent's edit worth reviewing.
-const IGNORED: &[&str] = &[".git", ".hg", ".jj", "target", "node_modules", ".venv"];
+const IGNORED: &[&str] = &[
+    ".git",
+    ".hg",
+    ".jj",
+    ".svn",
+    "target",
+    "node_modules",
+    ".venv",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    "dist",
+    "build",
+];
 
 /// The host's handle: which folders to watch.
 #[derive(Debug, Clone)]
@@ -113,13 +126,22 @@ fn watch_folders(
     Some(watcher)
 }
 
-/// Whether `path` lies in a folder whose changes are not reviewed.
+/// Whether `path` lies in a folder whose changes are not reviewed, or is an editor's backup,
+/// auto-save or swap file.
 fn is_ignored(path: &Path) -> bool {
-    path.components().any(|c| {
-        c.as_os_str()
-            .to_str()
-            .is_some_and(|name| IGNORED.contains(&name))
-    })
+    let scratch = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+        n.ends_with('~')
+            || (n.starts_with('#') && n.ends_with('#'))
+            || n.starts_with(".#")
+            || n.ends_with(".swp")
+            || n.ends_with(".swx")
+    });
+    scratch
+        || path.components().any(|c| {
+            c.as_os_str()
+                .to_str()
+                .is_some_and(|name| IGNORED.contains(&name))
+        })
 }
 
 #[cfg(test)]
@@ -132,5 +154,8 @@ mod tests {
         assert!(is_ignored(Path::new("/ws/.git/index")));
         assert!(!is_ignored(Path::new("/ws/src/lib.rs")));
         assert!(!is_ignored(Path::new("/ws/targets.rs")));
+        assert!(is_ignored(Path::new("/ws/src/#lib.rs#")));
+        assert!(is_ignored(Path::new("/ws/src/lib.rs~")));
+        assert!(is_ignored(Path::new("/ws/src/.lib.rs.swp")));
     }
 }

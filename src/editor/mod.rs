@@ -627,10 +627,22 @@ impl EditorFeed {
             .update(move |s| s.review_preview_lines = preview_lines.max(1));
     }
 
-    /// The editor opened a document.
+    /// The editor opened a document. What the disk says is read too (off the state task): a
+    /// buffer may open with unsaved text, and merging an agent's disk write needs the disk's.
     pub fn opened(&self, path: PathBuf, text: String, version: i32, language: String) {
+        let owned = path.clone();
         self.state
             .update(move |s| s.did_open(path, &text, version, &language));
+        let state = self.state.clone();
+        tokio::spawn(async move {
+            if let Ok(disk) = files::read(&owned).await {
+                state.update(move |s| {
+                    if let Some(doc) = s.documents.get_mut(&owned) {
+                        doc.set_saved(&disk);
+                    }
+                });
+            }
+        });
     }
 
     /// The editor changed a document.

@@ -17,8 +17,10 @@ use super::review::{Applier, HunkState, Verdict};
 use super::state::{State, StateHandle};
 use super::{Level, Origin, diff, file_name, files};
 
-/// How long agentls waits for a proposer's own write before applying the accepted change itself.
-pub const SETTLE_WAIT: Duration = Duration::from_secs(10);
+/// How long agentls waits for a proposer's own write before applying the accepted change itself
+/// (the end of its turn usually comes first). Counted from the file's verdict: long enough for
+/// the user to decide the other files of the same request.
+pub const SETTLE_WAIT: Duration = Duration::from_secs(60);
 /// How often the watcher looks at the disk.
 const POLL_EVERY: Duration = Duration::from_millis(50);
 
@@ -195,8 +197,12 @@ impl State {
             .or_else(|| disk.map(str::to_owned))
             .unwrap_or_default();
         let read = read.unwrap_or(&current);
-        let carries_out = content == review.proposal
-            || diff::merge3(&review.base, read, &review.proposal).as_deref() == Some(content);
+        // Some agents show a new file without its final newline and write it with one.
+        let same =
+            |a: &str, b: &str| a == b || a.trim_end_matches('\n') == b.trim_end_matches('\n');
+        let carries_out = same(content, &review.proposal)
+            || diff::merge3(&review.base, read, &review.proposal)
+                .is_some_and(|expected| same(content, &expected));
         if !carries_out {
             let label = review.origin.label.clone();
             self.effects.message(
@@ -363,7 +369,7 @@ fn write_disk(
 /// Watches the disk of review `id`'s file until it settles: reports each change, and settles it
 /// when told to (`forced`) or after [`SETTLE_WAIT`].
 async fn watch(id: u64, path: PathBuf, me: StateHandle, mut forced: oneshot::Receiver<()>) {
-    let before = read(&path).await;
+    let mut before = read(&path).await;
     me.update(move |s| s.send_settling_verdict(id));
     let deadline = tokio::time::Instant::now() + SETTLE_WAIT;
     let mut seen = stamp(&path);
@@ -389,14 +395,17 @@ async fn watch(id: u64, path: PathBuf, me: StateHandle, mut forced: oneshot::Rec
         }
         seen = now_stamp;
         let now = read(&path).await;
-        let before = before.clone();
+        let (was, seen_now) = (before.clone(), now.clone());
         let done = me
-            .query(move |s| s.settle_from_disk(id, before.as_deref(), now, force))
+            .query(move |s| s.settle_from_disk(id, was.as_deref(), now, force))
             .await
             .unwrap_or(true);
         if done {
             return;
         }
+        // Not the proposer's write (the user saved, say): the disk as it is now is what the
+        // proposer's write will land on.
+        before = seen_now;
     }
 }
 

@@ -84,8 +84,12 @@ impl State {
             return; // no agent at work: the user's own saves, builds, checkouts
         }
         for path in paths {
-            // A review of it is open or being carried out: it sees to that write.
-            let reviewed = self.reviews.iter().any(|r| r.path == path);
+            // A proposal of it is open or being carried out: that review sees to the write. (A
+            // change shown after the fact does not: a second unasked write is a new one.)
+            let reviewed = self
+                .reviews
+                .iter()
+                .any(|r| r.path == path && r.kind == super::review::ReviewKind::Proposal);
             if reviewed || !self.within_folders(&path) {
                 continue;
             }
@@ -142,6 +146,7 @@ impl State {
             );
             return;
         };
+        let saved_before = saved.clone();
         if let Some(doc) = self.documents.get_mut(&path) {
             doc.set_saved(&disk);
         }
@@ -152,8 +157,29 @@ impl State {
             .insert(path.clone());
         let label = format!("{} changed {}", origin.label, file_name(&path));
         if let Some(edit) = self.plan_write(&path, &merged, &label) {
-            let (reply, _applied) = tokio::sync::oneshot::channel();
+            let (reply, applied) = tokio::sync::oneshot::channel();
             self.effects.send(super::Effect::ApplyEdit { edit, reply });
+            let (me, owned, who) = (self.me.clone(), path.clone(), origin.label.clone());
+            tokio::spawn(async move {
+                if matches!(applied.await, Ok(Ok(()))) {
+                    return;
+                }
+                // The buffer does not have it: the disk is not what the buffer was made from.
+                me.update(move |s| {
+                    if let Some(doc) = s.documents.get_mut(&owned) {
+                        doc.set_saved(&saved_before);
+                    }
+                    s.landings.retain(|l| l.path() != owned);
+                    s.effects.message(
+                        Level::Warning,
+                        format!(
+                            "{who} changed {} on disk, and the editor did not take the change into \
+                             the buffer; reload it to see it (your unsaved edits are in the buffer)",
+                            file_name(&owned)
+                        ),
+                    );
+                });
+            });
         }
         self.change_landed(origin, path, buffer, merged);
     }
