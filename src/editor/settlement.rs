@@ -192,6 +192,25 @@ impl State {
             || diff::merge3(&review.base, read, &review.proposal).as_deref() == Some(content);
         if !carries_out {
             let label = review.origin.label.clone();
+            // A closed file has no buffer to take the accepted hunks: the disk gets them here,
+            // since the refused writer writes nothing (an open file's disk follows its buffer).
+            if self.documents.get(path).is_none() {
+                let disk_text = disk.unwrap_or_default();
+                match diff::merge3(&review.base, disk_text, &review.accepted_over_base()) {
+                    Some(target) if disk != Some(target.as_str()) => {
+                        write_disk(&self.effects, path, target, &label, false);
+                    }
+                    Some(_) => {}
+                    None => self.effects.message(
+                        Level::Warning,
+                        format!(
+                            "agentls: {} changed on disk in the same lines as the change you \
+                             accepted from {label}; the disk was left as it is",
+                            file_name(path)
+                        ),
+                    ),
+                }
+            }
             self.effects.message(
                 Level::Warning,
                 format!(
