@@ -873,14 +873,33 @@ impl<'r> Run<'r> {
         }
     }
 
-    /// After an accepted edit: every edit tool call completed, and the summary names no failure.
-    fn the_agent_completed(&self, summary: &str) {
+    /// After an accepted edit of `file`: every edit tool call completed, and the summary names
+    /// the file and no failure.
+    fn the_agent_completed(&self, summary: &str, file: &str) {
         let edits = self.edit_statuses();
         assert!(
             edits.values().all(|s| s == "completed"),
             "edit tool calls did not all complete: {edits:?}"
         );
         assert!(!summary.contains("failed ("), "{summary}");
+        assert!(summary.contains(&format!("files: {file}")), "{summary}");
+    }
+
+    /// The next prompt tells the model what the user turned down (`needle`, in its request).
+    async fn the_next_prompt_tells(&self, needle: &str) {
+        self.recipe.wire.play(&self.script, ToolTurn::say("Noted."));
+        self.client.prompt("thanks").await;
+        self.client.take_message("“Noted.”").await;
+        let told = self
+            .mock
+            .requests()
+            .iter()
+            .any(|r| String::from_utf8_lossy(&r.body).contains(needle));
+        assert!(
+            told,
+            "no request to the model says {needle:?}:\n{}",
+            self.mock.summary()
+        );
     }
 
     /// Prints the turn's summary and what the model heard, for the record.
@@ -978,7 +997,7 @@ async fn cell(recipe: &Recipe, scenario: Scenario) -> (f64, f64) {
                 buffer_holds(client, &uri, &expected).await;
             }
             run.the_model_heard(recipe.told.replaced);
-            run.the_agent_completed(&summary);
+            run.the_agent_completed(&summary, "notes.txt");
             assert!(summary.contains(DONE), "{summary}");
             run.record(scenario, &summary);
             (start, turn)
@@ -1003,8 +1022,12 @@ async fn cell(recipe: &Recipe, scenario: Scenario) -> (f64, f64) {
             disk_holds(&notes, &expected).await;
             buffer_holds(client, &uri, &expected).await;
             run.the_model_heard(recipe.told.rewritten);
-            run.the_agent_completed(&summary);
+            run.the_agent_completed(&summary, "notes.txt");
             run.record(scenario, &summary);
+            // It wrote (or was told it wrote) both changes: agentls tells it which one was not
+            // applied.
+            run.the_next_prompt_tells("The user rejected part of your change to")
+                .await;
             (start, turn)
         }
         Scenario::Rejected => {
@@ -1059,7 +1082,7 @@ async fn cell(recipe: &Recipe, scenario: Scenario) -> (f64, f64) {
             let turn = began.elapsed().as_secs_f64();
             disk_holds(&path, CREATED).await;
             run.the_model_heard(recipe.told.created);
-            run.the_agent_completed(&summary);
+            run.the_agent_completed(&summary, "hello.txt");
             run.record(scenario, &summary);
             (start, turn)
         }
@@ -1123,8 +1146,9 @@ fn run_cell(recipe: &Recipe, scenario: Scenario) -> Result<(), Failed> {
     }
 }
 
-/// The matrix as a table: one row per agent, a cell per scenario (`ok 12.3 s` / `FAIL 20.0 s`).
-fn matrix_table(outcomes: &[Outcome]) -> String {
+/// The matrix as a table: one row per agent of `agents` that ran, in that order, a cell per
+/// scenario (`ok 12.3 s` / `FAIL 20.0 s`).
+fn matrix_table(agents: &[&str], outcomes: &[Outcome]) -> String {
     let mut rows: BTreeMap<&str, BTreeMap<Scenario, String>> = BTreeMap::new();
     for o in outcomes {
         let mark = if o.passed { "ok" } else { "FAIL" };
@@ -1138,7 +1162,10 @@ fn matrix_table(outcomes: &[Outcome]) -> String {
     }
     table.push_str("\n|---|");
     table.push_str(&"---|".repeat(SCENARIOS.len()));
-    for (agent, cells) in rows {
+    for agent in agents {
+        let Some(cells) = rows.get(agent) else {
+            continue;
+        };
         table.push_str(&format!("\n| {agent} |"));
         for s in SCENARIOS {
             let cell = cells.get(&s).map(String::as_str).unwrap_or("-");
@@ -1164,7 +1191,8 @@ fn main() {
     let conclusion = libtest_mimic::run(&args, trials);
     let outcomes = OUTCOMES.lock().unwrap();
     if !outcomes.is_empty() {
-        eprintln!("\nagent matrix:\n{}\n", matrix_table(&outcomes));
+        let agents: Vec<&str> = recipes.iter().map(|r| r.name).collect();
+        eprintln!("\nagent matrix:\n{}\n", matrix_table(&agents, &outcomes));
     }
     drop(outcomes);
     conclusion.exit();
