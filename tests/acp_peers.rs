@@ -12,12 +12,11 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use support::agents::capabilities_without_dialogs;
-use support::mock_llm::{Gemini, MockLlm, Request, Script, ToolTurn};
+use support::agents::{agent_toml, capabilities_without_dialogs};
+use support::mock_llm::{Gemini, LateScript, MockLlm, ToolTurn};
 use support::{Answer, Options, TestClient, file_uri};
 
 /// The path in env var `var`, or `None` (after saying why) when the peer is not installed.
@@ -40,35 +39,6 @@ fn peer(var: &str) -> Option<String> {
 /// `node` and the script of a peer, or `None` when either is missing.
 fn node_and(var: &str) -> Option<(String, String)> {
     Some((peer("AGENTLS_TEST_NODE")?, peer(var)?))
-}
-
-/// The `[agents.<name>]` table for `command args…` with `env`, copying the wire to
-/// `$AGENTLS_TEST_WIRE/<wire_name>.{in,out}.ndjson` when that is set.
-fn agent_toml(name: &str, wire_name: &str, command: &[&str], env: &[(&str, &str)]) -> String {
-    let quote = |s: &str| serde_json::to_string(s).unwrap();
-    let mut argv: Vec<String> = command.iter().map(|s| s.to_string()).collect();
-    if let Ok(dir) = std::env::var("AGENTLS_TEST_WIRE") {
-        std::fs::create_dir_all(&dir).unwrap();
-        let prefix = Path::new(&dir).join(wire_name);
-        let tap = "tee \"$0.in.ndjson\" | \"$@\" | tee \"$0.out.ndjson\"";
-        let mut wrapped = vec!["/bin/sh".to_owned(), "-c".into(), tap.into()];
-        wrapped.push(prefix.display().to_string());
-        wrapped.extend(argv);
-        argv = wrapped;
-    }
-    let args: Vec<String> = argv[1..].iter().map(|a| quote(a)).collect();
-    let mut toml = format!(
-        "defaultAgent = {name:?}\n[agents.{name}]\ncommand = {}\nargs = [{}]\n",
-        quote(&argv[0]),
-        args.join(", ")
-    );
-    if !env.is_empty() {
-        toml.push_str(&format!("[agents.{name}.env]\n"));
-        for (key, value) in env {
-            toml.push_str(&format!("{key} = {}\n", quote(value)));
-        }
-    }
-    toml
 }
 
 /// Starts agentls with `toml` as its config and initializes it with `capabilities`.
@@ -116,7 +86,7 @@ async fn example_agent_turn_with_its_permission_allowed_in_a_dialog() {
     let Some((node, agent)) = node_and("AGENTLS_TEST_ACP_EXAMPLE") else {
         return;
     };
-    let toml = agent_toml("example", "example_dialog", &[&node, &agent], &[]);
+    let toml = agent_toml("example", "example_dialog", &[&node, &agent], &[], "");
     let client = started(toml, TestClient::rich_capabilities(false)).await;
     client.answer(
         "window/showMessageRequest",
@@ -194,7 +164,7 @@ async fn example_agent_permission_answered_through_code_actions() {
     let Some((node, agent)) = node_and("AGENTLS_TEST_ACP_EXAMPLE") else {
         return;
     };
-    let toml = agent_toml("example", "example_actions", &[&node, &agent], &[]);
+    let toml = agent_toml("example", "example_actions", &[&node, &agent], &[], "");
     let client = started(toml, capabilities_without_dialogs()).await;
     let uri = client.open("notes.txt", "text", "anything\n").await;
     let start = start_agent(&client, "example").await;
@@ -260,20 +230,11 @@ async fn example_agent_permission_answered_through_code_actions() {
 
 // ---- Gemini CLI (@google/gemini-cli 0.61.0, `gemini --acp`), offline against the mock LLM ----
 
-/// The model's script, set once the workspace (and so the file's path) exists.
-#[derive(Clone, Default)]
-struct LateScript(Arc<Mutex<Option<Gemini>>>);
-
-impl Script for LateScript {
-    fn answer(&self, request: &Request) -> Option<support::mock_llm::Response> {
-        self.0.lock().unwrap().as_ref()?.answer(request)
-    }
-}
-
 /// agentls with Gemini CLI as agent `gemini` (its own HOME, telemetry off, API at the mock).
 struct GeminiRun {
     client: TestClient,
     mock: MockLlm,
+    /// The model's script, set once the workspace (and so the file's path) exists.
     script: LateScript,
     _home: tempfile::TempDir,
 }
@@ -303,6 +264,7 @@ impl GeminiRun {
                 ("GOOGLE_GEMINI_BASE_URL", &url),
                 ("GEMINI_CLI_NO_RELAUNCH", "true"),
             ],
+            "",
         );
         let client = started(toml, capabilities).await;
         Some(Self {
@@ -320,13 +282,12 @@ impl GeminiRun {
             json!({"file_path": path, "content": content}),
             answer,
         );
-        *self.script.0.lock().unwrap() = Some(Gemini::new(turn));
+        self.script.set(Gemini::new(turn));
     }
 
     /// The model will answer `text` without calling a tool.
     fn model_says(&self, text: &str) {
-        let turn = ToolTurn::new("no_such_tool", json!({}), text);
-        *self.script.0.lock().unwrap() = Some(Gemini::new(turn));
+        self.script.set(Gemini::new(ToolTurn::say(text)));
     }
 
     /// The `functionResponse` of the model's last request (what Gemini told it about the tool).

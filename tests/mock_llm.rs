@@ -1,10 +1,12 @@
 //! The mock LLM server (tests/support/mock_llm.rs) over real sockets: what each script answers,
-//! what is recorded, keep-alive, chunked bodies and unknown endpoints.
+//! what is recorded, the tool results read back, keep-alive, chunked bodies and unknown endpoints.
 
 mod support;
 
 use serde_json::{Value, json};
-use support::mock_llm::{Anthropic, Gemini, MockLlm, OpenAi, Response, ToolTurn};
+use support::mock_llm::{
+    Anthropic, Gemini, LateScript, MockLlm, OpenAi, Response, Responses, ToolTurn,
+};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -359,4 +361,156 @@ async fn head_probes_get_an_empty_200() {
     let reply = client.send(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n").await;
     assert_eq!((reply.status, reply.body.as_str()), (200, ""));
     assert_eq!(mock.requests()[0].method, "HEAD");
+}
+
+#[tokio::test]
+async fn calls_are_played_in_order_one_per_tool_result_and_results_are_read_back() {
+    let turn = ToolTurn::new("Read", json!({"file_path": "/ws/a"}), "Edited.").then(
+        "Edit",
+        json!({"file_path": "/ws/a", "old_string": "x", "new_string": "y"}),
+    );
+    let mock = MockLlm::start(Anthropic(turn)).await;
+    let mut client = Client::connect(&mock).await;
+    let tools = json!([{"name": "Read"}, {"name": "Edit"}]);
+    let ask = |messages: Value| json!({"model": "m", "tools": tools, "messages": messages});
+    let result = |id: &str, text: &str, error: bool| {
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id,
+               "content": [{"type": "text", "text": text}], "is_error": error}]})
+    };
+    let user = json!({"role": "user", "content": "edit a"});
+
+    let first: Value =
+        serde_json::from_str(&client.post("/v1/messages", &ask(json!([user]))).await.body).unwrap();
+    assert_eq!(first["content"][0]["name"], "Read");
+    assert_eq!(first["content"][0]["id"], "toolu_mock_1");
+    let read = result("toolu_mock_1", "1\tx", false);
+    let second: Value = serde_json::from_str(
+        &client
+            .post("/v1/messages", &ask(json!([user, read])))
+            .await
+            .body,
+    )
+    .unwrap();
+    assert_eq!(second["content"][0]["name"], "Edit");
+    assert_eq!(second["content"][0]["id"], "toolu_mock_2");
+    assert_eq!(second["content"][0]["input"]["new_string"], "y");
+    let edit = result("toolu_mock_2", "refused", true);
+    let third: Value = serde_json::from_str(
+        &client
+            .post("/v1/messages", &ask(json!([user, read, edit])))
+            .await
+            .body,
+    )
+    .unwrap();
+    assert_eq!(third["content"][0]["text"], "Edited.");
+    assert_eq!(mock.tool_results(), ["1\tx", "error: refused"]);
+}
+
+#[tokio::test]
+async fn a_late_script_is_unknown_until_set_and_reads_its_results_back() {
+    let late = LateScript::default();
+    let mock = MockLlm::start(late.clone()).await;
+    let mut client = Client::connect(&mock).await;
+    let body = json!({"model": "m", "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "tool", "tool_call_id": "call_mock_1", "content": [{"type": "text", "text": "Wrote it."}]}]});
+    assert_eq!(client.post("/v1/chat/completions", &body).await.status, 404);
+    late.set(OpenAi(ToolTurn::say("ok")));
+    let reply: Value =
+        serde_json::from_str(&client.post("/v1/chat/completions", &body).await.body).unwrap();
+    assert_eq!(reply["choices"][0]["message"]["content"], "ok");
+    assert_eq!(mock.tool_results(), ["Wrote it."]);
+}
+
+#[tokio::test]
+async fn responses_streams_custom_and_function_calls_then_a_message() {
+    let patch = "*** Begin Patch\n*** Add File: /ws/n.txt\n+n\n*** End Patch\n";
+    let turn = ToolTurn::say("Patched.")
+        .then_freeform("apply_patch", patch)
+        .then("exec_command", json!({"cmd": "true"}));
+    let mock = MockLlm::start(Responses(turn)).await;
+    let mut client = Client::connect(&mock).await;
+    let tools = json!([{"type": "custom", "name": "apply_patch"},
+                       {"type": "function", "name": "exec_command"}]);
+    let user = json!({"type": "message", "role": "user",
+                      "content": [{"type": "input_text", "text": "go"}]});
+
+    let first = client
+        .post(
+            "/v1/responses",
+            &json!({"model": "m", "stream": true, "tools": tools, "input": [user]}),
+        )
+        .await;
+    assert_eq!(first.content_type, "text/event-stream");
+    assert_eq!(
+        first.event_names(),
+        [
+            "response.created",
+            "response.output_item.added",
+            "response.output_item.done",
+            "response.completed"
+        ]
+    );
+    let events = first.events();
+    let item = &events[2]["item"];
+    assert_eq!(item["type"], "custom_tool_call");
+    assert_eq!(item["name"], "apply_patch");
+    assert_eq!(item["input"], patch);
+    assert_eq!(item["call_id"], "call_mock_1");
+    assert_eq!(events[3]["response"]["status"], "completed");
+    assert_eq!(events[3]["response"]["output"][0], *item);
+    assert!(events[3]["response"]["usage"]["total_tokens"].is_number());
+    assert_eq!(events[3]["sequence_number"], 3);
+
+    let output = json!({"type": "custom_tool_call_output", "call_id": "call_mock_1",
+                        "output": "Success. Updated the following files:\nA /ws/n.txt\n"});
+    let second = client
+        .post(
+            "/v1/responses",
+            &json!({"model": "m", "stream": true, "tools": tools,
+                    "input": [user, events[2]["item"], output]}),
+        )
+        .await;
+    let item = &second.events()[2]["item"];
+    assert_eq!(item["type"], "function_call");
+    assert_eq!(item["name"], "exec_command");
+    assert_eq!(
+        serde_json::from_str::<Value>(item["arguments"].as_str().unwrap()).unwrap(),
+        json!({"cmd": "true"})
+    );
+
+    let done = json!({"type": "function_call_output", "call_id": "call_mock_2", "output": "ok"});
+    let third = client
+        .post(
+            "/v1/responses",
+            &json!({"model": "m", "tools": tools, "input": [user, output, done]}),
+        )
+        .await;
+    let third: Value = serde_json::from_str(&third.body).unwrap();
+    assert_eq!(third["output"][0]["type"], "message");
+    assert_eq!(third["output"][0]["content"][0]["text"], "Patched.");
+    assert_eq!(
+        mock.tool_results(),
+        ["Success. Updated the following files:\nA /ws/n.txt\n", "ok"]
+    );
+}
+
+#[tokio::test]
+async fn generate_content_results_are_read_back_as_their_output_or_error() {
+    let mock = MockLlm::start(Gemini::new(ToolTurn::say("ok"))).await;
+    let mut client = Client::connect(&mock).await;
+    let parts = json!([
+        {"functionResponse": {"name": "replace", "response": {"output": "Successfully modified file"}}},
+        {"functionResponse": {"name": "replace", "response": {"error": "Could not find"}}},
+        {"functionResponse": {"name": "other", "response": {"llmContent": "x"}}}
+    ]);
+    client.post(GEMINI_STREAM, &gemini_request(parts)).await;
+    assert_eq!(
+        mock.tool_results(),
+        [
+            "Successfully modified file",
+            "Could not find",
+            r#"{"llmContent":"x"}"#
+        ]
+    );
 }

@@ -753,6 +753,57 @@ mod tests {
         );
     }
 
+    /// The proposer of a closed (here: new) file, once its proposal is accepted, writes something
+    /// else: that write is refused, and the change the user accepted still reaches the disk, as
+    /// the user is told.
+    #[tokio::test]
+    async fn a_refused_write_of_a_closed_file_still_lands_the_accepted_change() {
+        let (editor, feed, _effects) = start();
+        let dir = tempfile::tempdir().unwrap();
+        feed.folders_changed(vec![dir.path().to_path_buf()], Vec::new());
+        let path = dir.path().join("new.txt");
+        let origin = Origin::new("t:1", "agent");
+        let review = {
+            let (editor, origin, path) = (editor.clone(), origin.clone(), path.clone());
+            tokio::spawn(async move {
+                let terms = Terms::APPLIED_BY_PROPOSER;
+                editor
+                    .review_diff(&origin, &path, "created\nsecond", "Write new.txt", terms)
+                    .await
+            })
+        };
+        let id = loop {
+            let first = feed.query(|s| s.reviews.first().map(|r| r.id)).await;
+            if let Some(id) = first.unwrap() {
+                break id;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        };
+        feed.query(move |s| s.decide(id, None, reviews::Decision::Accept))
+            .await
+            .unwrap()
+            .unwrap();
+        let verdict = review.await.unwrap().unwrap();
+        assert!(matches!(verdict, Verdict::Accepted { .. }), "{verdict:?}");
+        // The same text with a final newline the user never saw: not what they accepted.
+        let refused = editor
+            .write_text_file(&origin, &path, "created\nsecond\n", None)
+            .await;
+        assert!(
+            matches!(refused, Err(WriteError::NotAccepted(_))),
+            "{refused:?}"
+        );
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::fs::read_to_string(&path).ok().as_deref() != Some("created\nsecond") {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the accepted change never reached the disk: {:?}",
+                std::fs::read_to_string(&path)
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     #[test]
     fn select_lines_is_one_based_and_keeps_breaks() {
         let text = "a\nb\nc\nd";

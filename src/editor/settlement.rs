@@ -205,6 +205,25 @@ impl State {
                 .is_some_and(|expected| same(content, &expected));
         if !carries_out {
             let label = review.origin.label.clone();
+            // A closed file has no buffer to take the accepted hunks: the disk gets them here,
+            // since the refused writer writes nothing (an open file's disk follows its buffer).
+            if self.documents.get(path).is_none() {
+                let disk_text = disk.unwrap_or_default();
+                match diff::merge3(&review.base, disk_text, &review.accepted_over_base()) {
+                    Some(target) if disk != Some(target.as_str()) => {
+                        write_disk(&self.me, &self.effects, path, target, &label, false);
+                    }
+                    Some(_) => {}
+                    None => self.effects.message(
+                        Level::Warning,
+                        format!(
+                            "agentls: {} changed on disk in the same lines as the change you \
+                             accepted from {label}; the disk was left as it is",
+                            file_name(path)
+                        ),
+                    ),
+                }
+            }
             self.effects.message(
                 Level::Warning,
                 format!(

@@ -1,5 +1,7 @@
-//! Helpers for driving agents through the test client: the agent commands, waiting for a turn's
-//! summary, and answering questions through code actions.
+//! Helpers for driving agents through the test client: an agent's config table, the agent
+//! commands, waiting for a turn's summary, and answering questions through code actions.
+
+use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -28,6 +30,42 @@ pub fn capabilities_without_dialogs() -> Value {
         .unwrap()
         .remove("showMessage");
     caps
+}
+
+/// The config making `name` the default agent: its `[agents.<name>]` table for `command args…`
+/// with `env`, and the TOML lines `more` (such as `mode = "default"`) in that table, copying the
+/// wire to `$AGENTLS_TEST_WIRE/<wire_name>.{in,out}.ndjson` when that is set.
+pub fn agent_toml(
+    name: &str,
+    wire_name: &str,
+    command: &[&str],
+    env: &[(&str, &str)],
+    more: &str,
+) -> String {
+    let quote = |s: &str| serde_json::to_string(s).unwrap();
+    let mut argv: Vec<String> = command.iter().map(|s| s.to_string()).collect();
+    if let Ok(dir) = std::env::var("AGENTLS_TEST_WIRE") {
+        std::fs::create_dir_all(&dir).unwrap();
+        let prefix = Path::new(&dir).join(wire_name);
+        let tap = "tee \"$0.in.ndjson\" | \"$@\" | tee \"$0.out.ndjson\"";
+        let mut wrapped = vec!["/bin/sh".to_owned(), "-c".into(), tap.into()];
+        wrapped.push(prefix.display().to_string());
+        wrapped.extend(argv);
+        argv = wrapped;
+    }
+    let args: Vec<String> = argv[1..].iter().map(|a| quote(a)).collect();
+    let mut toml = format!(
+        "defaultAgent = {name:?}\n[agents.{name}]\ncommand = {}\nargs = [{}]\n{more}",
+        quote(&argv[0]),
+        args.join(", ")
+    );
+    if !env.is_empty() {
+        toml.push_str(&format!("[agents.{name}.env]\n"));
+        for (key, value) in env {
+            toml.push_str(&format!("{key} = {}\n", quote(value)));
+        }
+    }
+    toml
 }
 
 /// The path of a `file://` URI.

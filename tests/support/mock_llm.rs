@@ -3,12 +3,20 @@
 //! for assertions, and requests the script does not know get a 404 and a line on stderr (except
 //! `HEAD`, which gets an empty 200).
 //!
-//! Scripts included, each "call one tool, then answer with text once the tool result is back":
+//! Scripts included, one per wire format, each playing a [`ToolTurn`] ("call these tools one
+//! after the other, each once the previous one's result is back, then answer with text") and
+//! reading the tool results back out of a request ([`Script::tool_results`]: what the agent told
+//! the model about its tool):
 //! - [`Gemini`]: `POST /v1beta/models/<model>:streamGenerateContent?alt=sse` (Gemini CLI with
 //!   `GOOGLE_GEMINI_BASE_URL`), plus `:generateContent` and `:countTokens`;
 //! - [`Anthropic`]: `POST /v1/messages` (Claude Code, claude-agent-acp with `ANTHROPIC_BASE_URL`),
 //!   plus `/v1/messages/count_tokens`;
-//! - [`OpenAi`]: `POST /v1/chat/completions` (OpenAI-compatible providers, e.g. OpenCode).
+//! - [`OpenAi`]: `POST /v1/chat/completions` (OpenAI-compatible providers, e.g. OpenCode);
+//! - [`Responses`]: `POST /v1/responses` (the OpenAI Responses API, e.g. codex-acp), with
+//!   function and free-form (`custom`) tool calls.
+//!
+//! [`LateScript`] is a script set once the test knows its paths (after the mock's URL went into
+//! the agent's config).
 //!
 //! ```ignore
 //! let mock = MockLlm::start(Gemini::write_file(&path, "hello\n")).await;
@@ -111,6 +119,12 @@ impl Response {
 pub trait Script: Send + Sync + 'static {
     /// The answer to `request`.
     fn answer(&self, request: &Request) -> Option<Response>;
+
+    /// The tool results the conversation in `request` carries, in order, as text (what the
+    /// agent told the model about each tool call). None for scripts that do not know the wire.
+    fn tool_results(&self, _request: &Request) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl<F: Fn(&Request) -> Option<Response> + Send + Sync + 'static> Script for F {
@@ -119,10 +133,38 @@ impl<F: Fn(&Request) -> Option<Response> + Send + Sync + 'static> Script for F {
     }
 }
 
+/// A script set later: unknown (404) until [`LateScript::set`].
+#[derive(Clone, Default)]
+pub struct LateScript(Arc<Mutex<Option<Arc<dyn Script>>>>);
+
+impl LateScript {
+    /// From now on, `script` answers.
+    pub fn set(&self, script: impl Script) {
+        *self.0.lock().unwrap() = Some(Arc::new(script));
+    }
+
+    fn current(&self) -> Option<Arc<dyn Script>> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl Script for LateScript {
+    fn answer(&self, request: &Request) -> Option<Response> {
+        self.current()?.answer(request)
+    }
+
+    fn tool_results(&self, request: &Request) -> Vec<String> {
+        self.current()
+            .map(|s| s.tool_results(request))
+            .unwrap_or_default()
+    }
+}
+
 /// The running server. Stops when dropped.
 pub struct MockLlm {
     addr: std::net::SocketAddr,
     requests: Arc<Mutex<Vec<Request>>>,
+    script: Arc<dyn Script>,
     task: JoinHandle<()>,
 }
 
@@ -136,9 +178,10 @@ impl MockLlm {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let script: Arc<dyn Script> = Arc::new(script);
         let recorded = Arc::clone(&requests);
+        let serving = Arc::clone(&script);
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let script = Arc::clone(&script);
+                let script = Arc::clone(&serving);
                 let recorded = Arc::clone(&recorded);
                 tokio::spawn(async move {
                     let _ = serve(stream, script, recorded).await;
@@ -148,6 +191,7 @@ impl MockLlm {
         Self {
             addr,
             requests,
+            script,
             task,
         }
     }
@@ -173,6 +217,20 @@ impl MockLlm {
             .into_iter()
             .filter(|r| r.path.contains(fragment))
             .collect()
+    }
+
+    /// Every tool result the agent sent the model, over all requests, each once, in the order
+    /// they first appeared ([`Script::tool_results`]).
+    pub fn tool_results(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for request in self.requests() {
+            for result in self.script.tool_results(&request) {
+                if !out.contains(&result) {
+                    out.push(result);
+                }
+            }
+        }
+        out
     }
 
     /// One line per request (`METHOD path  body-prefix`), for failure messages.
@@ -324,14 +382,49 @@ async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
     }))
 }
 
-/// What the scripted model does in a turn: call `tool` with `args`, then (once the request
-/// carries the tool's result) answer `text`.
+/// What a tool call carries: JSON arguments (function tools), or free text (the Responses API's
+/// `custom` tools, such as a patch tool with its own grammar).
 #[derive(Debug, Clone)]
-pub struct ToolTurn {
+pub enum ToolInput {
+    /// Function-call arguments.
+    Json(Value),
+    /// A custom tool's free-form input.
+    Freeform(String),
+}
+
+impl ToolInput {
+    /// The input as the wire carries it: JSON arguments as a JSON string, free text as is.
+    fn as_text(&self) -> String {
+        match self {
+            Self::Json(args) => args.to_string(),
+            Self::Freeform(text) => text.clone(),
+        }
+    }
+
+    /// The arguments as a JSON value (free text becomes a JSON string).
+    fn as_json(&self) -> Value {
+        match self {
+            Self::Json(args) => args.clone(),
+            Self::Freeform(text) => json!(text),
+        }
+    }
+}
+
+/// One tool call the scripted model makes.
+#[derive(Debug, Clone)]
+pub struct ToolCall {
     /// Tool name as the agent declares it (`write_file`, `Write`, ...).
     pub tool: String,
-    /// Tool arguments.
-    pub args: Value,
+    /// What the call carries.
+    pub input: ToolInput,
+}
+
+/// What the scripted model does in a turn: its tool calls one after the other (the next one once
+/// the request carries as many tool results as calls made so far), then `text`.
+#[derive(Debug, Clone)]
+pub struct ToolTurn {
+    /// The calls, in order.
+    pub calls: Vec<ToolCall>,
     /// The final answer.
     pub text: String,
 }
@@ -339,11 +432,63 @@ pub struct ToolTurn {
 impl ToolTurn {
     /// A turn calling `tool` with `args`, then answering `text`.
     pub fn new(tool: &str, args: Value, text: &str) -> Self {
+        Self::say(text).then(tool, args)
+    }
+
+    /// A turn that only answers `text`.
+    pub fn say(text: &str) -> Self {
         Self {
-            tool: tool.to_owned(),
-            args,
+            calls: Vec::new(),
             text: text.to_owned(),
         }
+    }
+
+    /// Adds a call of `tool` with JSON `args` after the others.
+    pub fn then(self, tool: &str, args: Value) -> Self {
+        self.then_call(tool, ToolInput::Json(args))
+    }
+
+    /// Adds a call of the custom tool `tool` with free-form `input` after the others.
+    pub fn then_freeform(self, tool: &str, input: &str) -> Self {
+        self.then_call(tool, ToolInput::Freeform(input.to_owned()))
+    }
+
+    fn then_call(mut self, tool: &str, input: ToolInput) -> Self {
+        self.calls.push(ToolCall {
+            tool: tool.to_owned(),
+            input,
+        });
+        self
+    }
+
+    /// The call to make in a request whose conversation holds `results` tool results, if the
+    /// request offers that tool (`offers`); `None`: answer with text (the calls are done, or it
+    /// is a side call such as a title, which offers no tools).
+    fn next_call(
+        &self,
+        results: usize,
+        offers: impl Fn(&str) -> bool,
+    ) -> Option<(usize, &ToolCall)> {
+        let call = self.calls.get(results)?;
+        offers(&call.tool).then_some((results + 1, call))
+    }
+}
+
+/// The text of a tool result's content: a string, or the text of its blocks (`{type: "text",
+/// text}`, joined), or else the JSON.
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .map(|b| match b["text"].as_str() {
+                Some(text) => text.to_owned(),
+                None => content_text(b),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Null => String::new(),
+        other => other.to_string(),
     }
 }
 
@@ -383,6 +528,18 @@ impl Gemini {
         self
     }
 
+    /// The `functionResponse` parts of a request's contents, in order.
+    fn function_responses(body: &Value) -> Vec<&Value> {
+        body["contents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["parts"].as_array())
+            .flatten()
+            .filter_map(|p| p.get("functionResponse"))
+            .collect()
+    }
+
     /// One response chunk; the last one of a response carries `finishReason` and usage.
     fn candidate(parts: Value, model: &str, last: bool) -> Value {
         let mut chunk = json!({
@@ -418,23 +575,21 @@ impl Gemini {
         out
     }
 
-    /// The model's parts for this request: the tool call unless the last content carries a
-    /// `functionResponse` or the request offers no such tool (a side call), then text.
+    /// The model's parts for this request: the next tool call while there is one and the
+    /// request offers it, then text.
     fn parts(&self, body: &Value) -> Value {
-        let last_is_result = body["contents"]
-            .as_array()
-            .and_then(|c| c.last())
-            .and_then(|c| c["parts"].as_array())
-            .is_some_and(|parts| parts.iter().any(|p| p.get("functionResponse").is_some()));
-        let offers_tool = body["tools"].as_array().is_some_and(|tools| {
-            tools.iter().any(|t| {
-                t["functionDeclarations"]
-                    .as_array()
-                    .is_some_and(|d| d.iter().any(|f| f["name"] == self.turn.tool.as_str()))
+        let offers = |tool: &str| {
+            body["tools"].as_array().is_some_and(|tools| {
+                tools.iter().any(|t| {
+                    t["functionDeclarations"]
+                        .as_array()
+                        .is_some_and(|d| d.iter().any(|f| f["name"] == tool))
+                })
             })
-        });
-        if offers_tool && !last_is_result {
-            json!([{"functionCall": {"name": self.turn.tool, "args": self.turn.args}}])
+        };
+        let results = Self::function_responses(body).len();
+        if let Some((_, call)) = self.turn.next_call(results, offers) {
+            json!([{"functionCall": {"name": call.tool, "args": call.input.as_json()}}])
         } else if body["generationConfig"]["responseMimeType"] == "application/json" {
             // Structured side calls (e.g. "who speaks next"): a minimal valid object.
             json!([{"text": side_call_json(body)}])
@@ -516,6 +671,21 @@ impl Script for Gemini {
             _ => None,
         }
     }
+
+    /// Each `functionResponse.response`: its `output` or `error` text, else its JSON.
+    fn tool_results(&self, request: &Request) -> Vec<String> {
+        let body = request.json();
+        Self::function_responses(&body)
+            .into_iter()
+            .map(|r| {
+                let response = &r["response"];
+                match (response["output"].as_str(), response["error"].as_str()) {
+                    (Some(text), _) | (None, Some(text)) => text.to_owned(),
+                    _ => response.to_string(),
+                }
+            })
+            .collect()
+    }
 }
 
 /// Anthropic Messages API script, for Claude Code and claude-agent-acp (tool `Write`).
@@ -532,18 +702,27 @@ impl Anthropic {
         ))
     }
 
-    /// The tool call unless the last message carries a `tool_result` or the request offers no
-    /// such tool (titles, summaries and other side calls get text).
-    fn calls_tool(&self, body: &Value) -> bool {
-        let offers_tool = body["tools"]
+    /// The `tool_result` blocks of a request's messages, in order.
+    fn result_blocks(body: &Value) -> Vec<&Value> {
+        body["messages"]
             .as_array()
-            .is_some_and(|t| t.iter().any(|t| t["name"] == self.0.tool.as_str()));
-        let last_is_result = body["messages"]
-            .as_array()
-            .and_then(|m| m.last())
-            .and_then(|m| m["content"].as_array())
-            .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
-        offers_tool && !last_is_result
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_result")
+            .collect()
+    }
+
+    /// The next tool call while there is one and the request offers it (titles, summaries and
+    /// other side calls offer none and get text), with its number.
+    fn call<'a>(&'a self, body: &Value) -> Option<(usize, &'a ToolCall)> {
+        let offers = |tool: &str| {
+            body["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["name"] == tool))
+        };
+        self.0.next_call(Self::result_blocks(body).len(), offers)
     }
 }
 
@@ -562,13 +741,17 @@ impl Script for Anthropic {
             "msg_mock_{}",
             body["messages"].as_array().map_or(0, Vec::len)
         );
-        let tool = self.calls_tool(&body);
-        let block = if tool {
-            json!({"type": "tool_use", "id": "toolu_mock_1", "name": self.0.tool, "input": self.0.args})
-        } else {
-            json!({"type": "text", "text": self.0.text})
+        let call = self.call(&body);
+        let block = match call {
+            Some((n, call)) => json!({"type": "tool_use", "id": format!("toolu_mock_{n}"),
+                                      "name": call.tool, "input": call.input.as_json()}),
+            None => json!({"type": "text", "text": self.0.text}),
         };
-        let stop_reason = if tool { "tool_use" } else { "end_turn" };
+        let stop_reason = if call.is_some() {
+            "tool_use"
+        } else {
+            "end_turn"
+        };
         let usage = json!({"input_tokens": USAGE_IN, "output_tokens": USAGE_OUT});
         if body["stream"] != true {
             return Some(Response::json(&json!({
@@ -577,16 +760,20 @@ impl Script for Anthropic {
                 "usage": usage
             })));
         }
-        let (start_block, delta) = if tool {
-            (
-                json!({"type": "tool_use", "id": "toolu_mock_1", "name": self.0.tool, "input": {}}),
-                json!({"type": "input_json_delta", "partial_json": self.0.args.to_string()}),
-            )
-        } else {
-            (
+        let (start_block, delta) = match call {
+            Some((_, call)) => {
+                let mut start = block.clone();
+                start["input"] = json!({});
+                let partial = call.input.as_json().to_string();
+                (
+                    start,
+                    json!({"type": "input_json_delta", "partial_json": partial}),
+                )
+            }
+            None => (
                 json!({"type": "text", "text": ""}),
                 json!({"type": "text_delta", "text": self.0.text}),
-            )
+            ),
         };
         Some(Response::sse([
             (
@@ -618,23 +805,48 @@ impl Script for Anthropic {
             (Some("message_stop"), json!({"type": "message_stop"})),
         ]))
     }
+
+    /// Each `tool_result`'s text, prefixed `error: ` when it is marked `is_error`.
+    fn tool_results(&self, request: &Request) -> Vec<String> {
+        let body = request.json();
+        Self::result_blocks(&body)
+            .into_iter()
+            .map(|b| {
+                let text = content_text(&b["content"]);
+                if b["is_error"] == true {
+                    format!("error: {text}")
+                } else {
+                    text
+                }
+            })
+            .collect()
+    }
 }
 
-/// OpenAI-compatible Chat Completions script (`/v1/chat/completions`, with or without `/v1`).
+/// OpenAI-compatible Chat Completions script (`/v1/chat/completions`, with or without `/v1`),
+/// for OpenCode, Qwen Code, fast-agent, Mistral Vibe, kimi-cli.
 #[derive(Debug, Clone)]
 pub struct OpenAi(pub ToolTurn);
 
 impl OpenAi {
-    fn calls_tool(&self, body: &Value) -> bool {
-        let offers_tool = body["tools"].as_array().is_some_and(|t| {
-            t.iter()
-                .any(|t| t["function"]["name"] == self.0.tool.as_str())
-        });
-        let last_is_result = body["messages"]
+    /// The `role: "tool"` messages of a request, in order.
+    fn tool_messages(body: &Value) -> Vec<&Value> {
+        body["messages"]
             .as_array()
-            .and_then(|m| m.last())
-            .is_some_and(|m| m["role"] == "tool");
-        offers_tool && !last_is_result
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "tool")
+            .collect()
+    }
+
+    /// The next tool call while there is one and the request offers it, with its number.
+    fn call<'a>(&'a self, body: &Value) -> Option<(usize, &'a ToolCall)> {
+        let offers = |tool: &str| {
+            body["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == tool))
+        };
+        self.0.next_call(Self::tool_messages(body).len(), offers)
     }
 }
 
@@ -645,17 +857,18 @@ impl Script for OpenAi {
         }
         let body = request.json();
         let model = body["model"].as_str().unwrap_or("mock").to_owned();
-        let tool = self.calls_tool(&body);
+        let call = self.call(&body);
         let usage = json!({"prompt_tokens": USAGE_IN, "completion_tokens": USAGE_OUT,
                            "total_tokens": USAGE_IN + USAGE_OUT});
-        let call = json!({"index": 0, "id": "call_mock_1", "type": "function",
-                          "function": {"name": self.0.tool, "arguments": self.0.args.to_string()}});
-        let finish = if tool { "tool_calls" } else { "stop" };
+        let finish = if call.is_some() { "tool_calls" } else { "stop" };
+        let wire_call = call.map(|(n, call)| {
+            json!({"index": 0, "id": format!("call_mock_{n}"), "type": "function",
+                   "function": {"name": call.tool, "arguments": call.input.as_text()}})
+        });
         if body["stream"] != true {
-            let message = if tool {
-                json!({"role": "assistant", "content": null, "tool_calls": [call]})
-            } else {
-                json!({"role": "assistant", "content": self.0.text})
+            let message = match &wire_call {
+                Some(call) => json!({"role": "assistant", "content": null, "tool_calls": [call]}),
+                None => json!({"role": "assistant", "content": self.0.text}),
             };
             return Some(Response::json(&json!({
                 "id": "chatcmpl-mock", "object": "chat.completion", "created": 0, "model": model,
@@ -671,19 +884,21 @@ impl Script for OpenAi {
             None,
             chunk(json!({"role": "assistant", "content": ""}), Value::Null),
         )];
-        if tool {
-            let mut head = call.clone();
-            head["function"]["arguments"] = json!("");
-            events.push((None, chunk(json!({"tool_calls": [head]}), Value::Null)));
-            events.push((
-                None,
-                chunk(
-                    json!({"tool_calls": [{"index": 0, "function": {"arguments": self.0.args.to_string()}}]}),
-                    Value::Null,
-                ),
-            ));
-        } else {
-            events.push((None, chunk(json!({"content": self.0.text}), Value::Null)));
+        match wire_call {
+            Some(call) => {
+                let arguments = call["function"]["arguments"].clone();
+                let mut head = call;
+                head["function"]["arguments"] = json!("");
+                events.push((None, chunk(json!({"tool_calls": [head]}), Value::Null)));
+                events.push((
+                    None,
+                    chunk(
+                        json!({"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]}),
+                        Value::Null,
+                    ),
+                ));
+            }
+            None => events.push((None, chunk(json!({"content": self.0.text}), Value::Null))),
         }
         let mut last = chunk(json!({}), json!(finish));
         last["usage"] = usage;
@@ -691,5 +906,127 @@ impl Script for OpenAi {
         let mut response = Response::sse(events);
         response.body.extend_from_slice(b"data: [DONE]\n\n");
         Some(response)
+    }
+
+    /// Each `role: "tool"` message's text.
+    fn tool_results(&self, request: &Request) -> Vec<String> {
+        let body = request.json();
+        Self::tool_messages(&body)
+            .into_iter()
+            .map(|m| content_text(&m["content"]))
+            .collect()
+    }
+}
+
+/// OpenAI Responses API script (`/v1/responses`, SSE), for codex-acp: function tools get
+/// `function_call` items, free-form (`custom`) tools `custom_tool_call` items.
+#[derive(Debug, Clone)]
+pub struct Responses(pub ToolTurn);
+
+impl Responses {
+    /// The tool outputs among a request's input items, in order.
+    fn outputs(body: &Value) -> Vec<&Value> {
+        body["input"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|item| {
+                item["type"]
+                    .as_str()
+                    .is_some_and(|t| t.ends_with("call_output"))
+            })
+            .collect()
+    }
+
+    /// The next tool call while there is one and the request offers it, with its number.
+    fn call<'a>(&'a self, body: &Value) -> Option<(usize, &'a ToolCall)> {
+        let offers = |tool: &str| {
+            body["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["name"] == tool))
+        };
+        self.0.next_call(Self::outputs(body).len(), offers)
+    }
+
+    /// The output item: the tool call, or the final message.
+    fn item(&self, call: Option<(usize, &ToolCall)>) -> Value {
+        match call {
+            Some((n, call)) => match &call.input {
+                ToolInput::Json(args) => json!({
+                    "type": "function_call", "id": format!("fc_mock_{n}"), "status": "completed",
+                    "call_id": format!("call_mock_{n}"), "name": call.tool,
+                    "arguments": args.to_string()
+                }),
+                ToolInput::Freeform(input) => json!({
+                    "type": "custom_tool_call", "id": format!("ctc_mock_{n}"),
+                    "status": "completed", "call_id": format!("call_mock_{n}"),
+                    "name": call.tool, "input": input
+                }),
+            },
+            None => json!({
+                "type": "message", "id": "msg_mock", "status": "completed", "role": "assistant",
+                "content": [{"type": "output_text", "text": self.0.text, "annotations": []}]
+            }),
+        }
+    }
+}
+
+impl Script for Responses {
+    fn answer(&self, request: &Request) -> Option<Response> {
+        if !request.path_only().ends_with("/responses") {
+            return None;
+        }
+        let body = request.json();
+        let model = body["model"].as_str().unwrap_or("mock").to_owned();
+        let call = self.call(&body);
+        let item = self.item(call);
+        let usage = json!({
+            "input_tokens": USAGE_IN, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": USAGE_OUT, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": USAGE_IN + USAGE_OUT
+        });
+        let response = json!({"id": "resp_mock", "object": "response", "created_at": 0,
+                              "status": "in_progress", "model": model, "output": []});
+        let mut done = response.clone();
+        done["status"] = json!("completed");
+        done["output"] = json!([item]);
+        done["usage"] = usage;
+        if body["stream"] != true {
+            return Some(Response::json(&done));
+        }
+        let mut events = vec![
+            json!({"type": "response.created", "response": response}),
+            json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+        ];
+        if call.is_none() {
+            events.push(
+                json!({"type": "response.output_text.delta", "item_id": "msg_mock",
+                               "output_index": 0, "content_index": 0, "delta": self.0.text}),
+            );
+        }
+        events.push(json!({"type": "response.output_item.done", "output_index": 0, "item": item}));
+        events.push(json!({"type": "response.completed", "response": done}));
+        let named: Vec<(String, Value)> = events
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut event)| {
+                event["sequence_number"] = json!(i);
+                (event["type"].as_str().unwrap().to_owned(), event)
+            })
+            .collect();
+        Some(Response::sse(
+            named
+                .iter()
+                .map(|(name, event)| (Some(name.as_str()), event.clone())),
+        ))
+    }
+
+    /// Each tool output's text.
+    fn tool_results(&self, request: &Request) -> Vec<String> {
+        let body = request.json();
+        Self::outputs(&body)
+            .into_iter()
+            .map(|item| content_text(&item["output"]))
+            .collect()
     }
 }

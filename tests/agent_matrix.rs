@@ -1,0 +1,1199 @@
+//! The real-agent edit matrix (issue 8): real ACP agents from npm and PyPI, run offline against the
+//! mock LLM (`support::mock_llm`), make real edits through the real binary and the test LSP
+//! client, and every cell checks the buffer, the disk, what the agent reported (its tool calls'
+//! statuses, the turn's summary) and, above all, that the tool result the agent sent back to the
+//! model is its SUCCESS text, with none of the failure texts its edit tool gives when agentls got
+//! in its way ("could not find", "Failed to find expected lines", "modified since you last read
+//! it", …).
+//!
+//! Agents are data ([`Recipe`]: how to start it, which wire its model speaks, the tool calls
+//! that make it edit, the texts it sends back), as in agentls's own config. The scenarios, for
+//! each agent: its edit tool on an open file, accepted; the same on a closed file; a two-hunk
+//! change partly accepted (its whole-file write tool where the edit tool makes one change a
+//! call); a rejected edit; a new file.
+//!
+//! Built only with `--features real-peers` (scripts/test.sh turns it on); the agents come from
+//! scripts/test-tools.sh (`AGENTLS_TEST_*`), and a missing one FAILS its tests. Its own harness
+//! (libtest-mimic) names each test `<agent>: <scenario>` (filter with `-- claude`), gives every
+//! run its own HOME, workspace and mock, a deadline of [`DEADLINE`], and prints the matrix with
+//! each cell's time at the end. `AGENTLS_TEST_WIRE=<dir>` copies each agent's stdin and stdout to
+//! `<dir>/<agent>-<scenario>.{in,out}.ndjson`.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use serde_json::json;
+use support::agents::{agent_toml, capabilities_without_dialogs};
+use support::mock_llm::{Anthropic, Gemini, LateScript, MockLlm, OpenAi, Responses, ToolTurn};
+use support::{Options, TestClient, file_uri, range};
+
+/// How long one cell may take, agent start included.
+const DEADLINE: Duration = Duration::from_secs(150);
+
+/// What the model says once its tools are done.
+const DONE: &str = "Done: the change is made.";
+
+/// Failure texts of the agents' edit tools (lower case): none may reach the model when the user
+/// accepted. Each is what an agent says when its file is not what it proposed against.
+const FAILURES: &[&str] = &[
+    "could not find",                   // Gemini CLI replace, OpenCode edit
+    "failed to find expected lines",    // codex apply_patch
+    "verification failed",              // codex apply_patch
+    "modified since you last read it",  // Qwen Code
+    "0 occurrences",                    // Qwen Code
+    "has not been read",                // Qwen Code, claude-agent-acp
+    "changed since it was last read",   // claude-agent-acp
+    "old_str not found",                // Mistral Vibe
+    "string to replace not found",      // Mistral Vibe (legacy harness)
+    "already exists",                   // Mistral Vibe (legacy harness)
+    "no replacements were made",        // kimi-cli
+    "not the change the user accepted", // agentls refusing a write
+    "refused",                          // agentls refusing; a rejection
+    "canceled by the user",             // Gemini CLI rejection
+    "rejected permission",              // OpenCode rejection
+];
+
+// ---- The agents, as data ----
+
+/// The wire format of an agent's model, and so the mock's script for it.
+#[derive(Debug, Clone, Copy)]
+enum Wire {
+    /// `POST /v1/messages`.
+    Messages,
+    /// `POST /v1beta/models/<model>:streamGenerateContent`.
+    GenerateContent,
+    /// `POST /v1/chat/completions`.
+    ChatCompletions,
+    /// `POST /v1/responses`.
+    Responses,
+}
+
+impl Wire {
+    /// From now on the mock plays `turn` in this wire format.
+    fn play(self, script: &LateScript, turn: ToolTurn) {
+        match self {
+            Self::Messages => script.set(Anthropic(turn)),
+            Self::GenerateContent => script.set(Gemini::new(turn)),
+            Self::ChatCompletions => script.set(OpenAi(turn)),
+            Self::Responses => script.set(Responses(turn)),
+        }
+    }
+}
+
+/// What the model is to do, with the agent's own tools.
+#[derive(Debug)]
+enum Task<'a> {
+    /// Replace the line `old` with `new` in the existing file `path` (the edit tool).
+    Replace {
+        path: &'a Path,
+        old: &'a str,
+        new: &'a str,
+    },
+    /// Two changes at once in the existing file `path`: it is to hold `text`, which is its text
+    /// with each `(old line, new line)` of `changes` replaced.
+    TwoChanges {
+        path: &'a Path,
+        text: &'a str,
+        changes: [(&'a str, &'a str); 2],
+    },
+    /// Create `path` with `text`.
+    Create { path: &'a Path, text: &'a str },
+}
+
+/// Where an agent runs, for its launcher.
+struct Launch<'a> {
+    /// The installed paths, by `AGENTLS_TEST_*` variable.
+    installed: &'a BTreeMap<&'static str, String>,
+    /// Its own HOME (empty), for its config files.
+    home: &'a Path,
+    /// The mock LLM, `http://127.0.0.1:<port>`.
+    mock: &'a str,
+}
+
+impl Launch<'_> {
+    fn installed(&self, var: &str) -> String {
+        self.installed[var].clone()
+    }
+
+    fn home(&self, relative: &str) -> String {
+        self.home.join(relative).display().to_string()
+    }
+
+    /// Writes `text` to `relative` in its HOME.
+    fn write(&self, relative: &str, text: &str) {
+        let path = self.home.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// How agentls is to start an agent.
+#[derive(Default)]
+struct Launched {
+    /// Program and arguments.
+    argv: Vec<String>,
+    /// Environment, over the HOME and XDG dirs every agent gets.
+    env: Vec<(String, String)>,
+    /// Files to write into the workspace before it starts (relative path, text).
+    workspace: Vec<(&'static str, String)>,
+}
+
+/// Strings to owned pairs, for [`Launched::env`].
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The texts an agent's tools send the model.
+struct Told {
+    /// Its edit tool succeeded.
+    replaced: &'static str,
+    /// Its whole-file write (or multi-change edit) over an existing file succeeded.
+    rewritten: &'static str,
+    /// It created a file.
+    created: &'static str,
+    /// The user rejected the edit; `None`: it tells the model nothing (it ends the turn).
+    rejected: Option<&'static str>,
+}
+
+/// One agent of the matrix.
+struct Recipe {
+    /// Its name in agentls (`[agents.<name>]`), in the test names, and in agentls's messages.
+    name: &'static str,
+    /// What is installed, at which version.
+    package: &'static str,
+    /// The `AGENTLS_TEST_*` variables it needs (paths that scripts/test-tools.sh exports).
+    needs: &'static [&'static str],
+    /// Its model's wire.
+    wire: Wire,
+    /// More lines of its `[agents.<name>]` table (the mode that asks before editing).
+    table: &'static str,
+    /// How to start it.
+    launch: fn(&Launch) -> Launched,
+    /// The tool calls that make it do a task.
+    script: fn(&Task) -> ToolTurn,
+    /// What its tools tell the model.
+    told: Told,
+    /// How its turn ends after a rejected edit.
+    stop_after_reject: &'static str,
+}
+
+/// A path as a JSON string argument.
+fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn recipes() -> Vec<Recipe> {
+    vec![
+        Recipe {
+            name: "claude",
+            package: "@agentclientprotocol/claude-agent-acp 0.101.0",
+            needs: &["AGENTLS_TEST_NODE", "AGENTLS_TEST_CLAUDE_ACP"],
+            wire: Wire::Messages,
+            // It starts in `auto`, which edits without asking.
+            table: "mode = \"default\"\n",
+            launch: |l| Launched {
+                argv: vec![
+                    l.installed("AGENTLS_TEST_NODE"),
+                    l.installed("AGENTLS_TEST_CLAUDE_ACP"),
+                ],
+                env: env(&[
+                    ("ANTHROPIC_BASE_URL", l.mock),
+                    ("ANTHROPIC_API_KEY", "dummy"),
+                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                    ("DISABLE_AUTOUPDATER", "1"),
+                    ("DISABLE_TELEMETRY", "1"),
+                    // As root it refuses to run without this.
+                    ("IS_SANDBOX", "1"),
+                ]),
+                ..Launched::default()
+            },
+            // Edit and Write of an existing file need a Read in the session first. Write's
+            // permission diff says `oldText: null` even for an existing file.
+            script: |task| match task {
+                Task::Replace { path, old, new } => ToolTurn::say(DONE)
+                    .then("Read", json!({"file_path": p(path)}))
+                    .then(
+                        "Edit",
+                        json!({"file_path": p(path), "old_string": old, "new_string": new,
+                               "replace_all": false}),
+                    ),
+                Task::TwoChanges { path, text, .. } => ToolTurn::say(DONE)
+                    .then("Read", json!({"file_path": p(path)}))
+                    .then("Write", json!({"file_path": p(path), "content": text})),
+                Task::Create { path, text } => ToolTurn::say(DONE)
+                    .then("Write", json!({"file_path": p(path), "content": text})),
+            },
+            told: Told {
+                replaced: "has been updated successfully",
+                rewritten: "has been updated successfully",
+                created: "File created successfully",
+                rejected: Some("User refused permission"),
+            },
+            stop_after_reject: "end_turn",
+        },
+        Recipe {
+            name: "gemini",
+            package: "@google/gemini-cli 0.61.0",
+            needs: &["AGENTLS_TEST_NODE", "AGENTLS_TEST_GEMINI"],
+            wire: Wire::GenerateContent,
+            // Its initial mode, `default`, asks.
+            table: "",
+            launch: |l| {
+                l.write(
+                    ".gemini/settings.json",
+                    r#"{"privacy": {"usageStatisticsEnabled": false}}"#,
+                );
+                Launched {
+                    argv: vec![
+                        l.installed("AGENTLS_TEST_NODE"),
+                        l.installed("AGENTLS_TEST_GEMINI"),
+                        "--acp".into(),
+                        "-m".into(),
+                        "gemini-2.5-flash".into(),
+                    ],
+                    env: env(&[
+                        ("GEMINI_API_KEY", "dummy"),
+                        ("GOOGLE_GEMINI_BASE_URL", l.mock),
+                        ("GEMINI_CLI_NO_RELAUNCH", "true"),
+                    ]),
+                    ..Launched::default()
+                }
+            },
+            // `replace` makes one change a call; the two-hunk change is a `write_file`.
+            script: |task| match task {
+                Task::Replace { path, old, new } => ToolTurn::say(DONE).then(
+                    "replace",
+                    json!({"file_path": p(path), "instruction": "Edit the line.",
+                           "old_string": old, "new_string": new}),
+                ),
+                Task::TwoChanges { path, text, .. } | Task::Create { path, text } => {
+                    ToolTurn::say(DONE)
+                        .then("write_file", json!({"file_path": p(path), "content": text}))
+                }
+            },
+            told: Told {
+                replaced: "Successfully modified file",
+                rewritten: "Successfully overwrote file",
+                // "overwrote": agentls serves a missing file as empty (its read of one that is
+                // missing must not fail, or Gemini CLI 0.61 cannot create it).
+                created: "Successfully overwrote file",
+                rejected: Some("was canceled by the user"),
+            },
+            stop_after_reject: "end_turn",
+        },
+        Recipe {
+            name: "opencode",
+            package: "opencode-ai 1.18.33",
+            needs: &["AGENTLS_TEST_OPENCODE"],
+            wire: Wire::ChatCompletions,
+            // Its `build` mode asks when the project config says `"edit": "ask"`.
+            table: "",
+            launch: |l| {
+                let config = json!({
+                    "$schema": "https://opencode.ai/config.json",
+                    "provider": {"mock": {
+                        "npm": "@ai-sdk/openai-compatible", "name": "Mock",
+                        "options": {"baseURL": format!("{}/v1", l.mock), "apiKey": "dummy"},
+                        "models": {"mock-model": {"name": "Mock model", "tool_call": true}}}},
+                    "model": "mock/mock-model",
+                    "small_model": "mock/mock-model",
+                    "permission": {"edit": "ask"},
+                    "autoupdate": false,
+                    "share": "disabled"
+                });
+                Launched {
+                    argv: vec![l.installed("AGENTLS_TEST_OPENCODE"), "acp".into()],
+                    env: env(&[
+                        ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+                        ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+                        ("OPENCODE_DISABLE_SHARE", "1"),
+                        ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
+                    ]),
+                    workspace: vec![("opencode.json", config.to_string())],
+                }
+            },
+            // `edit` needs a `read` of the file first; `write` makes the two-hunk change.
+            script: |task| match task {
+                Task::Replace { path, old, new } => ToolTurn::say(DONE)
+                    .then("read", json!({"filePath": p(path)}))
+                    .then(
+                        "edit",
+                        json!({"filePath": p(path), "oldString": old, "newString": new}),
+                    ),
+                Task::TwoChanges { path, text, .. } => ToolTurn::say(DONE)
+                    .then("read", json!({"filePath": p(path)}))
+                    .then("write", json!({"filePath": p(path), "content": text})),
+                Task::Create { path, text } => {
+                    ToolTurn::say(DONE).then("write", json!({"filePath": p(path), "content": text}))
+                }
+            },
+            told: Told {
+                replaced: "Edit applied successfully.",
+                rewritten: "Wrote file successfully.",
+                created: "Wrote file successfully.",
+                // A rejection ends its loop: the model hears nothing more.
+                rejected: None,
+            },
+            stop_after_reject: "end_turn",
+        },
+        Recipe {
+            name: "codex",
+            package: "@zed-industries/codex-acp 0.16.0 (model gpt-5.3-codex)",
+            needs: &["AGENTLS_TEST_CODEX_ACP", "AGENTLS_TEST_BWRAP"],
+            wire: Wire::Responses,
+            // Its initial mode, `read-only`, asks before editing.
+            table: "",
+            launch: |l| {
+                let codex_home = l.home(".codex");
+                // gpt-5-codex gets no apply_patch tool; gpt-5.3-codex does.
+                l.write(
+                    ".codex/config.toml",
+                    &format!(
+                        "model = \"gpt-5.3-codex\"\nmodel_provider = \"mock\"\n\
+                         approval_policy = \"on-request\"\n\
+                         [model_providers.mock]\nname = \"mock\"\nbase_url = \"{}/v1\"\n\
+                         env_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n\
+                         request_max_retries = 0\nstream_max_retries = 0\n\
+                         [analytics]\nenabled = false\n\
+                         [notice]\nhide_full_access_warning = true\n",
+                        l.mock
+                    ),
+                );
+                // Its patch tool runs under bubblewrap, which it looks for on PATH.
+                let bwrap = l.installed("AGENTLS_TEST_BWRAP");
+                let path = format!(
+                    "{}:{}",
+                    Path::new(&bwrap).parent().unwrap().display(),
+                    std::env::var("PATH").unwrap_or_default()
+                );
+                Launched {
+                    argv: vec![l.installed("AGENTLS_TEST_CODEX_ACP")],
+                    env: env(&[
+                        ("CODEX_HOME", &codex_home),
+                        ("OPENAI_API_KEY", "dummy"),
+                        ("PATH", &path),
+                    ]),
+                    ..Launched::default()
+                }
+            },
+            // `apply_patch` (a free-form tool) makes several changes a call: the two-hunk change
+            // is one patch with two hunks, which it proposes as two fragment diffs.
+            script: |task| {
+                let patch = match task {
+                    Task::Replace { path, old, new } => format!(
+                        "*** Begin Patch\n*** Update File: {}\n@@\n-{old}\n+{new}\n*** End Patch\n",
+                        p(path)
+                    ),
+                    Task::TwoChanges { path, changes, .. } => {
+                        let hunks: String = changes
+                            .iter()
+                            .map(|(old, new)| format!("@@\n-{old}\n+{new}\n"))
+                            .collect();
+                        format!(
+                            "*** Begin Patch\n*** Update File: {}\n{hunks}*** End Patch\n",
+                            p(path)
+                        )
+                    }
+                    Task::Create { path, text } => {
+                        let lines: String = text.lines().map(|l| format!("+{l}\n")).collect();
+                        format!(
+                            "*** Begin Patch\n*** Add File: {}\n{lines}*** End Patch\n",
+                            p(path)
+                        )
+                    }
+                };
+                ToolTurn::say(DONE).then_freeform("apply_patch", &patch)
+            },
+            told: Told {
+                replaced: "Success. Updated the following files:",
+                rewritten: "Success. Updated the following files:",
+                created: "Success. Updated the following files:",
+                // Its reject option is "abort": the turn ends cancelled, the model hears nothing.
+                rejected: None,
+            },
+            stop_after_reject: "cancelled",
+        },
+        Recipe {
+            name: "qwen",
+            package: "@qwen-code/qwen-code 0.24.4 (Node.js 22.23.5)",
+            needs: &["AGENTLS_TEST_NODE22", "AGENTLS_TEST_QWEN"],
+            wire: Wire::ChatCompletions,
+            // It starts in `auto`, which edits without asking.
+            table: "mode = \"default\"\n",
+            launch: |l| {
+                let node = l.installed("AGENTLS_TEST_NODE22");
+                let path = format!(
+                    "{}:{}",
+                    Path::new(&node).parent().unwrap().display(),
+                    std::env::var("PATH").unwrap_or_default()
+                );
+                Launched {
+                    argv: vec![
+                        node,
+                        l.installed("AGENTLS_TEST_QWEN"),
+                        "--acp".into(),
+                        "--auth-type".into(),
+                        "openai".into(),
+                        "-m".into(),
+                        "mock-model".into(),
+                    ],
+                    env: env(&[
+                        ("OPENAI_API_KEY", "dummy"),
+                        ("OPENAI_BASE_URL", &format!("{}/v1", l.mock)),
+                        ("OPENAI_MODEL", "mock-model"),
+                        ("QWEN_CODE_NO_RELAUNCH", "true"),
+                        ("QWEN_TELEMETRY_ENABLED", "false"),
+                        ("PATH", &path),
+                    ]),
+                    ..Launched::default()
+                }
+            },
+            // `edit` and `write_file` of an existing file need a `read_file` first.
+            script: |task| match task {
+                Task::Replace { path, old, new } => ToolTurn::say(DONE)
+                    .then("read_file", json!({"file_path": p(path)}))
+                    .then(
+                        "edit",
+                        json!({"file_path": p(path), "old_string": old, "new_string": new}),
+                    ),
+                Task::TwoChanges { path, text, .. } => ToolTurn::say(DONE)
+                    .then("read_file", json!({"file_path": p(path)}))
+                    .then("write_file", json!({"file_path": p(path), "content": text})),
+                Task::Create { path, text } => ToolTurn::say(DONE)
+                    .then("write_file", json!({"file_path": p(path), "content": text})),
+            },
+            told: Told {
+                replaced: "has been updated",
+                rewritten: "Successfully overwrote file",
+                created: "Successfully created and wrote to new file",
+                // A rejection ends its loop: the model hears nothing more.
+                rejected: None,
+            },
+            stop_after_reject: "end_turn",
+        },
+        Recipe {
+            name: "fast-agent",
+            package: "fast-agent-mcp 0.10.48 (PyPI)",
+            needs: &["AGENTLS_TEST_FAST_AGENT"],
+            wire: Wire::ChatCompletions,
+            // One mode, `agent`, which asks for every tool, reads included (answered "Allow").
+            table: "",
+            launch: |l| Launched {
+                argv: vec![
+                    l.installed("AGENTLS_TEST_FAST_AGENT"),
+                    "--model".into(),
+                    "generic.mock-model".into(),
+                ],
+                env: env(&[
+                    ("GENERIC_BASE_URL", &format!("{}/v1", l.mock)),
+                    ("GENERIC_API_KEY", "dummy"),
+                ]),
+                ..Launched::default()
+            },
+            // With a client that serves files it offers only `read_text_file` and
+            // `write_text_file`: it has no edit tool, so an edit is a read, then a whole-file
+            // write of the changed text (as the model would write it).
+            script: |task| match task {
+                Task::Replace { path, old, new } => {
+                    let text = std::fs::read_to_string(path).unwrap().replace(old, new);
+                    ToolTurn::say(DONE)
+                        .then("read_text_file", json!({"path": p(path)}))
+                        .then("write_text_file", json!({"path": p(path), "content": text}))
+                }
+                Task::TwoChanges { path, text, .. } => ToolTurn::say(DONE)
+                    .then("read_text_file", json!({"path": p(path)}))
+                    .then("write_text_file", json!({"path": p(path), "content": text})),
+                Task::Create { path, text } => ToolTurn::say(DONE)
+                    .then("write_text_file", json!({"path": p(path), "content": text})),
+            },
+            told: Told {
+                replaced: "Successfully wrote",
+                rewritten: "Successfully wrote",
+                created: "Successfully wrote",
+                rejected: Some("The user has declined permission to use this tool"),
+            },
+            stop_after_reject: "end_turn",
+        },
+        Recipe {
+            name: "vibe",
+            package: "mistral-vibe 2.26.1 (PyPI)",
+            needs: &["AGENTLS_TEST_VIBE"],
+            wire: Wire::ChatCompletions,
+            // It starts in `accept-edits`, which edits without asking.
+            table: "mode = \"ask\"\n",
+            launch: |l| {
+                let vibe_home = l.home(".vibe");
+                l.write(
+                    ".vibe/config.toml",
+                    &format!(
+                        "active_model = \"mock\"\nenable_telemetry = false\n\
+                         enable_update_checks = false\n\n\
+                         [[providers]]\nname = \"mock\"\napi_base = \"{}/v1\"\n\
+                         api_key_env_var = \"MOCK_API_KEY\"\nbackend = \"generic\"\n\n\
+                         [[models]]\nname = \"mock-model\"\nprovider = \"mock\"\nalias = \"mock\"\n",
+                        l.mock
+                    ),
+                );
+                Launched {
+                    argv: vec![l.installed("AGENTLS_TEST_VIBE")],
+                    env: env(&[("VIBE_HOME", &vibe_home), ("MOCK_API_KEY", "dummy")]),
+                    ..Launched::default()
+                }
+            },
+            // Its default (Rust) harness reads and writes the disk itself; `edit` makes one
+            // change a call, `write_file` the two-hunk change.
+            script: |task| match task {
+                Task::Replace { path, old, new } => ToolTurn::say(DONE)
+                    .then("read_file", json!({"path": p(path)}))
+                    .then(
+                        "edit",
+                        json!({"file_path": p(path), "old_string": old, "new_string": new}),
+                    ),
+                Task::TwoChanges { path, text, .. } => ToolTurn::say(DONE)
+                    .then("read_file", json!({"path": p(path)}))
+                    .then("write_file", json!({"path": p(path), "content": text})),
+                Task::Create { path, text } => ToolTurn::say(DONE)
+                    .then("write_file", json!({"path": p(path), "content": text})),
+            },
+            told: Told {
+                replaced: "\"lines_changed\":1",
+                rewritten: "\"file_existed\":true",
+                created: "\"file_existed\":false",
+                rejected: Some("Tool execution denied by approval callback"),
+            },
+            stop_after_reject: "end_turn",
+        },
+        Recipe {
+            name: "kimi",
+            package: "kimi-cli 1.52.0 (PyPI)",
+            needs: &["AGENTLS_TEST_KIMI_PYTHON"],
+            wire: Wire::ChatCompletions,
+            // One mode, `default`, which asks before every edit or write.
+            table: "",
+            launch: |l| {
+                let share = l.home(".kimi");
+                l.write(
+                    ".kimi/config.toml",
+                    &format!(
+                        "default_model = \"mock\"\ntelemetry = false\n\n\
+                         [providers.mock]\ntype = \"openai_legacy\"\nbase_url = \"{}/v1\"\n\
+                         api_key = \"dummy\"\n\n\
+                         [models.mock]\nprovider = \"mock\"\nmodel = \"mock-model\"\n\
+                         max_context_size = 100000\n",
+                        l.mock
+                    ),
+                );
+                // Without a login token its session/new fails "Authentication required"; a
+                // far-future fake one is never refreshed (the mock provider has no OAuth).
+                l.write(
+                    ".kimi/credentials/kimi-code.json",
+                    &json!({"access_token": "dummy", "refresh_token": "dummy",
+                            "expires_at": 4102444800.0, "scope": "", "token_type": "Bearer",
+                            "expires_in": 315360000.0})
+                    .to_string(),
+                );
+                // Never its `kimi` entry point (bare, it downloads and runs an installer).
+                Launched {
+                    argv: vec![
+                        l.installed("AGENTLS_TEST_KIMI_PYTHON"),
+                        "-m".into(),
+                        "kimi_cli.cli".into(),
+                        "acp".into(),
+                    ],
+                    env: env(&[("KIMI_SHARE_DIR", &share)]),
+                    ..Launched::default()
+                }
+            },
+            // `StrReplaceFile` takes one edit or a list: the two-hunk change is one call.
+            script: |task| match task {
+                Task::Replace { path, old, new } => ToolTurn::say(DONE)
+                    .then("ReadFile", json!({"path": p(path)}))
+                    .then(
+                        "StrReplaceFile",
+                        json!({"path": p(path), "edit": {"old": old, "new": new}}),
+                    ),
+                Task::TwoChanges { path, changes, .. } => {
+                    let edits: Vec<_> = changes
+                        .iter()
+                        .map(|(old, new)| json!({"old": old, "new": new}))
+                        .collect();
+                    ToolTurn::say(DONE)
+                        .then("ReadFile", json!({"path": p(path)}))
+                        .then("StrReplaceFile", json!({"path": p(path), "edit": edits}))
+                }
+                Task::Create { path, text } => {
+                    ToolTurn::say(DONE).then("WriteFile", json!({"path": p(path), "content": text}))
+                }
+            },
+            told: Told {
+                replaced: "File successfully edited",
+                rewritten: "File successfully edited",
+                created: "File successfully overwritten",
+                // A rejection ends its loop: the model hears nothing more.
+                rejected: None,
+            },
+            stop_after_reject: "end_turn",
+        },
+    ]
+}
+
+// ---- The scenarios ----
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Scenario {
+    OpenFileAccepted,
+    ClosedFileAccepted,
+    PartlyAccepted,
+    Rejected,
+    NewFile,
+}
+
+const SCENARIOS: [Scenario; 5] = [
+    Scenario::OpenFileAccepted,
+    Scenario::ClosedFileAccepted,
+    Scenario::PartlyAccepted,
+    Scenario::Rejected,
+    Scenario::NewFile,
+];
+
+impl Scenario {
+    fn title(self) -> &'static str {
+        match self {
+            Self::OpenFileAccepted => "edit tool, open file, accepted",
+            Self::ClosedFileAccepted => "edit tool, closed file, accepted",
+            Self::PartlyAccepted => "two hunks, one accepted, one rejected",
+            Self::Rejected => "edit tool, rejected",
+            Self::NewFile => "new file, accepted",
+        }
+    }
+
+    /// The column of the printed matrix.
+    fn column(self) -> &'static str {
+        match self {
+            Self::OpenFileAccepted => "open edit",
+            Self::ClosedFileAccepted => "closed edit",
+            Self::PartlyAccepted => "partial",
+            Self::Rejected => "reject",
+            Self::NewFile => "new file",
+        }
+    }
+
+    fn slug(self) -> &'static str {
+        match self {
+            Self::OpenFileAccepted => "open",
+            Self::ClosedFileAccepted => "closed",
+            Self::PartlyAccepted => "partial",
+            Self::Rejected => "reject",
+            Self::NewFile => "new",
+        }
+    }
+}
+
+const NOTES: &str = "first line\nsecond line\nthird line\n";
+const OLD_LINE: &str = "second line";
+const NEW_LINE: &str = "second line, edited by the model";
+const TODOS: &str = "// TODO a\nx\nx\nx\nx\nx\nx\n// TODO b\n";
+const CREATED: &str = "created by the model\nsecond line\n";
+
+/// One agent's run: agentls with the agent configured, its mock LLM, its own HOME.
+struct Run<'r> {
+    recipe: &'r Recipe,
+    client: TestClient,
+    mock: MockLlm,
+    script: LateScript,
+    _home: tempfile::TempDir,
+}
+
+impl<'r> Run<'r> {
+    /// Starts agentls (not the agent yet) with `recipe` as its default agent.
+    async fn start(recipe: &'r Recipe, scenario: Scenario) -> Self {
+        let installed = installed(recipe);
+        let home = tempfile::tempdir().unwrap();
+        let script = LateScript::default();
+        let mock = MockLlm::start(script.clone()).await;
+        let url = mock.url();
+        let launch = Launch {
+            installed: &installed,
+            home: home.path(),
+            mock: &url,
+        };
+        let launched = (recipe.launch)(&launch);
+        let mut all_env = env(&[
+            ("HOME", &launch.home("")),
+            ("XDG_CONFIG_HOME", &launch.home(".config")),
+            ("XDG_DATA_HOME", &launch.home(".local/share")),
+            ("XDG_STATE_HOME", &launch.home(".local/state")),
+            ("XDG_CACHE_HOME", &launch.home(".cache")),
+        ]);
+        all_env.extend(launched.env);
+        let env_refs: Vec<(&str, &str)> = all_env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let argv_refs: Vec<&str> = launched.argv.iter().map(String::as_str).collect();
+        let wire_name = format!("{}-{}", recipe.name, scenario.slug());
+        let toml = agent_toml(recipe.name, &wire_name, &argv_refs, &env_refs, recipe.table);
+        let client = TestClient::start(Options {
+            config_toml: Some(toml),
+            env: Vec::new(),
+        })
+        .await;
+        client
+            .initialize(capabilities_without_dialogs(), None)
+            .await;
+        for (relative, text) in &launched.workspace {
+            std::fs::write(client.workspace.join(relative), text).unwrap();
+        }
+        Self {
+            recipe,
+            client,
+            mock,
+            script,
+            _home: home,
+        }
+    }
+
+    /// The model will carry out `task`.
+    fn model_does(&self, task: &Task) {
+        self.recipe
+            .wire
+            .play(&self.script, (self.recipe.script)(task));
+    }
+
+    /// Starts the agent (spawn, `initialize`, `session/new`, its mode); returns the seconds.
+    async fn start_agent(&self) -> f64 {
+        let started = Instant::now();
+        let name = self.recipe.name;
+        self.client
+            .execute("agentls.newSession", json!({"agent": name}))
+            .await
+            .expect("agentls.newSession");
+        self.client
+            .take_message(&format!("{name}: new session"))
+            .await;
+        started.elapsed().as_secs_f64()
+    }
+
+    /// Prompts, waits until the review of `uri` is offered (answering the agent's other
+    /// questions, such as permission to read, with "Allow"), then decides it with `decide`.
+    async fn prompt_and_review(&self, text: &str, uri: &str, decide: Decision) {
+        self.client.prompt(text).await;
+        let deadline = Instant::now() + support::WAIT;
+        loop {
+            let titles: Vec<String> = self
+                .client
+                .code_actions(uri)
+                .await
+                .iter()
+                .map(|a| a["title"].as_str().unwrap_or_default().to_owned())
+                .collect();
+            if titles.iter().any(|t| t.starts_with("Accept all")) {
+                break;
+            }
+            if titles.iter().any(|t| t.starts_with("Allow (")) {
+                self.client.run_code_action(uri, "Allow (").await;
+                continue;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no review of {uri} within {:?}; code actions: {titles:?}; the model was sent:\n{}",
+                support::WAIT,
+                self.mock.summary()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        match decide {
+            Decision::AcceptAll => self.client.run_code_action(uri, "Accept all changes").await,
+            Decision::RejectAll => self.client.run_code_action(uri, "Reject all changes").await,
+            Decision::AcceptFirstOfTwo => {
+                self.client
+                    .run_code_action_at(uri, range(0, 0, 0, 1), "Accept change 1/2")
+                    .await;
+                self.client
+                    .run_code_action(uri, "Reject all changes (1)")
+                    .await;
+            }
+        }
+    }
+
+    /// Waits for the turn's summary, ending with `stop`.
+    async fn summary(&self, stop: &str) -> String {
+        self.client
+            .take_message(&format!("{}: {stop}", self.recipe.name))
+            .await
+    }
+
+    /// The last status of each tool call that carried a diff or is an edit, by id, from the
+    /// `session/update`s agentls forwarded.
+    fn edit_statuses(&self) -> BTreeMap<String, String> {
+        let mut edits = BTreeMap::new();
+        for message in self.client.received("agentls/sessionUpdate") {
+            let update = &message["params"]["update"];
+            let Some(id) = update["toolCallId"].as_str() else {
+                continue;
+            };
+            let has_diff = update["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "diff"));
+            if has_diff || update["kind"] == "edit" {
+                edits.entry(id.to_owned()).or_insert_with(String::new);
+            }
+            if let (Some(status), Some(last)) = (update["status"].as_str(), edits.get_mut(id)) {
+                *last = status.to_owned();
+            }
+        }
+        edits
+    }
+
+    /// What the agent told the model about its tools, checked: `success` is among it, and no
+    /// failure text is.
+    fn the_model_heard(&self, success: &str) {
+        let results = self.mock.tool_results();
+        assert!(
+            results.iter().any(|r| r.contains(success)),
+            "{} did not tell the model {success:?}; its tool results: {results:#?}",
+            self.recipe.name
+        );
+        for result in &results {
+            let lower = result.to_lowercase();
+            if let Some(failure) = FAILURES.iter().find(|f| lower.contains(*f)) {
+                panic!(
+                    "{} told the model a failure ({failure:?}): {result}",
+                    self.recipe.name
+                );
+            }
+        }
+    }
+
+    /// After an accepted edit of `file`: every edit tool call completed, and the summary names
+    /// the file and no failure.
+    fn the_agent_completed(&self, summary: &str, file: &str) {
+        let edits = self.edit_statuses();
+        assert!(
+            edits.values().all(|s| s == "completed"),
+            "edit tool calls did not all complete: {edits:?}"
+        );
+        assert!(!summary.contains("failed ("), "{summary}");
+        assert!(summary.contains(&format!("files: {file}")), "{summary}");
+    }
+
+    /// The next prompt tells the model what the user turned down (`needle`, in its request).
+    async fn the_next_prompt_tells(&self, needle: &str) {
+        self.recipe.wire.play(&self.script, ToolTurn::say("Noted."));
+        self.client.prompt("thanks").await;
+        self.client.take_message("“Noted.”").await;
+        let told = self
+            .mock
+            .requests()
+            .iter()
+            .any(|r| String::from_utf8_lossy(&r.body).contains(needle));
+        assert!(
+            told,
+            "no request to the model says {needle:?}:\n{}",
+            self.mock.summary()
+        );
+    }
+
+    /// Prints the turn's summary and what the model heard, for the record.
+    fn record(&self, scenario: Scenario, summary: &str) {
+        let name = self.recipe.name;
+        let heard: Vec<String> = self
+            .mock
+            .tool_results()
+            .iter()
+            .map(|r| r.chars().take(120).collect::<String>())
+            .collect();
+        eprintln!("matrix summary: {name}: {}: {summary}", scenario.title());
+        eprintln!("matrix heard: {name}: {}: {heard:?}", scenario.title());
+    }
+
+    async fn finish(self) {
+        assert!(self.client.shutdown().await.success());
+    }
+}
+
+/// How the test decides a review.
+#[derive(Debug, Clone, Copy)]
+enum Decision {
+    AcceptAll,
+    RejectAll,
+    AcceptFirstOfTwo,
+}
+
+/// The paths `recipe` needs, from the environment; a missing one fails the test.
+fn installed(recipe: &Recipe) -> BTreeMap<&'static str, String> {
+    let mut out = BTreeMap::new();
+    for var in recipe.needs {
+        match std::env::var(var) {
+            Ok(path) if Path::new(&path).exists() => {
+                out.insert(*var, path);
+            }
+            found => panic!(
+                "{} ({}) is not installed: {var} is {found:?}; run `eval \"$(scripts/test-tools.sh)\"`",
+                recipe.name, recipe.package
+            ),
+        }
+    }
+    out
+}
+
+/// Eventually the file at `path` holds `expected` (agentls may apply a change at the end of the
+/// turn, just after the summary).
+async fn disk_holds(path: &Path, expected: &str) {
+    let read = || std::fs::read_to_string(path).unwrap_or_default();
+    support::eventually(|| read() == expected)
+        .await
+        .unwrap_or_else(|| panic!("{} holds {:?}, not {expected:?}", path.display(), read()));
+}
+
+/// Eventually the test client's copy of `uri` holds `expected`.
+async fn buffer_holds(client: &TestClient, uri: &str, expected: &str) {
+    support::eventually(|| client.document(uri).text == expected)
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "the buffer holds {:?}, not {expected:?}",
+                client.document(uri).text
+            )
+        });
+}
+
+/// One cell: `recipe` in `scenario`; returns what it took (start, turn) in seconds.
+async fn cell(recipe: &Recipe, scenario: Scenario) -> (f64, f64) {
+    let run = Run::start(recipe, scenario).await;
+    let client = &run.client;
+    let notes = client.workspace.join("notes.txt");
+    let (start, turn) = match scenario {
+        Scenario::OpenFileAccepted | Scenario::ClosedFileAccepted => {
+            let open = scenario == Scenario::OpenFileAccepted;
+            let uri = if open {
+                client.open("notes.txt", "text", NOTES).await
+            } else {
+                std::fs::write(&notes, NOTES).unwrap();
+                file_uri(&notes)
+            };
+            run.model_does(&Task::Replace {
+                path: &notes,
+                old: OLD_LINE,
+                new: NEW_LINE,
+            });
+            let start = run.start_agent().await;
+            let began = Instant::now();
+            run.prompt_and_review("edit notes.txt", &uri, Decision::AcceptAll)
+                .await;
+            let summary = run.summary("end_turn").await;
+            let turn = began.elapsed().as_secs_f64();
+            let expected = NOTES.replace(OLD_LINE, NEW_LINE);
+            disk_holds(&notes, &expected).await;
+            if open {
+                buffer_holds(client, &uri, &expected).await;
+            }
+            run.the_model_heard(recipe.told.replaced);
+            run.the_agent_completed(&summary, "notes.txt");
+            assert!(summary.contains(DONE), "{summary}");
+            run.record(scenario, &summary);
+            (start, turn)
+        }
+        Scenario::PartlyAccepted => {
+            let uri = client.open("notes.txt", "text", TODOS).await;
+            let proposal = TODOS
+                .replace("TODO a", "TODO A")
+                .replace("TODO b", "TODO B");
+            run.model_does(&Task::TwoChanges {
+                path: &notes,
+                text: &proposal,
+                changes: [("// TODO a", "// TODO A"), ("// TODO b", "// TODO B")],
+            });
+            let start = run.start_agent().await;
+            let began = Instant::now();
+            run.prompt_and_review("uppercase the TODOs", &uri, Decision::AcceptFirstOfTwo)
+                .await;
+            let summary = run.summary("end_turn").await;
+            let turn = began.elapsed().as_secs_f64();
+            let expected = TODOS.replace("TODO a", "TODO A");
+            disk_holds(&notes, &expected).await;
+            buffer_holds(client, &uri, &expected).await;
+            run.the_model_heard(recipe.told.rewritten);
+            run.the_agent_completed(&summary, "notes.txt");
+            run.record(scenario, &summary);
+            // It wrote (or was told it wrote) both changes: agentls tells it which one was not
+            // applied.
+            run.the_next_prompt_tells("The user rejected part of your change to")
+                .await;
+            (start, turn)
+        }
+        Scenario::Rejected => {
+            let uri = client.open("notes.txt", "text", NOTES).await;
+            run.model_does(&Task::Replace {
+                path: &notes,
+                old: OLD_LINE,
+                new: NEW_LINE,
+            });
+            let start = run.start_agent().await;
+            let began = Instant::now();
+            run.prompt_and_review("edit notes.txt", &uri, Decision::RejectAll)
+                .await;
+            let summary = run.summary(recipe.stop_after_reject).await;
+            let turn = began.elapsed().as_secs_f64();
+            // Give a stray write time to show before checking nothing changed.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            assert_eq!(std::fs::read_to_string(&notes).unwrap(), NOTES);
+            assert_eq!(client.document(&uri).text, NOTES);
+            assert_eq!(client.count(Some("workspace/applyEdit")), 0);
+            let results = run.mock.tool_results();
+            assert!(
+                !results.iter().any(|r| r.contains(recipe.told.replaced)),
+                "the model heard of a success: {results:#?}"
+            );
+            if let Some(rejected) = recipe.told.rejected {
+                assert!(
+                    results.iter().any(|r| r.contains(rejected)),
+                    "the model was not told {rejected:?}: {results:#?}"
+                );
+            }
+            let edits = run.edit_statuses();
+            assert!(
+                !edits.values().any(|s| s == "completed"),
+                "a rejected edit completed: {edits:?}"
+            );
+            run.record(scenario, &summary);
+            (start, turn)
+        }
+        Scenario::NewFile => {
+            let path = client.workspace.join("hello.txt");
+            let uri = file_uri(&path);
+            run.model_does(&Task::Create {
+                path: &path,
+                text: CREATED,
+            });
+            let start = run.start_agent().await;
+            let began = Instant::now();
+            run.prompt_and_review("create hello.txt", &uri, Decision::AcceptAll)
+                .await;
+            let summary = run.summary("end_turn").await;
+            let turn = began.elapsed().as_secs_f64();
+            disk_holds(&path, CREATED).await;
+            run.the_model_heard(recipe.told.created);
+            run.the_agent_completed(&summary, "hello.txt");
+            run.record(scenario, &summary);
+            (start, turn)
+        }
+    };
+    run.finish().await;
+    (start, turn)
+}
+
+// ---- The harness ----
+
+/// A finished cell, for the printed matrix.
+struct Outcome {
+    agent: &'static str,
+    scenario: Scenario,
+    passed: bool,
+    seconds: f64,
+}
+
+static OUTCOMES: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
+
+/// Runs one cell on its own runtime with the deadline, and records its outcome.
+fn run_cell(recipe: &Recipe, scenario: Scenario) -> Result<(), Failed> {
+    let began = Instant::now();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(async {
+            tokio::time::timeout(DEADLINE, cell(recipe, scenario))
+                .await
+                .unwrap_or_else(|_| panic!("the cell took longer than {DEADLINE:?}"))
+        })
+    }));
+    drop(runtime);
+    let seconds = began.elapsed().as_secs_f64();
+    OUTCOMES.lock().unwrap().push(Outcome {
+        agent: recipe.name,
+        scenario,
+        passed: result.is_ok(),
+        seconds,
+    });
+    match result {
+        Ok((start, turn)) => {
+            eprintln!(
+                "matrix timing: {}: {}: start {start:.2} s, turn {turn:.2} s, all {seconds:.2} s",
+                recipe.name,
+                scenario.title()
+            );
+            Ok(())
+        }
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "panicked".to_owned());
+            Err(Failed::from(message))
+        }
+    }
+}
+
+/// The matrix as a table: one row per agent of `agents` that ran, in that order, a cell per
+/// scenario (`ok 12.3 s` / `FAIL 20.0 s`).
+fn matrix_table(agents: &[&str], outcomes: &[Outcome]) -> String {
+    let mut rows: BTreeMap<&str, BTreeMap<Scenario, String>> = BTreeMap::new();
+    for o in outcomes {
+        let mark = if o.passed { "ok" } else { "FAIL" };
+        rows.entry(o.agent)
+            .or_default()
+            .insert(o.scenario, format!("{mark} {:.1} s", o.seconds));
+    }
+    let mut table = String::from("| agent |");
+    for s in SCENARIOS {
+        table.push_str(&format!(" {} |", s.column()));
+    }
+    table.push_str("\n|---|");
+    table.push_str(&"---|".repeat(SCENARIOS.len()));
+    for agent in agents {
+        let Some(cells) = rows.get(agent) else {
+            continue;
+        };
+        table.push_str(&format!("\n| {agent} |"));
+        for s in SCENARIOS {
+            let cell = cells.get(&s).map(String::as_str).unwrap_or("-");
+            table.push_str(&format!(" {cell} |"));
+        }
+    }
+    table
+}
+
+fn main() {
+    let mut args = Arguments::from_args();
+    // One agent at a time unless told otherwise: two cores start two Node.js or Python agents
+    // side by side slowly enough to stretch the waits.
+    args.test_threads.get_or_insert(1);
+    let recipes: &'static [Recipe] = Vec::leak(recipes());
+    let mut trials = Vec::new();
+    for recipe in recipes {
+        for scenario in SCENARIOS {
+            let name = format!("{}: {}", recipe.name, scenario.title());
+            trials.push(Trial::test(name, move || run_cell(recipe, scenario)));
+        }
+    }
+    let conclusion = libtest_mimic::run(&args, trials);
+    let outcomes = OUTCOMES.lock().unwrap();
+    if !outcomes.is_empty() {
+        let agents: Vec<&str> = recipes.iter().map(|r| r.name).collect();
+        eprintln!("\nagent matrix:\n{}\n", matrix_table(&agents, &outcomes));
+    }
+    drop(outcomes);
+    conclusion.exit();
+}
