@@ -785,9 +785,9 @@ mod tests {
             .unwrap();
         let verdict = review.await.unwrap().unwrap();
         assert!(matches!(verdict, Verdict::Accepted { .. }), "{verdict:?}");
-        // The same text with a final newline the user never saw: not what they accepted.
+        // A line more than the user saw: not what they accepted.
         let refused = editor
-            .write_text_file(&origin, &path, "created\nsecond\n", None)
+            .write_text_file(&origin, &path, "created\nsecond\nthird\n", None)
             .await;
         assert!(
             matches!(refused, Err(WriteError::NotAccepted(_))),
