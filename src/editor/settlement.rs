@@ -241,7 +241,15 @@ impl State {
         }
         let accepted = review.accepted_over_base();
         let disk_text = disk.unwrap_or_default();
-        let target = diff::merge3(&review.base, disk_text, &accepted);
+        let target = diff::merge3(&review.base, disk_text, &accepted).map(|target| {
+            if content != review.proposal && same(content, &review.proposal) {
+                // The agent meant the file to end as it wrote it.
+                let newlines = content.len() - content.trim_end_matches('\n').len();
+                format!("{}{}", target.trim_end_matches('\n'), "\n".repeat(newlines))
+            } else {
+                target
+            }
+        });
         let disk = target.filter(|t| disk != Some(t.as_str()));
         if self.documents.get(path).is_none() {
             let view = disk.clone().unwrap_or_else(|| disk_text.to_owned());
