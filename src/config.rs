@@ -35,6 +35,10 @@ pub struct AgentSpec {
     /// Session config options set on every new session, by the agent's ids (e.g. `model`).
     #[serde(default)]
     pub config_options: BTreeMap<String, String>,
+    /// Folders, relative to the workspace, where the agent keeps its own state (sessions,
+    /// history): what it writes there is not shown as a change made without asking.
+    #[serde(default)]
+    pub own_files: Vec<PathBuf>,
 }
 
 impl AgentSpec {
@@ -68,6 +72,7 @@ impl fmt::Debug for AgentSpec {
             .field("env", &self.redacted_env())
             .field("mode", &self.mode)
             .field("config_options", &self.config_options)
+            .field("own_files", &self.own_files)
             .finish()
     }
 }

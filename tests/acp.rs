@@ -14,10 +14,14 @@ async fn started(capabilities: Value) -> TestClient {
     TestClient::started(capabilities).await
 }
 
-/// Waits for the turn's end, checks that buffer and disk both say `expected`, and shuts down.
-async fn ends_with_the_file_saying(client: TestClient, uri: &str, expected: &str) {
+/// Waits for the turn's end and checks that the buffer says `expected` while the file still
+/// says `before` (the editor's save writes it, so no editor finds it changed under it), then
+/// saves, checks the file, and shuts down.
+async fn ends_with_the_file_saying(client: TestClient, uri: &str, before: &str, expected: &str) {
     client.take_message("demo: end_turn").await;
     assert_eq!(client.document(uri).text, expected);
+    assert_eq!(std::fs::read_to_string(path_of(uri)).unwrap(), before);
+    client.save(uri).await;
     assert_eq!(std::fs::read_to_string(path_of(uri)).unwrap(), expected);
     assert!(client.shutdown().await.success());
 }
@@ -111,6 +115,12 @@ async fn accepting_a_diff_updates_the_buffer_and_the_file() {
     );
     let expected = "keep me\n// TODO FIX THIS\n";
     assert_eq!(client.document(&uri).text, expected);
+    // The file follows the editor's save: no editor finds it changed under it.
+    assert_eq!(
+        std::fs::read_to_string(path_of(&uri)).unwrap(),
+        "keep me\n// TODO fix this\n"
+    );
+    client.save(&uri).await;
     assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), expected);
     assert!(client.shutdown().await.success());
 }
@@ -127,7 +137,8 @@ async fn a_partly_accepted_diff_keeps_the_rejected_hunk_out() {
         .run_code_action_at(&uri, support::range(0, 0, 0, 1), "Accept change 1/2")
         .await;
     client.run_code_action(&uri, "Reject all changes (1)").await;
-    ends_with_the_file_saying(client, &uri, "// TODO A\nx\nx\nx\nx\nx\nx\n// TODO b\n").await;
+    let expected = "// TODO A\nx\nx\nx\nx\nx\nx\n// TODO b\n";
+    ends_with_the_file_saying(client, &uri, original, expected).await;
 }
 
 /// An agent that proposes only the lines it changes (`oldText`/`newText` a fragment, as the
@@ -143,7 +154,8 @@ async fn a_fragment_diff_is_reviewed_in_place() {
     client
         .run_code_action(&uri, "Accept all changes (1) from demo")
         .await;
-    ends_with_the_file_saying(client, &uri, "keep\n// TODO A\nkeep too\n").await;
+    let (before, expected) = ("keep\n// TODO a\nkeep too\n", "keep\n// TODO A\nkeep too\n");
+    ends_with_the_file_saying(client, &uri, before, expected).await;
 }
 
 /// The diff came with the tool call; the permission request only names the tool call. It is
@@ -303,6 +315,8 @@ async fn a_permission_with_two_diffs_is_allowed_only_when_both_are_accepted() {
     let summary = client.take_message("demo: end_turn").await;
     assert!(summary.contains("Done: I uppercase"), "{summary}");
     assert_eq!(client.document(&b).text, "// TODO B\n");
+    assert_eq!(std::fs::read_to_string(path_of(&b)).unwrap(), "// TODO b\n");
+    client.save(&b).await;
     assert_eq!(std::fs::read_to_string(path_of(&b)).unwrap(), "// TODO B\n");
     assert!(client.shutdown().await.success());
 }

@@ -33,6 +33,17 @@ fn closed_file(client: &TestClient, relative: &str, text: &str) -> String {
     support::file_uri(&path)
 }
 
+/// What the file of an open document says after its accepted change, before the editor saves
+/// it: an agent writing through `fs/write_text_file` leaves the file to the editor's save (so no
+/// editor finds it changed under it); one writing the disk itself has written it.
+fn file_before_save<'a>(route: &str, before: &'a str, after: &'a str) -> &'a str {
+    if route.contains("@diskwrite") {
+        after
+    } else {
+        before
+    }
+}
+
 async fn open_file_accepted(route: &str) {
     let client = TestClient::started(capabilities_without_dialogs()).await;
     let uri = client.open("notes.txt", "text", "keep\n// TODO a\n").await;
@@ -43,9 +54,12 @@ async fn open_file_accepted(route: &str) {
     let expected = "keep\n// TODO A\n";
     accept_applied(&client).await;
     assert_eq!(client.document(&uri).text, expected);
-    assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), expected);
+    let file = file_before_save(route, "keep\n// TODO a\n", expected);
+    assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), file);
     // Applied once: no second edit of the buffer.
     assert_eq!(client.count(Some("workspace/applyEdit")), 1);
+    client.save(&uri).await;
+    assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), expected);
     assert!(client.shutdown().await.success());
 }
 
@@ -117,9 +131,13 @@ async fn unsaved_lines_survive(route: &str) {
         client.document(&uri).text,
         "mine\nkeep\n// TODO A\nalso mine\n"
     );
-    // The disk gets the accepted change, never the unsaved lines.
+    // The disk never gets the unsaved lines from agentls: the accepted change only when the
+    // agent wrote the disk itself, else nothing until the editor saves.
     let disk = std::fs::read_to_string(path_of(&uri)).unwrap();
-    assert_eq!(disk, "keep\n// TODO A\n");
+    assert_eq!(
+        disk,
+        file_before_save(route, "keep\n// TODO a\n", "keep\n// TODO A\n")
+    );
     assert_eq!(client.count(Some("workspace/applyEdit")), 1);
     assert!(client.shutdown().await.success());
 }
@@ -419,5 +437,95 @@ async fn a_second_disk_write_without_asking_reaches_the_buffer_too() {
     support::eventually(|| client.document(&uri).text == "// TODO A\nb\n")
         .await
         .unwrap_or_else(|| panic!("{:?}\n{}", client.document(&uri).text, client.stderr()));
+    assert!(client.shutdown().await.success());
+}
+
+/// Accepts the demo agent's change to an open `notes.txt` (`keep` / `// TODO a`) and waits for
+/// the turn's end: the buffer has the change, the file does not (the editor's save writes it).
+async fn accepted_into_the_buffer(client: &TestClient) -> String {
+    let uri = client.open("notes.txt", "text", "keep\n// TODO a\n").await;
+    client.prompt("uppercase notes.txt").await;
+    client.wait_for_review(&uri).await;
+    client.run_code_action(&uri, "Accept all changes (1)").await;
+    the_agents_tool_succeeded(client).await;
+    assert_eq!(client.document(&uri).text, "keep\n// TODO A\n");
+    assert_eq!(
+        std::fs::read_to_string(path_of(&uri)).unwrap(),
+        "keep\n// TODO a\n"
+    );
+    uri
+}
+
+/// A command the agent runs through the editor's terminal sees the accepted change that is
+/// still unsaved in the editor: agentls writes such buffers before the command starts.
+#[tokio::test]
+async fn a_command_the_agent_runs_sees_its_unsaved_accepted_change() {
+    let client = TestClient::started(TestClient::rich_capabilities(false)).await;
+    client.answer(
+        "window/showMessageRequest",
+        support::Answer::With(serde_json::json!({"title": "Run it"})),
+    );
+    let uri = accepted_into_the_buffer(&client).await;
+    client.prompt("@run cat notes.txt").await;
+    let said = client.take_message("demo: end_turn").await;
+    assert!(
+        said.contains(r#"The command printed "keep\n// TODO A""#),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(path_of(&uri)).unwrap(),
+        "keep\n// TODO A\n"
+    );
+    assert!(client.shutdown().await.success());
+}
+
+/// Closing a buffer without saving it is the user's decision, but the agent's change goes with
+/// it: the user is told, and the file is left as it was.
+#[tokio::test]
+async fn closing_an_unsaved_accepted_change_tells_the_user() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let uri = accepted_into_the_buffer(&client).await;
+    client
+        .notify(
+            "textDocument/didClose",
+            serde_json::json!({"textDocument": {"uri": uri}}),
+        )
+        .await;
+    let told = client
+        .take_message("notes.txt was closed without saving")
+        .await;
+    assert!(
+        told.contains("the change demo made to it is not in the file"),
+        "{told}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(path_of(&uri)).unwrap(),
+        "keep\n// TODO a\n"
+    );
+    assert!(client.shutdown().await.success());
+}
+
+/// A saved buffer has nothing left to write: closing it says nothing.
+#[tokio::test]
+async fn closing_a_saved_accepted_change_says_nothing() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let uri = accepted_into_the_buffer(&client).await;
+    client.save(&uri).await;
+    client
+        .notify(
+            "textDocument/didClose",
+            serde_json::json!({"textDocument": {"uri": uri}}),
+        )
+        .await;
+    // A later turn's summary comes after anything the close would have said.
+    client.prompt("read notes.txt").await;
+    client.take_message("demo: end_turn").await;
+    let messages = client.received("window/showMessage");
+    assert!(
+        !messages
+            .iter()
+            .any(|m| m.to_string().contains("closed without saving")),
+        "{messages:?}"
+    );
     assert!(client.shutdown().await.success());
 }

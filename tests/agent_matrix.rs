@@ -10,7 +10,9 @@
 //! that make it edit, the texts it sends back), as in agentls's own config. The scenarios, for
 //! each agent: its edit tool on an open file, accepted; the same on a closed file; a two-hunk
 //! change partly accepted (its whole-file write tool where the edit tool makes one change a
-//! call); a rejected edit; a new file.
+//! call); a rejected edit; a new file; and, in its mode that edits without asking, the change
+//! shown after the fact and undone. An open file's disk is checked before and after the test
+//! client saves it: an agent writing through `fs/write_text_file` leaves it untouched until then.
 //!
 //! Built only with `--features real-peers` (scripts/test.sh turns it on); the agents come from
 //! scripts/test-tools.sh (`AGENTLS_TEST_*`), and a missing one FAILS its tests. Its own harness
@@ -113,6 +115,8 @@ struct Launch<'a> {
     home: &'a Path,
     /// The mock LLM, `http://127.0.0.1:<port>`.
     mock: &'a str,
+    /// Whether it runs in its mode that edits without asking.
+    auto: bool,
 }
 
 impl Launch<'_> {
@@ -175,6 +179,9 @@ struct Recipe {
     wire: Wire,
     /// More lines of its `[agents.<name>]` table (the mode that asks before editing).
     table: &'static str,
+    /// The lines that instead select its mode that edits without asking (`None`: it has none).
+    /// Its launch sees [`Launch::auto`] too, for agents whose config file says it.
+    auto: Option<&'static str>,
     /// How to start it.
     launch: fn(&Launch) -> Launched,
     /// The tool calls that make it do a task.
@@ -199,6 +206,7 @@ fn recipes() -> Vec<Recipe> {
             wire: Wire::Messages,
             // It starts in `auto`, which edits without asking.
             table: "mode = \"default\"\n",
+            auto: Some("mode = \"acceptEdits\"\n"),
             launch: |l| Launched {
                 argv: vec![
                     l.installed("AGENTLS_TEST_NODE"),
@@ -246,6 +254,7 @@ fn recipes() -> Vec<Recipe> {
             wire: Wire::GenerateContent,
             // Its initial mode, `default`, asks.
             table: "",
+            auto: Some("mode = \"autoEdit\"\n"),
             launch: |l| {
                 l.write(
                     ".gemini/settings.json",
@@ -263,6 +272,11 @@ fn recipes() -> Vec<Recipe> {
                         ("GEMINI_API_KEY", "dummy"),
                         ("GOOGLE_GEMINI_BASE_URL", l.mock),
                         ("GEMINI_CLI_NO_RELAUNCH", "true"),
+                        // Its modes that edit without asking need a trusted folder.
+                        (
+                            "GEMINI_CLI_TRUST_WORKSPACE",
+                            if l.auto { "true" } else { "false" },
+                        ),
                     ]),
                     ..Launched::default()
                 }
@@ -296,6 +310,7 @@ fn recipes() -> Vec<Recipe> {
             wire: Wire::ChatCompletions,
             // Its `build` mode asks when the project config says `"edit": "ask"`.
             table: "",
+            auto: Some(""),
             launch: |l| {
                 let config = json!({
                     "$schema": "https://opencode.ai/config.json",
@@ -305,7 +320,7 @@ fn recipes() -> Vec<Recipe> {
                         "models": {"mock-model": {"name": "Mock model", "tool_call": true}}}},
                     "model": "mock/mock-model",
                     "small_model": "mock/mock-model",
-                    "permission": {"edit": "ask"},
+                    "permission": {"edit": if l.auto { "allow" } else { "ask" }},
                     "autoupdate": false,
                     "share": "disabled"
                 });
@@ -351,6 +366,7 @@ fn recipes() -> Vec<Recipe> {
             wire: Wire::Responses,
             // Its initial mode, `read-only`, asks before editing.
             table: "",
+            auto: Some("mode = \"auto\"\n"),
             launch: |l| {
                 let codex_home = l.home(".codex");
                 // gpt-5-codex gets no apply_patch tool; gpt-5.3-codex does.
@@ -428,6 +444,7 @@ fn recipes() -> Vec<Recipe> {
             wire: Wire::ChatCompletions,
             // It starts in `auto`, which edits without asking.
             table: "mode = \"default\"\n",
+            auto: Some("mode = \"auto-edit\"\n"),
             launch: |l| {
                 let node = l.installed("AGENTLS_TEST_NODE22");
                 let path = format!(
@@ -485,13 +502,17 @@ fn recipes() -> Vec<Recipe> {
             needs: &["AGENTLS_TEST_FAST_AGENT"],
             wire: Wire::ChatCompletions,
             // One mode, `agent`, which asks for every tool, reads included (answered "Allow").
-            table: "",
+            table: "ownFiles = [\".fast-agent\"]\n",
+            auto: Some("ownFiles = [\".fast-agent\"]\n"),
             launch: |l| Launched {
-                argv: vec![
+                argv: [
                     l.installed("AGENTLS_TEST_FAST_AGENT"),
                     "--model".into(),
                     "generic.mock-model".into(),
-                ],
+                ]
+                .into_iter()
+                .chain(l.auto.then(|| "--no-permissions".into()))
+                .collect(),
                 env: env(&[
                     ("GENERIC_BASE_URL", &format!("{}/v1", l.mock)),
                     ("GENERIC_API_KEY", "dummy"),
@@ -529,6 +550,7 @@ fn recipes() -> Vec<Recipe> {
             wire: Wire::ChatCompletions,
             // It starts in `accept-edits`, which edits without asking.
             table: "mode = \"ask\"\n",
+            auto: Some("mode = \"accept-edits\"\n"),
             launch: |l| {
                 let vibe_home = l.home(".vibe");
                 l.write(
@@ -578,6 +600,7 @@ fn recipes() -> Vec<Recipe> {
             wire: Wire::ChatCompletions,
             // One mode, `default`, which asks before every edit or write.
             table: "",
+            auto: None,
             launch: |l| {
                 let share = l.home(".kimi");
                 l.write(
@@ -654,14 +677,16 @@ enum Scenario {
     PartlyAccepted,
     Rejected,
     NewFile,
+    EditsWithoutAsking,
 }
 
-const SCENARIOS: [Scenario; 5] = [
+const SCENARIOS: [Scenario; 6] = [
     Scenario::OpenFileAccepted,
     Scenario::ClosedFileAccepted,
     Scenario::PartlyAccepted,
     Scenario::Rejected,
     Scenario::NewFile,
+    Scenario::EditsWithoutAsking,
 ];
 
 impl Scenario {
@@ -672,6 +697,7 @@ impl Scenario {
             Self::PartlyAccepted => "two hunks, one accepted, one rejected",
             Self::Rejected => "edit tool, rejected",
             Self::NewFile => "new file, accepted",
+            Self::EditsWithoutAsking => "auto mode, open file, undone after the fact",
         }
     }
 
@@ -683,6 +709,7 @@ impl Scenario {
             Self::PartlyAccepted => "partial",
             Self::Rejected => "reject",
             Self::NewFile => "new file",
+            Self::EditsWithoutAsking => "auto mode",
         }
     }
 
@@ -693,6 +720,7 @@ impl Scenario {
             Self::PartlyAccepted => "partial",
             Self::Rejected => "reject",
             Self::NewFile => "new",
+            Self::EditsWithoutAsking => "auto",
         }
     }
 }
@@ -720,10 +748,12 @@ impl<'r> Run<'r> {
         let script = LateScript::default();
         let mock = MockLlm::start(script.clone()).await;
         let url = mock.url();
+        let auto = scenario == Scenario::EditsWithoutAsking;
         let launch = Launch {
             installed: &installed,
             home: home.path(),
             mock: &url,
+            auto,
         };
         let launched = (recipe.launch)(&launch);
         let mut all_env = env(&[
@@ -740,7 +770,11 @@ impl<'r> Run<'r> {
             .collect();
         let argv_refs: Vec<&str> = launched.argv.iter().map(String::as_str).collect();
         let wire_name = format!("{}-{}", recipe.name, scenario.slug());
-        let toml = agent_toml(recipe.name, &wire_name, &argv_refs, &env_refs, recipe.table);
+        let table = match recipe.auto {
+            Some(table) if auto => table,
+            _ => recipe.table,
+        };
+        let toml = agent_toml(recipe.name, &wire_name, &argv_refs, &env_refs, table);
         let client = TestClient::start(Options {
             config_toml: Some(toml),
             env: Vec::new(),
@@ -915,6 +949,36 @@ impl<'r> Run<'r> {
         eprintln!("matrix heard: {name}: {}: {heard:?}", scenario.title());
     }
 
+    /// After the turn, the open file at `uri` (`path`) says `before` when the agent wrote through
+    /// `fs/write_text_file` (agentls leaves an open file to the editor's save, so no editor finds
+    /// it changed under it) or `expected` when the agent wrote the disk itself; the editor's save
+    /// then writes `expected`.
+    async fn saved_by_the_editor(
+        &self,
+        scenario: Scenario,
+        (uri, path): (&str, &Path),
+        before: &str,
+        expected: &str,
+    ) {
+        buffer_holds(&self.client, uri, expected).await;
+        // An agent's own disk write of more than was accepted is being corrected meanwhile.
+        let read = || std::fs::read_to_string(path).unwrap_or_default();
+        let _ = support::eventually(|| [before, expected].contains(&read().as_str())).await;
+        let disk = read();
+        let how = match disk.as_str() {
+            d if d == before => "untouched until the save",
+            d if d == expected => "written by the agent itself",
+            other => panic!("before the save the file holds {other:?}"),
+        };
+        eprintln!(
+            "matrix file: {}: {}: {how}",
+            self.recipe.name,
+            scenario.title()
+        );
+        self.client.save(uri).await;
+        disk_holds(path, expected).await;
+    }
+
     async fn finish(self) {
         assert!(self.client.shutdown().await.success());
     }
@@ -992,9 +1056,11 @@ async fn cell(recipe: &Recipe, scenario: Scenario) -> (f64, f64) {
             let summary = run.summary("end_turn").await;
             let turn = began.elapsed().as_secs_f64();
             let expected = NOTES.replace(OLD_LINE, NEW_LINE);
-            disk_holds(&notes, &expected).await;
             if open {
-                buffer_holds(client, &uri, &expected).await;
+                run.saved_by_the_editor(scenario, (&uri, &notes), NOTES, &expected)
+                    .await;
+            } else {
+                disk_holds(&notes, &expected).await;
             }
             run.the_model_heard(recipe.told.replaced);
             run.the_agent_completed(&summary, "notes.txt");
@@ -1019,8 +1085,8 @@ async fn cell(recipe: &Recipe, scenario: Scenario) -> (f64, f64) {
             let summary = run.summary("end_turn").await;
             let turn = began.elapsed().as_secs_f64();
             let expected = TODOS.replace("TODO a", "TODO A");
-            disk_holds(&notes, &expected).await;
-            buffer_holds(client, &uri, &expected).await;
+            run.saved_by_the_editor(scenario, (&uri, &notes), TODOS, &expected)
+                .await;
             run.the_model_heard(recipe.told.rewritten);
             run.the_agent_completed(&summary, "notes.txt");
             run.record(scenario, &summary);
@@ -1065,6 +1131,59 @@ async fn cell(recipe: &Recipe, scenario: Scenario) -> (f64, f64) {
                 "a rejected edit completed: {edits:?}"
             );
             run.record(scenario, &summary);
+            (start, turn)
+        }
+        Scenario::EditsWithoutAsking => {
+            let uri = client.open("notes.txt", "text", NOTES).await;
+            run.model_does(&Task::Replace {
+                path: &notes,
+                old: OLD_LINE,
+                new: NEW_LINE,
+            });
+            let start = run.start_agent().await;
+            let began = Instant::now();
+            let name = recipe.name;
+            client.prompt("edit notes.txt").await;
+            // Nobody is asked; the change is then shown for Keep/Undo, after the fact.
+            let undo = format!("Undo all changes (1) by {name}");
+            let deadline = Instant::now() + support::WAIT;
+            loop {
+                let titles: Vec<String> = client
+                    .code_actions(&uri)
+                    .await
+                    .iter()
+                    .map(|a| a["title"].as_str().unwrap_or_default().to_owned())
+                    .collect();
+                assert!(
+                    !titles.iter().any(|t| t.starts_with("Accept all")),
+                    "{name} asked in its auto mode: {titles:?}"
+                );
+                if titles.contains(&undo) {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "no after-the-fact review of notes.txt within {:?}; code actions: \
+                     {titles:?}; the model was sent:\n{}",
+                    support::WAIT,
+                    run.mock.summary()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let summary = run.summary("end_turn").await;
+            let turn = began.elapsed().as_secs_f64();
+            assert!(
+                summary.contains("changed without asking: notes.txt"),
+                "{summary}"
+            );
+            buffer_holds(client, &uri, &NOTES.replace(OLD_LINE, NEW_LINE)).await;
+            run.the_model_heard(recipe.told.replaced);
+            run.record(scenario, &summary);
+            // Undo brings the old text back to the buffer; the editor's save writes it.
+            client.run_code_action(&uri, &undo).await;
+            buffer_holds(client, &uri, NOTES).await;
+            client.save(&uri).await;
+            disk_holds(&notes, NOTES).await;
             (start, turn)
         }
         Scenario::NewFile => {
@@ -1184,6 +1303,9 @@ fn main() {
     let mut trials = Vec::new();
     for recipe in recipes {
         for scenario in SCENARIOS {
+            if scenario == Scenario::EditsWithoutAsking && recipe.auto.is_none() {
+                continue; // no such mode: the printed matrix shows "-"
+            }
             let name = format!("{}: {}", recipe.name, scenario.title());
             trials.push(Trial::test(name, move || run_cell(recipe, scenario)));
         }

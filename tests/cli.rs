@@ -106,6 +106,7 @@ fn demo_walks_through_prompt_review_and_accept() {
         "Accept all changes (2) from demo",
         "5. The editor applied 2 edit(s) as one undo step",
         "6. The turn ended: demo: end_turn",
+        "7. The editor saves notes.txt",
     ] {
         assert!(out.contains(step), "missing {step:?} in:\n{out}");
     }

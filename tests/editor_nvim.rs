@@ -209,8 +209,9 @@ fn run_on_file(script: &str, name: &str, text: &str) -> Option<(Value, PathBuf, 
 const NOTES: &str = "shopping\nTODO buy milk\neggs\nbread\nflour\nTODO call the plumber\n";
 
 /// A review opened by the built-in demo agent, seen in Neovim as agentls diagnostics and code
-/// actions: accepting the first change puts it in the buffer, rejecting the second keeps it out
-/// of the buffer and the file, even though the agent then writes its whole proposal.
+/// actions: accepting the first change puts it in the buffer next to a line the user typed,
+/// rejecting the second keeps it out of the buffer and the file, even though the agent then
+/// writes its whole proposal; a plain `:write` then saves everything, with no warning.
 #[test]
 fn neovim_reviews_a_demo_agent_proposal_with_code_actions() {
     let Some((out, _notes, ctx)) = run_on_file("review.lua", "notes.txt", NOTES) else {
@@ -232,8 +233,14 @@ fn neovim_reviews_a_demo_agent_proposal_with_code_actions() {
         titles.contains(&"Accept all changes (2) from demo"),
         "{titles:?}"
     );
-    let expected = NOTES.replace("TODO buy milk", "TODO BUY MILK");
+    let expected = NOTES
+        .replace("TODO buy milk", "TODO BUY MILK")
+        .replace("eggs\n", "eggs\nmine\n");
     assert_eq!(out["buffer"], expected, "{ctx}");
+    // agentls left the file to Neovim's own save: no W11/W12, a plain `:write`.
+    assert_eq!(out["disk_before_save"], NOTES, "{ctx}");
+    assert_eq!(out["changed_on_disk"], false, "{ctx}");
+    assert_eq!(out["modified_after_save"], false, "{ctx}");
     assert_eq!(out["disk"], expected, "{ctx}");
     let messages = out["messages"].to_string();
     assert!(

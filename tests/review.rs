@@ -439,9 +439,8 @@ async fn an_agent_writing_its_whole_proposal_through_the_editor_gets_the_accepte
     client.edit(&uri, range(0, 0, 0, 0), "// mine\n").await;
     write_as_agent(&client, &uri, PROPOSAL).await;
     let path = client.workspace.join("a.rs");
-    support::eventually(|| std::fs::read_to_string(&path).ok().as_deref() == Some(&expected))
-        .await
-        .expect("the accepted text on disk");
+    // The buffer holds the verdict; the file follows the editor's save.
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), BASE);
     assert_eq!(client.document(&uri).text, format!("// mine\n{expected}"));
     assert_eq!(
         client.received("workspace/applyEdit").len(),
@@ -511,16 +510,20 @@ async fn accepted_whole_then_typed() -> (TestClient, String) {
 }
 
 /// The user accepts everything, keeps typing, and the agent then writes its proposal: the typing
-/// stays in the buffer (the write lands on disk only).
+/// stays in the buffer, and the write changes neither it nor the file (the buffer holds the
+/// verdict; the editor's save writes it).
 #[tokio::test]
 async fn an_agent_writing_an_accepted_proposal_keeps_later_typing() {
     let (client, uri) = accepted_whole_then_typed().await;
     write_as_agent(&client, &uri, PROPOSAL).await;
     let path = client.workspace.join("a.rs");
-    support::eventually(|| std::fs::read_to_string(&path).ok().as_deref() == Some(PROPOSAL))
-        .await
-        .expect("the proposal on disk");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), BASE);
     assert_eq!(client.document(&uri).text, format!("// mine\n{PROPOSAL}"));
+    client.save(&uri).await;
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        format!("// mine\n{PROPOSAL}")
+    );
     assert_eq!(
         client.received("workspace/applyEdit").len(),
         1,
@@ -549,18 +552,15 @@ async fn a_write_keeps_unsaved_edits_or_is_refused() {
     write_as_agent(&client, &uri, "one\ntwo\nTHREE\n").await;
     client.take("workspace/applyEdit", |_| true).await;
     assert_eq!(client.document(&uri).text, "ONE\ntwo\nTHREE\n");
+    // The file of an open document follows the editor's save, not agentls.
     let path = client.workspace.join("a.rs");
-    support::eventually(|| {
-        std::fs::read_to_string(&path).ok().as_deref() == Some("ONE\ntwo\nTHREE\n")
-    })
-    .await
-    .expect("the merged text on disk");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\ntwo\nthree\n");
 
     client.edit(&uri, range(1, 0, 1, 3), "mine").await;
     write_as_agent(&client, &uri, "ONE\ntheirs\nTHREE\n").await;
     told_of_conflict(&client).await;
     assert_eq!(client.document(&uri).text, "ONE\nmine\nTHREE\n");
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "ONE\ntwo\nTHREE\n");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\ntwo\nthree\n");
 }
 
 /// Waits until the user is told an agent's write was refused for touching their edits.

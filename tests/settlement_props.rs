@@ -67,12 +67,15 @@ fn base_and_proposal() -> impl Strategy<Value = (String, String)> {
 enum Step {
     Type(prop::sample::Index),
     Decide(prop::sample::Index, bool),
+    /// The user saves: the buffer to the file, then `didSave`.
+    Save,
 }
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         any::<prop::sample::Index>().prop_map(Step::Type),
         (any::<prop::sample::Index>(), any::<bool>()).prop_map(|(i, a)| Step::Decide(i, a)),
+        Just(Step::Save),
     ]
 }
 
@@ -213,9 +216,16 @@ async fn one_case(
         })
         .collect();
     let mut decided = vec![None; hunks.len()];
+    // What the file says: agentls never writes an open document's file, only the user's saves.
+    let mut saved = base.clone();
     for step in steps {
         match step {
             Step::Type(at) => type_line(&client, &feed, &path, allowed[at.index(allowed.len())]),
+            Step::Save => {
+                saved = client.lock().unwrap().text.clone();
+                std::fs::write(&path, &saved).unwrap();
+                feed.saved(path.clone());
+            }
             Step::Decide(i, accept) => {
                 let i = i.index(hunks.len());
                 if decided[i].is_none() {
@@ -281,7 +291,7 @@ async fn one_case(
             c.text
         );
     }
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), saved);
 }
 
 proptest! {

@@ -2,7 +2,7 @@
 //! sessions. Every request to it races the process's exit and a deadline, so a dead or silent
 //! agent becomes a classed [`AgentFailure`] instead of a hang.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -71,6 +71,11 @@ pub struct RunningAgent {
 }
 
 impl RunningAgent {
+    /// The folders where it keeps its own state (`agents.<name>.ownFiles`), under `cwd`.
+    pub fn own_files(&self, cwd: &Path) -> Vec<PathBuf> {
+        self.spec.own_files.iter().map(|d| cwd.join(d)).collect()
+    }
+
     /// Spawns `spec` as `name` in `cwd`, connects and initializes it.
     pub async fn start(
         name: &str,

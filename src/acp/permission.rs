@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
     Diff, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, ToolKind,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Error};
@@ -129,7 +129,16 @@ async fn decide(
         })
         .collect();
     match link.editor.ask_user(&origin, title, choices).await {
-        Some(id) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id)),
+        Some(id) => {
+            let allowed = options
+                .iter()
+                .any(|o| o.option_id.to_string() == id && is_allow(o.kind));
+            if allowed && request.tool_call.fields.kind == Some(ToolKind::Execute) {
+                // The command the agent runs itself sees the text the editor shows.
+                link.editor.write_buffer_only_changes(&link.agent).await;
+            }
+            RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id))
+        }
         None => pick(options, REJECT),
     }
 }

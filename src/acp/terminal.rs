@@ -106,6 +106,8 @@ pub async fn create(
             error
         })?;
     }
+    // The command sees the text the editor shows, unsaved agents' changes included.
+    link.editor.write_buffer_only_changes(&link.agent).await;
     let cwd = request.cwd.clone().unwrap_or_else(|| link.cwd.clone());
     let mut command = tokio::process::Command::new(&request.command);
     command

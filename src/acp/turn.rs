@@ -71,7 +71,8 @@ pub async fn run(
         Some(true) => {}
     }
     let origin = agent.link.origin(&session);
-    agent.link.editor.turn_started(&origin);
+    let own_files = agent.own_files(&agent.link.cwd);
+    agent.link.editor.turn_started(&origin, own_files);
     let notes = agent
         .link
         .with_session(&session, |s| std::mem::take(&mut s.notes))

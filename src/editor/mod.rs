@@ -5,6 +5,7 @@
 //! to the one task that owns [`State`].
 
 pub mod actions;
+pub mod buffer_only;
 pub mod chat;
 pub mod context;
 pub mod diff;
@@ -290,7 +291,8 @@ impl EditorAccess {
 
     /// Makes `path` say `content`, written by someone who last read `base` of it (`None`: never
     /// read it; then the disk is what they worked from). An open buffer gets minimal edits
-    /// through the editor (one undo step), then the disk gets the text. Edits the user made since
+    /// through the editor (one undo step) and its file waits for the editor's save (see
+    /// `buffer_only.rs`); a closed file's disk gets the text. Edits the user made since
     /// `base` are merged in; when they touch the same lines the write is refused
     /// ([`WriteError::Conflict`]) — a user's unsaved edit is never overwritten silently. The
     /// writer's own write of a proposal the user accepted carries out exactly the accepted hunks
@@ -354,10 +356,17 @@ impl EditorAccess {
                 Ok(Written::reviewed(view))
             }
             WritePlan::DiskOnly { disk, view } => {
-                self.state.write_file(path, &disk).await?;
+                if let Some(disk) = disk {
+                    self.state.write_file(path, &disk).await?;
+                }
                 Ok(Written::reviewed(view))
             }
-            WritePlan::Write { text, edit, before } => {
+            WritePlan::Write {
+                text,
+                edit,
+                disk,
+                before,
+            } => {
                 if let Some(edit) = edit {
                     self.effects
                         .request(|reply| Effect::ApplyEdit { edit, reply })
@@ -367,7 +376,9 @@ impl EditorAccess {
                             source,
                         })?;
                 }
-                self.state.write_file(path, &text).await?;
+                if let Some(disk) = disk {
+                    self.state.write_file(path, &disk).await?;
+                }
                 Ok(Written {
                     text,
                     unasked_over: Some(before),
@@ -515,10 +526,12 @@ impl EditorAccess {
         self.state.update(move |s| s.append_to_chat(&path, &text));
     }
 
-    /// `origin`'s turn began: files changed on disk meanwhile with no review are its doing.
-    pub fn turn_started(&self, origin: &Origin) {
+    /// `origin`'s turn began: files changed on disk meanwhile with no review are its doing,
+    /// except in `own_files`, the folders where it keeps its own state.
+    pub fn turn_started(&self, origin: &Origin, own_files: Vec<PathBuf>) {
         let origin = origin.clone();
-        self.state.update(move |s| s.turn_started(origin));
+        self.state
+            .update(move |s| s.turn_started(origin, own_files));
     }
 
     /// `origin`'s turn ended: the files it changed on disk without asking (open ones were
@@ -662,6 +675,7 @@ impl EditorFeed {
             if let Some(doc) = s.documents.get_mut(&path) {
                 doc.mark_saved();
             }
+            s.buffer_saved(&path);
         });
     }
 

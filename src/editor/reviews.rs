@@ -282,12 +282,20 @@ impl State {
             review.origin.label,
             file_name(&path)
         );
+        // A change its proposer carries out, or an undo of one that landed, is on the disk
+        // only once the editor saves it; a terminal agent writes its file itself.
+        let buffer_only = (review.applied_by == Applier::Proposer
+            || review.kind == ReviewKind::Landed)
+            .then(|| review.origin.label.clone());
         let edit = DocumentEdit {
             label,
-            path,
+            path: path.clone(),
             version,
             edits,
         };
+        if let Some(label) = buffer_only {
+            self.changed_in_buffer_only(&path, &label);
+        }
         let (reply, answer) = oneshot::channel();
         self.effects.send(Effect::ApplyEdit { edit, reply });
         let me = self.me.clone();

@@ -37,13 +37,13 @@ pub struct Settling {
 /// How an agent's write of a file whose accepted proposal waits for it is carried out.
 #[derive(Debug)]
 pub enum SettledWrite {
-    /// It is the accepted proposal: the buffer gets the accepted hunks (`applied` resolves to
-    /// its text once it has them; `None` when the file is not open), and the disk `disk` (`None`:
-    /// leave the disk as it is).
+    /// It is the accepted proposal: an open file's buffer gets the accepted hunks (`applied`
+    /// resolves to its text once it has them) and its disk waits for the editor's save; a closed
+    /// file's disk gets `disk` (`None`: leave the disk as it is).
     Accepted {
         /// The buffer's text with the accepted hunks, once applied (open files only).
         applied: Option<oneshot::Receiver<String>>,
-        /// What the disk gets.
+        /// What the disk of a closed file gets.
         disk: Option<String>,
         /// What the writer should believe the file holds when the file is not open.
         view: String,
@@ -239,6 +239,19 @@ impl State {
                 path.display()
             )));
         }
+        if self.documents.get(path).is_some() {
+            // The buffer gets the accepted hunks; the file follows when the editor saves it.
+            let (tell, applied) = oneshot::channel();
+            if let Some(settling) = self.review_settling(id) {
+                settling.waiters.push(tell);
+            }
+            self.apply_approved(id);
+            return Some(SettledWrite::Accepted {
+                applied: Some(applied),
+                disk: None,
+                view: current,
+            });
+        }
         let accepted = review.accepted_over_base();
         let disk_text = disk.unwrap_or_default();
         let target = diff::merge3(&review.base, disk_text, &accepted).map(|target| {
@@ -251,24 +264,12 @@ impl State {
             }
         });
         let disk = target.filter(|t| disk != Some(t.as_str()));
-        if self.documents.get(path).is_none() {
-            let view = disk.clone().unwrap_or_else(|| disk_text.to_owned());
-            self.apply_approved(id);
-            return Some(SettledWrite::Accepted {
-                applied: None,
-                disk,
-                view,
-            });
-        }
-        let (tell, applied) = oneshot::channel();
-        if let Some(settling) = self.review_settling(id) {
-            settling.waiters.push(tell);
-        }
+        let view = disk.clone().unwrap_or_else(|| disk_text.to_owned());
         self.apply_approved(id);
         Some(SettledWrite::Accepted {
-            applied: Some(applied),
+            applied: None,
             disk,
-            view: current,
+            view,
         })
     }
 

@@ -47,6 +47,8 @@ pub struct State {
     pub unasked: super::unasked::UnaskedWrites,
     /// Chat documents.
     pub chats: super::chat::Chats,
+    /// Open buffers holding agents' changes their files lack.
+    pub buffer_only: super::buffer_only::BufferOnlyChanges,
     /// The workspace watcher (once the state task runs).
     pub disk_watch: Option<super::disk_watch::DiskWatch>,
     /// Where effects for the editor go.
@@ -72,6 +74,7 @@ impl State {
             unasked: Default::default(),
             disk_watch: None,
             chats: Default::default(),
+            buffer_only: Default::default(),
             context: Default::default(),
             effects,
             me,
@@ -116,6 +119,7 @@ impl State {
         if let Some(doc) = self.documents.close(path) {
             self.reviews_follow_close(path, doc.rope());
         }
+        self.buffer_closed(path);
         self.selections.forget(path);
         self.context.publish(ContextEvent::DocumentsChanged);
     }
@@ -194,12 +198,13 @@ impl State {
             .expectations
             .take_correction(path, &content, disk.as_deref())
         {
-            let view = self
-                .buffer(path)
-                .map_or_else(|| accepted.clone(), |(text, _)| text);
-            return Some(WritePlan::DiskOnly {
-                disk: accepted,
-                view,
+            // An open buffer already holds the verdict; its file follows the editor's save.
+            return Some(match self.buffer(path) {
+                Some((view, _)) => WritePlan::DiskOnly { disk: None, view },
+                None => WritePlan::DiskOnly {
+                    disk: Some(accepted.clone()),
+                    view: accepted,
+                },
             });
         }
         let current = match self.documents.get(path) {
@@ -213,7 +218,12 @@ impl State {
             diff::merge3(&base, &current, &content)?
         };
         let edit = self.plan_write(path, &text, label);
+        let open = self.documents.get(path).is_some();
+        if open {
+            self.changed_in_buffer_only(path, &origin.label);
+        }
         Some(WritePlan::Write {
+            disk: (!open).then(|| text.clone()),
             text,
             edit,
             before: current,
@@ -267,19 +277,23 @@ impl State {
 pub enum WritePlan {
     /// The writer carries out a proposal the user accepted (or writes something else meanwhile).
     Settled(super::settlement::SettledWrite),
-    /// The write was a reviewed proposal: the disk gets the accepted text, the buffer stays.
+    /// The write was a reviewed proposal: the buffer stays, a closed file's disk gets the
+    /// accepted text.
     DiskOnly {
-        /// What the disk gets.
-        disk: String,
+        /// What the disk gets (`None`: nothing, the file is open).
+        disk: Option<String>,
         /// What the writer should believe the file holds (the buffer, when open).
         view: String,
     },
-    /// Write `text`: through `edit` to the open buffer (if any), then to disk.
+    /// Write `text`: through `edit` to the open buffer, else to the disk.
     Write {
         /// The text, with the user's edits since the writer's read merged in.
         text: String,
         /// The buffer edit, when the file is open and differs.
         edit: Option<DocumentEdit>,
+        /// What the disk gets: `text` when the file is not open (an open one's file follows
+        /// the editor's save).
+        disk: Option<String>,
         /// What the file said before (the buffer, else the disk).
         before: String,
     },

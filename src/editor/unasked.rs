@@ -27,6 +27,8 @@ pub struct UnaskedWrites {
     own: HashMap<PathBuf, u64>,
     /// Files changed without asking, by the origin they are put down to, until its turn ends.
     changed: HashMap<String, BTreeSet<PathBuf>>,
+    /// The folders where each origin keeps its own state, by origin key.
+    own_files: HashMap<String, Vec<PathBuf>>,
 }
 
 impl StateHandle {
@@ -45,9 +47,11 @@ impl StateHandle {
 }
 
 impl State {
-    /// `origin`'s turn began: disk changes from now on may be its own.
-    pub fn turn_started(&mut self, origin: Origin) {
+    /// `origin`'s turn began: disk changes from now on may be its own, except in `own_files`,
+    /// the folders where it keeps its own state.
+    pub fn turn_started(&mut self, origin: Origin, own_files: Vec<PathBuf>) {
         self.unasked.turns.retain(|(o, _)| *o != origin);
+        self.unasked.own_files.insert(origin.key.clone(), own_files);
         self.unasked.turns.push((origin, None));
     }
 
@@ -70,6 +74,9 @@ impl State {
             .turns
             .retain(|(_, ended)| ended.is_none_or(|at| at.elapsed() < AFTER_TURN));
         let turns = &self.unasked.turns;
+        self.unasked
+            .own_files
+            .retain(|key, _| turns.iter().any(|(o, _)| o.key == *key));
         turns
             .iter()
             .rev()
@@ -111,6 +118,10 @@ impl State {
         let Some((origin, running)) = self.working_origin() else {
             return;
         };
+        let own_state = self.unasked.own_files.get(&origin.key);
+        if own_state.is_some_and(|dirs| dirs.iter().any(|d| path.starts_with(d))) {
+            return; // the agent's own sessions and history
+        }
         let Some(doc) = self.documents.get(&path) else {
             if running {
                 self.unasked

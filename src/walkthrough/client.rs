@@ -117,6 +117,19 @@ impl Client {
         Ok(uri)
     }
 
+    /// Saves the buffer to `path` as an editor does: the file, then `didSave`.
+    pub async fn save(&self, path: &Path) -> anyhow::Result<()> {
+        let buffer = self.buffer.lock().expect("buffer").clone();
+        let buffer = buffer.context("no document is open")?;
+        std::fs::write(path, &buffer.text)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        self.notify(
+            "textDocument/didSave",
+            json!({"textDocument": {"uri": buffer.uri}}),
+        )
+        .await
+    }
+
     /// `shutdown`, `exit`, and waits for the server to leave.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         self.request("shutdown", Value::Null).await?;

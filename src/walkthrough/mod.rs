@@ -63,11 +63,17 @@ pub async fn run(dir: Option<PathBuf>, out: &mut dyn Write) -> anyhow::Result<()
         .context("the demo turn took too long")??;
 
     writeln!(out, "\n6. The turn ended: {summary}")?;
+    writeln!(
+        out,
+        "7. The editor saves {FILE}: the accepted change was in its buffer, and its own save \
+         writes the file (no \"changed on disk\" warning)."
+    )?;
+    client.save(&path).await?;
     show_file(out, &path)?;
     client.stop().await?;
     writeln!(
         out,
-        "\nThat is the whole loop: prompt → streamed answer → review → accept → file.\n\
+        "\nThat is the whole loop: prompt → streamed answer → review → accept → save.\n\
          Next: attach agentls to your editor (README, \"Attach it to your editor\") and configure\n\
          a real agent in ~/.config/agentls/config.toml."
     )?;

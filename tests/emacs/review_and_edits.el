@@ -88,6 +88,18 @@ Fail naming WHAT after SECONDS (default 10)."
               (test-log "answering y to %S" prompt)
               t))
 
+(defvar test-supersession-questions nil
+  "What Emacs asked because a file changed under it (\"changed since visited\"); answered no.")
+(advice-add 'yes-or-no-p :override
+            (lambda (prompt)
+              (push prompt test-supersession-questions)
+              (test-log "answering no to %S" prompt)
+              nil))
+(advice-add 'ask-user-about-supersession-threat :override
+            (lambda (file)
+              (push (format "%s changed on disk" file) test-supersession-questions)
+              (signal 'file-supersession (list "File changed on disk" file))))
+
 (defun test-verdict ()
   "The verdict of the review opened with agentls.debug.review, once logged."
   (cl-loop for m in test-log-messages
@@ -216,6 +228,34 @@ Fail naming WHAT after SECONDS (default 10)."
       (test-put 'server_final (test-server-text (test-state test-server)))
       (test-put 'menus (vconcat (mapcar #'vconcat (reverse test-menus))))
       (test-put 'shown_messages (vconcat (reverse test-shown-messages)))
+
+      ;; The built-in demo agent's change to another file, accepted, then saved as a user
+      ;; does: Emacs must not find the file changed since it was visited.
+      (let ((notes (expand-file-name "notes.txt" (file-name-directory test-sample)))
+            (disk (lambda (file) (with-temp-buffer (insert-file-contents file) (buffer-string)))))
+        (with-temp-file notes (insert "keep\n// TODO a\n"))
+        (find-file notes)
+        (test-wait-for "eglot to manage notes.txt" #'eglot-managed-p)
+        (eglot-execute-command test-server 'agentls.prompt
+                               (vector (list :text "uppercase notes.txt"
+                                             :uri (eglot--path-to-uri notes))))
+        (test-wait-for "the demo agent's review"
+                       (lambda () (or (test-agentls-diagnostics) (progn (flymake-start) nil)))
+                       20)
+        (let ((beg (test-goto "// TODO a")))
+          (test-put 'agent_accepted_action (test-pick-action "Accept all changes" beg (1+ beg))))
+        (test-wait-for "the end of the demo agent's turn"
+                       (lambda () (cl-some (lambda (m) (string-match-p "demo: end_turn" m))
+                                           test-shown-messages))
+                       20)
+        (test-put 'agent_buffer (test-buffer-text))
+        (test-put 'agent_disk_before_save (funcall disk notes))
+        (test-put 'agent_file_as_visited
+                  (if (verify-visited-file-modtime (current-buffer)) t :json-false))
+        (save-buffer)
+        (test-put 'agent_disk (funcall disk notes))
+        (test-put 'agent_modified_after_save (if (buffer-modified-p) t :json-false)))
+      (test-put 'supersession_questions (vconcat (reverse test-supersession-questions)))
       (setq test-ok t))
   (error
    (test-log "script error: %S" err)

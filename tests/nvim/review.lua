@@ -1,7 +1,9 @@
 -- Driven by tests/editor_nvim.rs: a real Neovim (0.11+) with the shipped editors/nvim config
 -- asks agentls's built-in demo agent to uppercase the TODO lines of a file, sees the proposal
--- as agentls diagnostics and code actions, accepts the first change and rejects the second the
--- way a user would (code actions), and prints what happened as ONE JSON line on stdout.
+-- as agentls diagnostics and code actions, types an unsaved line between the changes, accepts
+-- the first change and rejects the second the way a user would (code actions), then saves with
+-- a plain `:write` (the file must not have changed under Neovim), and prints what happened as
+-- ONE JSON line on stdout.
 --
 --   nvim --headless --clean -l review.lua <plugin dir> <agentls binary> <log file> <notes file>
 
@@ -46,6 +48,15 @@ local ok, err = xpcall(function()
   output.diagnostic_lines = vim.tbl_map(function(d)
     return d.lnum
   end, review_diagnostics())
+  -- The user types a line between the two changes, and does not save it.
+  vim.api.nvim_buf_set_lines(bufnr, 3, 3, true, { 'mine' })
+  wait_for('the second change to move down a line', function()
+    local lines = vim.tbl_map(function(d)
+      return d.lnum
+    end, review_diagnostics())
+    table.sort(lines)
+    return #lines == 2 and lines[1] == 1 and lines[2] == 6
+  end)
 
   -- The code actions a user sees on a line, by title.
   local function actions_at(row)
@@ -73,7 +84,7 @@ local ok, err = xpcall(function()
     error(('no action starting with %q at line %d'):format(prefix, row))
   end
 
-  local first, second = output.diagnostic_lines[1], output.diagnostic_lines[2]
+  local first, second = 1, 6
   output.titles = vim.tbl_map(function(a)
     return a.title
   end, actions_at(first))
@@ -95,9 +106,29 @@ local ok, err = xpcall(function()
     return false
   end)
   output.buffer = buffer_text(bufnr)
-  local file = io.open(notes, 'r')
-  output.disk = file:read('*a')
-  file:close()
+  local function disk()
+    local file = io.open(notes, 'r')
+    local text = file:read('*a')
+    file:close()
+    return text
+  end
+  output.disk_before_save = disk()
+  -- Saving as a user does: Neovim would warn (W11/W12) had the file changed under it.
+  local changed_under_us = false
+  vim.api.nvim_create_autocmd('FileChangedShell', {
+    buffer = bufnr,
+    callback = function()
+      changed_under_us = true
+      vim.v.fcs_choice = ''
+    end,
+  })
+  vim.cmd('checktime')
+  output.changed_on_disk = changed_under_us
+  if not changed_under_us then
+    vim.cmd('write')
+  end
+  output.modified_after_save = vim.bo[bufnr].modified
+  output.disk = disk()
 end, debug.traceback)
 
 helpers.finish(ok, err, output)

@@ -294,6 +294,16 @@ impl TestClient {
         change_document(&self.shared, uri, edits).await;
     }
 
+    /// Saves `uri` as an editor does: our copy to its file, then `didSave`.
+    pub async fn save(&self, uri: &str) {
+        std::fs::write(file_uri_to_path(uri), self.document(uri).text).unwrap();
+        self.notify(
+            "textDocument/didSave",
+            json!({"textDocument": {"uri": uri}}),
+        )
+        .await;
+    }
+
     /// Our copy of a document.
     pub fn document(&self, uri: &str) -> ClientDocument {
         self.shared.documents.lock().unwrap()[uri].clone()

@@ -1,0 +1,100 @@
+//! Agents' changes to open files live in the buffer until the editor saves them. agentls edits
+//! an open document through the editor only and leaves its file to the editor's own save, so no
+//! editor finds the file changed under it after a turn (Helix refuses `:w`, Neovim warns W12,
+//! Emacs asks "changed since visited", VS Code keeps a tab dirty). The disk gets such a buffer
+//! only when an agent needs it there: before one of its commands runs.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::state::State;
+use super::{EditorAccess, Level, file_name};
+
+/// Open documents whose buffer holds an agent's change that the disk has not, by the label of
+/// the agent that made the last one.
+#[derive(Debug, Default)]
+pub struct BufferOnlyChanges {
+    by_path: HashMap<PathBuf, String>,
+}
+
+impl State {
+    /// `label`'s change reached the open buffer at `path`, not its file.
+    pub(super) fn changed_in_buffer_only(&mut self, path: &Path, label: &str) {
+        if self.documents.get(path).is_some() && self.chats.agent_of(path).is_none() {
+            self.buffer_only
+                .by_path
+                .insert(path.to_owned(), label.to_owned());
+        }
+    }
+
+    /// The editor saved `path`: its file has what its buffer had.
+    pub(super) fn buffer_saved(&mut self, path: &Path) {
+        self.buffer_only.by_path.remove(path);
+    }
+
+    /// The editor closed `path`. Closing a modified buffer without saving it is the user's
+    /// decision, but an agent's change goes with it: the user is told.
+    pub(super) fn buffer_closed(&mut self, path: &Path) {
+        if let Some(label) = self.buffer_only.by_path.remove(path) {
+            self.effects.message(
+                Level::Warning,
+                format!(
+                    "agentls: {} was closed without saving; the change {label} made to it is \
+                     not in the file",
+                    file_name(path)
+                ),
+            );
+        }
+    }
+
+    /// The open buffers holding agents' changes their files lack, with their text; forgotten
+    /// here, since the caller writes them.
+    fn take_buffer_only(&mut self) -> Vec<(PathBuf, String)> {
+        let paths: Vec<PathBuf> = self.buffer_only.by_path.drain().map(|(p, _)| p).collect();
+        paths
+            .into_iter()
+            .filter_map(|path| {
+                let text = self.documents.get(&path)?.text();
+                Some((path, text))
+            })
+            .collect()
+    }
+}
+
+impl EditorAccess {
+    /// Writes every open buffer that holds an agent's change its file lacks, so that what an
+    /// agent runs next (its terminal command, its own tool) sees the text the agent and the user
+    /// see. Returns the files written.
+    pub async fn write_buffer_only_changes(&self, for_whom: &str) -> Vec<PathBuf> {
+        let Ok(buffers) = self.state.query(State::take_buffer_only).await else {
+            return Vec::new();
+        };
+        let mut written = Vec::new();
+        for (path, text) in buffers {
+            if super::files::read(&path).await.ok().as_deref() == Some(text.as_str()) {
+                continue;
+            }
+            match self.state.write_file(&path, &text).await {
+                Ok(()) => written.push(path),
+                Err(e) => self.effects.message(
+                    Level::Error,
+                    format!(
+                        "agentls: could not write {} before {for_whom}'s command: {e}",
+                        file_name(&path)
+                    ),
+                ),
+            }
+        }
+        if !written.is_empty() {
+            let names: Vec<String> = written.iter().map(|p| file_name(p)).collect();
+            self.effects.log(
+                Level::Info,
+                format!(
+                    "wrote {} (unsaved in the editor) before {for_whom}'s command\n",
+                    names.join(", ")
+                ),
+            );
+        }
+        written
+    }
+}
