@@ -208,19 +208,19 @@ fn emacs_eglot_edits_and_a_review_accepted_from_code_actions() {
     assert_eq!(out["buffer_final"], ACCEPTED, "{ctx}");
     assert_eq!(out["server_final"], ACCEPTED, "{ctx}");
 
-    // The demo agent's accepted change reached the buffer only; Emacs saved it with no
-    // question, since its file never changed under it.
+    // The demo agent's accepted change reached the buffer only, next to the user's unsaved
+    // line; Emacs saved both with no question, since its file never changed under it.
     assert!(
         out["agent_accepted_action"]
             .as_str()
             .is_some_and(|t| t.starts_with("Accept all changes (1) from demo")),
         "{ctx}"
     );
-    assert_eq!(out["agent_buffer"], "keep\n// TODO A\n", "{ctx}");
+    assert_eq!(out["agent_buffer"], "mine\nkeep\n// TODO A\n", "{ctx}");
     assert_eq!(out["agent_disk_before_save"], "keep\n// TODO a\n", "{ctx}");
     assert_eq!(out["agent_file_as_visited"], true, "{ctx}");
     assert_eq!(out["supersession_questions"], json!([]), "{ctx}");
-    assert_eq!(out["agent_disk"], "keep\n// TODO A\n", "{ctx}");
+    assert_eq!(out["agent_disk"], "mine\nkeep\n// TODO A\n", "{ctx}");
     assert_eq!(out["agent_modified_after_save"], false, "{ctx}");
 
     // The server left cleanly after shutdown + exit.

@@ -2,10 +2,12 @@
 //! The port runs for real (its state task, reviews, settlement) against an in-process editor
 //! that applies `workspace/applyEdit` and reports `didChange`. For random files, proposals, user
 //! insertions (while the review is open and between the verdict and the agent's write) and
-//! per-hunk decisions, the agent writes through the port as real edit tools do (what it reads,
-//! with its change); then the buffer without the user's lines is the base with exactly the
-//! accepted hunks, every user line is there once, and the disk has the accepted hunks and none
-//! of the unsaved lines. 10,000 cases by default (`PROPTEST_CASES` to change).
+//! per-hunk decisions, user saves, the agent writes as real edit tools do (what it reads, with
+//! its change), through the port or straight to disk; then the buffer without the user's lines
+//! is the base with exactly the accepted hunks, every user line is there once, and the disk is
+//! what the user last saved (agentls never writes an open file) — or, when the agent wrote the
+//! disk itself, that with the accepted hunks only. 10,000 cases through the port and 400 to
+//! disk by default (`PROPTEST_CASES` to change).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -156,11 +158,21 @@ fn without_typed(text: &str) -> String {
         .collect()
 }
 
+/// How the agent's edit tool writes once allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// Reads and writes through the port (`fs/read_text_file`, `fs/write_text_file`).
+    Port,
+    /// Reads and writes the disk itself.
+    Disk,
+}
+
 async fn one_case(
     base: String,
     proposal: String,
     steps: Vec<Step>,
     late: Vec<prop::sample::Index>,
+    route: Route,
 ) {
     let hunks = diff::line_hunks(&base, &proposal);
     if hunks.is_empty() {
@@ -269,29 +281,80 @@ async fn one_case(
     expected.push_str(&base[at..]);
     if let Verdict::Accepted { .. } = verdict {
         // The agent's edit tool: read the file, then more typing, then write its change.
-        let read = access.read_text_file(&path, None, None).await.unwrap();
+        let read = match route {
+            Route::Port => access.read_text_file(&path, None, None).await.unwrap(),
+            Route::Disk => std::fs::read_to_string(&path).unwrap(),
+        };
         for at in late {
             type_line(&client, &feed, &path, allowed[at.index(allowed.len())]);
         }
         let content = diff::merge3(&base, &read, &proposal).unwrap_or_else(|| proposal.clone());
-        access
-            .write_text_file(&origin, &path, &content, Some(&read))
-            .await
-            .unwrap();
+        match route {
+            Route::Port => {
+                access
+                    .write_text_file(&origin, &path, &content, Some(&read))
+                    .await
+                    .unwrap();
+            }
+            Route::Disk => {
+                std::fs::write(&path, &content).unwrap();
+                settled(&feed, id).await;
+                // What agentls makes of the disk: the agent's write turned into the accepted
+                // hunks, on the file as the user last saved it.
+                saved = diff::merge3(&base, &saved, &expected).unwrap_or(saved);
+            }
+        }
     } else {
         assert!(accepted.iter().all(|a| !a), "{verdict:?}");
     }
-    let c = client.lock().unwrap();
-    assert_eq!(without_typed(&c.text), expected, "buffer {:?}", c.text);
-    for n in 0..c.typed.len() {
-        assert_eq!(
-            c.text.matches(&format!("«typed {n}»\n")).count(),
-            1,
-            "{:?}",
-            c.text
-        );
+    {
+        let c = client.lock().unwrap();
+        assert_eq!(without_typed(&c.text), expected, "buffer {:?}", c.text);
+        for n in 0..c.typed.len() {
+            assert_eq!(
+                c.text.matches(&format!("«typed {n}»\n")).count(),
+                1,
+                "{:?}",
+                c.text
+            );
+        }
+    }
+    // agentls's correction of an agent's disk write goes out just after the review settles.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while route == Route::Disk
+        && std::fs::read_to_string(&path).unwrap() != saved
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
     assert_eq!(std::fs::read_to_string(&path).unwrap(), saved);
+}
+
+/// Waits until review `id` is settled and gone, and its edit in the buffer.
+async fn settled(feed: &EditorFeed, id: u64) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while feed
+        .query(move |s| s.reviews.iter().any(|r| r.id == id))
+        .await
+        .unwrap()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the agent's disk write did not settle review {id}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
+/// Cases for the disk route: each waits for the workspace watcher (inotify plus its 30 ms
+/// batching, or its 1 s look when a case writes before its watch is set up), so a 25th of the
+/// port route's.
+fn disk_config() -> ProptestConfig {
+    let port = config();
+    ProptestConfig {
+        cases: (port.cases / 25).max(1),
+        ..port
+    }
 }
 
 proptest! {
@@ -303,6 +366,19 @@ proptest! {
         late in prop::collection::vec(any::<prop::sample::Index>(), 0..3),
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(one_case(base, proposal, steps, late));
+        runtime.block_on(one_case(base, proposal, steps, late, Route::Port));
+    }
+}
+
+proptest! {
+    #![proptest_config(disk_config())]
+    #[test]
+    fn accepted_hunks_written_to_disk_land_once_and_typing_survives(
+        (base, proposal) in base_and_proposal(),
+        steps in prop::collection::vec(step(), 0..8),
+        late in prop::collection::vec(any::<prop::sample::Index>(), 0..3),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(one_case(base, proposal, steps, late, Route::Disk));
     }
 }

@@ -6,7 +6,10 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+use tokio::sync::Notify;
 
 use super::state::{State, StateHandle};
 use super::{EffectSender, Level, diff, file_name, files};
@@ -17,8 +20,9 @@ const WATCH_FOR: Duration = Duration::from_secs(30);
 /// taken for the agent carrying out the reviewed change (agents write within seconds; much later,
 /// the same text is a new decision).
 const CORRECT_FOR: Duration = Duration::from_secs(10 * 60);
-/// How often it looks.
-const POLL_EVERY: Duration = Duration::from_millis(100);
+/// How often it looks when the workspace watcher has not told it of a change (it tells at once;
+/// this covers a file it cannot watch).
+const LOOK_ANYWAY_EVERY: Duration = Duration::from_secs(1);
 
 /// What an accepted review leads agentls to expect on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,15 +40,25 @@ pub struct Expectation {
 /// Expectations by path, with when they were made.
 #[derive(Debug, Default)]
 pub struct Expectations {
-    targets: HashMap<PathBuf, (Expectation, tokio::time::Instant)>,
+    targets: HashMap<PathBuf, Target>,
+}
+
+/// One expected write.
+#[derive(Debug)]
+struct Target {
+    expectation: Expectation,
+    made: tokio::time::Instant,
+    /// Wakes its watcher: the workspace watcher saw the file change.
+    disk_changed: Arc<Notify>,
 }
 
 impl Expectations {
     /// Whether `disk` at `path` is a settled review's late write that this module takes care
     /// of (its whole proposal, or the accepted text).
     pub fn accounts_for(&self, path: &Path, disk: &str) -> bool {
-        self.targets.get(path).is_some_and(|(e, made)| {
-            made.elapsed() <= WATCH_FOR && (disk == e.proposal || disk == e.accepted)
+        self.targets.get(path).is_some_and(|t| {
+            let e = &t.expectation;
+            t.made.elapsed() <= WATCH_FOR && (disk == e.proposal || disk == e.accepted)
         })
     }
 
@@ -59,11 +73,11 @@ impl Expectations {
         content: &str,
         disk: Option<&str>,
     ) -> Option<String> {
-        let (expectation, made) = self.targets.get(path)?;
-        if content != expectation.proposal || made.elapsed() > CORRECT_FOR {
+        let target = self.targets.get(path)?;
+        if content != target.expectation.proposal || target.made.elapsed() > CORRECT_FOR {
             return None;
         }
-        let (expectation, _) = self.targets.remove(path)?;
+        let expectation = self.targets.remove(path)?.expectation;
         let disk = disk.unwrap_or_default();
         // The agent's own earlier write of the proposal is no change of the user's to keep.
         Some(
@@ -85,16 +99,35 @@ impl State {
         let made = tokio::time::Instant::now();
         let targets = &mut self.expectations.targets;
         // Verdicts whose write never came are forgotten once they can no longer correct one.
-        targets.retain(|_, (_, at)| at.elapsed() <= CORRECT_FOR);
-        targets.insert(path.clone(), (expectation.clone(), made));
+        targets.retain(|_, t| t.made.elapsed() <= CORRECT_FOR);
+        let disk_changed = Arc::new(Notify::new());
+        let target = Target {
+            expectation: expectation.clone(),
+            made,
+            disk_changed: Arc::clone(&disk_changed),
+        };
+        targets.insert(path.clone(), target);
         let me = self.me.clone();
         let effects = self.effects.clone();
-        tokio::spawn(watch(path, expectation, me, effects));
+        tokio::spawn(watch(path, expectation, me, effects, disk_changed));
+    }
+
+    /// The workspace watcher saw `path` change: its expected write's watcher looks.
+    pub(super) fn expected_file_changed(&self, path: &Path) {
+        if let Some(target) = self.expectations.targets.get(path) {
+            target.disk_changed.notify_one();
+        }
     }
 }
 
 /// Watches the disk for the agent's write and makes it what the user accepted.
-async fn watch(path: PathBuf, expectation: Expectation, me: StateHandle, effects: EffectSender) {
+async fn watch(
+    path: PathBuf,
+    expectation: Expectation,
+    me: StateHandle,
+    effects: EffectSender,
+    disk_changed: Arc<Notify>,
+) {
     let before = files::read(&path).await.unwrap_or_default();
     // The disk before the agent's write, plus the accepted hunks.
     let target = if before == expectation.base {
@@ -106,9 +139,13 @@ async fn watch(path: PathBuf, expectation: Expectation, me: StateHandle, effects
     let deadline = tokio::time::Instant::now() + WATCH_FOR;
     let mut seen = (stamp(&path), before);
     while tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(POLL_EVERY).await;
+        let told = tokio::select! {
+            () = disk_changed.notified() => true,
+            () = tokio::time::sleep(LOOK_ANYWAY_EVERY) => false,
+            () = tokio::time::sleep_until(deadline) => break,
+        };
         let now = stamp(&path);
-        if now == seen.0 {
+        if !told && now == seen.0 {
             continue;
         }
         let Ok(disk) = files::read(&path).await else {
@@ -164,10 +201,12 @@ mod tests {
             proposal: "A\nb\nC\n".into(),
         };
         let mut expectations = Expectations::default();
-        let made = tokio::time::Instant::now();
-        expectations
-            .targets
-            .insert(path.to_owned(), (expectation, made));
+        let target = Target {
+            expectation,
+            made: tokio::time::Instant::now(),
+            disk_changed: Arc::default(),
+        };
+        expectations.targets.insert(path.to_owned(), target);
         expectations
     }
 

@@ -27,6 +27,9 @@ pub struct Document {
     language: String,
     /// What the file says on disk as far as agentls knows: the text when opened or last saved.
     saved: Rope,
+    /// Whether `saved` was learnt since the open (a save, agentls's own write): then a read of
+    /// the disk begun at the open is older news.
+    saved_since_open: bool,
 }
 
 impl Document {
@@ -35,6 +38,7 @@ impl Document {
         let text = Rope::from_str(text);
         Self {
             saved: text.clone(),
+            saved_since_open: false,
             text,
             version,
             language: language.into(),
@@ -64,11 +68,21 @@ impl Document {
     /// The disk now says `text`.
     pub fn set_saved(&mut self, text: &str) {
         self.saved = Rope::from_str(text);
+        self.saved_since_open = true;
+    }
+
+    /// A read of the disk begun when the document opened says `text`; kept unless the disk
+    /// was saved or written since.
+    pub fn read_at_open(&mut self, text: &str) {
+        if !self.saved_since_open {
+            self.saved = Rope::from_str(text);
+        }
     }
 
     /// The user saved: the disk says what the buffer says.
     pub fn mark_saved(&mut self) {
         self.saved = self.text.clone();
+        self.saved_since_open = true;
     }
 
     /// The text as a rope.

@@ -651,7 +651,7 @@ impl EditorFeed {
             if let Ok(disk) = files::read(&owned).await {
                 state.update(move |s| {
                     if let Some(doc) = s.documents.get_mut(&owned) {
-                        doc.set_saved(&disk);
+                        doc.read_at_open(&disk);
                     }
                 });
             }

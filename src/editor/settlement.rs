@@ -6,12 +6,14 @@
 //! the accepted proposal is refused, never taken whole. When the write does not come (by the end
 //! of the turn, or within [`SETTLE_WAIT`]), agentls applies the accepted hunks itself.
 //!
-//! No I/O on the state task: a watcher task reads the disk and reports what it saw.
+//! No I/O on the state task: a watcher task reads the disk when the workspace watcher
+//! (`disk_watch.rs`) says the file changed, and reports what it saw.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 use super::review::{Applier, HunkState, Verdict};
 use super::state::{State, StateHandle};
@@ -21,8 +23,9 @@ use super::{Level, Origin, diff, file_name, files};
 /// (the end of its turn usually comes first). Counted from the file's verdict: long enough for
 /// the user to decide the other files of the same request.
 pub const SETTLE_WAIT: Duration = Duration::from_secs(60);
-/// How often the watcher looks at the disk.
-const POLL_EVERY: Duration = Duration::from_millis(50);
+/// How often the watcher looks at the disk when the workspace watcher has not told it of a
+/// change (it tells at once; this covers a file it cannot watch).
+const LOOK_ANYWAY_EVERY: Duration = Duration::from_secs(1);
 
 /// A review whose verdict went out while its accepted hunks wait for the proposer's write.
 #[derive(Debug, Default)]
@@ -32,6 +35,8 @@ pub struct Settling {
     force: Option<oneshot::Sender<()>>,
     /// Writers waiting for the accepted hunks to reach the buffer: they get its text.
     waiters: Vec<oneshot::Sender<String>>,
+    /// Wakes the watcher: the workspace watcher saw the file change.
+    disk_changed: Arc<Notify>,
 }
 
 /// How an agent's write of a file whose accepted proposal waits for it is carried out.
@@ -60,13 +65,30 @@ impl State {
             return;
         };
         let (force, forced) = oneshot::channel();
+        let disk_changed = Arc::new(Notify::new());
         review.settling = Some(Settling {
             force: Some(force),
             waiters: Vec::new(),
+            disk_changed: Arc::clone(&disk_changed),
         });
         // The watcher reads the disk before the verdict goes out: a proposer that writes the
         // disk at once must not be mistaken for the disk as it was.
-        tokio::spawn(watch(id, review.path.clone(), self.me.clone(), forced));
+        let watcher = Watcher {
+            id,
+            path: review.path.clone(),
+            me: self.me.clone(),
+            disk_changed,
+        };
+        tokio::spawn(watcher.run(forced));
+    }
+
+    /// The workspace watcher saw `path` change: the watchers of reviews settling on it look.
+    pub(super) fn settling_file_changed(&self, path: &Path) {
+        for review in self.reviews.iter().filter(|r| r.path == path) {
+            if let Some(settling) = &review.settling {
+                settling.disk_changed.notify_one();
+            }
+        }
     }
 
     /// The watcher of review `id` has seen the disk: the verdict goes to the proposer.
@@ -125,7 +147,12 @@ impl State {
         }
         let review = self.reviews.iter().find(|r| r.id == id).expect("checked");
         let (path, label) = (review.path.clone(), review.origin.label.clone());
-        let before_text = before.unwrap_or_default();
+        // The disk the proposer's write lands on: as the user last saved an open file (a save
+        // during the wait counts; a half-written file the watcher read does not), else as it
+        // was at the verdict.
+        let saved = self.documents.get(&path).map(|d| d.saved_text());
+        let before_text = saved.as_deref().or(before).unwrap_or_default();
+        let before = saved.as_deref().or(before);
         let accepted = review.accepted_over_base();
         let now_text = now.clone().unwrap_or_default();
         let disk_changed = now.as_deref() != before;
@@ -158,6 +185,20 @@ impl State {
                     target.clone(),
                     &label,
                     false,
+                );
+            }
+            // The proposer wrote over lines the user saved meanwhile: the file gets back what
+            // the user saved; the accepted change is in the buffer, for the editor's save.
+            (None, true) if written_by_proposer && now_text != before_text => {
+                let saved = before_text.to_owned();
+                write_disk(&self.me, &self.effects, &path, saved, &label, false);
+                self.effects.message(
+                    Level::Warning,
+                    format!(
+                        "agentls: {label} wrote {} over lines you saved meanwhile; the file keeps \
+                         what you saved, and the change you accepted is in your buffer",
+                        file_name(&path)
+                    ),
                 );
             }
             (None, false) => {
@@ -394,46 +435,61 @@ fn write_disk(
     });
 }
 
-/// Watches the disk of review `id`'s file until it settles: reports each change, and settles it
-/// when told to (`forced`) or after [`SETTLE_WAIT`].
-async fn watch(id: u64, path: PathBuf, me: StateHandle, mut forced: oneshot::Receiver<()>) {
-    let mut before = read(&path).await;
-    me.update(move |s| s.send_settling_verdict(id));
-    let deadline = tokio::time::Instant::now() + SETTLE_WAIT;
-    let mut seen = stamp(&path);
-    let mut heard = false;
-    loop {
-        let mut force = false;
-        let mut look = false;
-        tokio::select! {
-            biased;
-            // Told to settle now; or the sender went because the review settled another way,
-            // which the query below finds out.
-            told = &mut forced, if !heard => {
-                heard = true;
-                force = told.is_ok();
-                look = true;
+/// Watches the disk of review `id`'s file until it settles: looks whenever the workspace
+/// watcher says the file changed, and settles it when told to (`forced`) or after
+/// [`SETTLE_WAIT`].
+struct Watcher {
+    id: u64,
+    path: PathBuf,
+    me: StateHandle,
+    disk_changed: Arc<Notify>,
+}
+
+impl Watcher {
+    async fn run(self, mut forced: oneshot::Receiver<()>) {
+        let Self {
+            id,
+            path,
+            me,
+            disk_changed,
+        } = self;
+        let before = read(&path).await;
+        me.update(move |s| s.send_settling_verdict(id));
+        let deadline = tokio::time::Instant::now() + SETTLE_WAIT;
+        let mut seen = stamp(&path);
+        let mut heard = false;
+        loop {
+            let mut force = false;
+            let mut look = false;
+            tokio::select! {
+                biased;
+                // Told to settle now; or the sender went because the review settled another
+                // way, which the query below finds out.
+                told = &mut forced, if !heard => {
+                    heard = true;
+                    force = told.is_ok();
+                    look = true;
+                }
+                () = disk_changed.notified() => look = true,
+                () = tokio::time::sleep_until(deadline) => force = true,
+                () = tokio::time::sleep(LOOK_ANYWAY_EVERY) => {}
             }
-            () = tokio::time::sleep(POLL_EVERY) => {}
+            let now_stamp = stamp(&path);
+            if !force && !look && now_stamp == seen {
+                continue;
+            }
+            seen = now_stamp;
+            let now = read(&path).await;
+            let was = before.clone();
+            let done = me
+                .query(move |s| s.settle_from_disk(id, was.as_deref(), now, force))
+                .await
+                .unwrap_or(true);
+            if done {
+                return;
+            }
+            // Not the proposer's write, or not all of it yet: look again at the next change.
         }
-        force |= tokio::time::Instant::now() >= deadline;
-        let now_stamp = stamp(&path);
-        if !force && !look && now_stamp == seen {
-            continue;
-        }
-        seen = now_stamp;
-        let now = read(&path).await;
-        let (was, seen_now) = (before.clone(), now.clone());
-        let done = me
-            .query(move |s| s.settle_from_disk(id, was.as_deref(), now, force))
-            .await
-            .unwrap_or(true);
-        if done {
-            return;
-        }
-        // Not the proposer's write (the user saved, say): the disk as it is now is what the
-        // proposer's write will land on.
-        before = seen_now;
     }
 }
 

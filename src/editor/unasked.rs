@@ -87,6 +87,10 @@ impl State {
 
     /// The disk watcher saw `paths` change.
     pub fn files_changed_on_disk(&mut self, paths: Vec<PathBuf>) {
+        for path in &paths {
+            self.settling_file_changed(path);
+            self.expected_file_changed(path);
+        }
         if self.working_origin().is_none() {
             return; // no agent at work: the user's own saves, builds, checkouts
         }

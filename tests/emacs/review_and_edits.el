@@ -242,6 +242,8 @@ Fail naming WHAT after SECONDS (default 10)."
         (test-wait-for "the demo agent's review"
                        (lambda () (or (test-agentls-diagnostics) (progn (flymake-start) nil)))
                        20)
+        ;; An unsaved line of the user's, typed while the review is open.
+        (goto-char (point-min)) (insert "mine\n") (test-idle)
         (let ((beg (test-goto "// TODO a")))
           (test-put 'agent_accepted_action (test-pick-action "Accept all changes" beg (1+ beg))))
         (test-wait-for "the end of the demo agent's turn"
