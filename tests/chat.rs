@@ -52,6 +52,13 @@ async fn a_conversation_in_a_chat_document_with_code_actions_only() {
     chat_says(&client, &uri, "_demo: end_turn").await;
     let after_first = client.document(&uri).text;
     assert!(after_first.contains("\n## demo\n\n"), "{after_first}");
+    // The reply went to the chat, not also to the editor's log.
+    assert!(
+        after_first.contains("Hello from the demo agent."),
+        "{after_first}"
+    );
+    let log = client.log_text();
+    assert!(!log.contains("Hello from the demo agent."), "{log}");
     assert!(after_first.ends_with("\n## You\n\n"), "{after_first:?}");
 
     // The second message goes with the command alone; the user types at the top meanwhile.
@@ -87,5 +94,79 @@ async fn a_conversation_in_a_chat_document_with_code_actions_only() {
     client
         .take_message("write your message under the last")
         .await;
+    assert!(client.shutdown().await.success());
+}
+
+/// The titles of the code actions at `range` of `uri`.
+async fn titles_at(client: &TestClient, uri: &str, range: Value) -> Vec<String> {
+    client
+        .code_actions_at(uri, range)
+        .await
+        .iter()
+        .map(|a| a["title"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// *Ask demo about this* on a selection quotes its lines in a new chat, shown to the user; a
+/// second one goes into that chat, now open, through the editor.
+#[tokio::test]
+async fn asking_about_a_selection_quotes_it_in_the_agents_chat() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let notes = client.open("notes.txt", "text", "one\ntwo\nthree\n").await;
+    client
+        .run_code_action_at(&notes, range(1, 0, 2, 0), "Ask demo about this")
+        .await;
+    let shown = client.take("window/showDocument", |_| true).await;
+    let chat_uri = shown["params"]["uri"].as_str().unwrap().to_owned();
+    let path = std::path::PathBuf::from(support::file_uri_to_path(&chat_uri));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with("# Chat with demo\n"), "{text:?}");
+    assert!(
+        text.ends_with("## You\n\n`notes.txt` line 2:\n\n```text\ntwo\n```\n\n"),
+        "{text:?}"
+    );
+    let uri = client.open_unsaved(&path, "markdown", &text).await;
+    // Chats offer no "Ask", files offer no "Send".
+    let in_chat = titles_at(&client, &uri, range(0, 0, 0, 0)).await;
+    assert!(in_chat.contains(&"Send to demo".to_owned()), "{in_chat:?}");
+    assert!(!in_chat.iter().any(|t| t.starts_with("Ask")), "{in_chat:?}");
+
+    client.edit(&uri, end_of(&text), "what is this?").await;
+    client.run_code_action(&uri, "Send to demo").await;
+    chat_says(&client, &uri, "_demo: end_turn").await;
+
+    client
+        .run_code_action_at(&notes, range(0, 0, 2, 3), "Ask demo about this")
+        .await;
+    chat_says(
+        &client,
+        &uri,
+        "`notes.txt` lines 1–3:\n\n```text\none\ntwo\nthree\n```\n",
+    )
+    .await;
+    assert!(client.shutdown().await.success());
+}
+
+/// While a message from the chat is being answered the chat offers *Stop demo*, which ends the
+/// turn as cancelled, in the chat; then it is gone.
+#[tokio::test]
+async fn a_turn_is_stopped_from_its_chat() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let opened = client
+        .execute("agentls.openChat", Value::Null)
+        .await
+        .unwrap();
+    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let uri = client.open_unsaved(&path, "markdown", &text).await;
+    let idle = titles_at(&client, &uri, range(0, 0, 0, 0)).await;
+    assert!(!idle.contains(&"Stop demo".to_owned()), "{idle:?}");
+    client.edit(&uri, end_of(&text), "@hang").await;
+    client.run_code_action(&uri, "Send to demo").await;
+    chat_says(&client, &uri, "Waiting until you cancel").await;
+    client.run_code_action(&uri, "Stop demo").await;
+    chat_says(&client, &uri, "_demo: cancelled").await;
+    let after = titles_at(&client, &uri, range(0, 0, 0, 0)).await;
+    assert!(!after.contains(&"Stop demo".to_owned()), "{after:?}");
     assert!(client.shutdown().await.success());
 }

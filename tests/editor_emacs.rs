@@ -160,7 +160,8 @@ fn emacs_eglot_edits_and_a_review_accepted_from_code_actions() {
 
     // Code actions at the first change, as eglot lists and offers them.
     let actions = strings(&out["actions_at_change"]);
-    assert_eq!(actions.len(), 4, "{actions:?}\n{ctx}");
+    assert_eq!(actions.len(), 5, "{actions:?}\n{ctx}");
+    assert_eq!(actions[4], "Ask demo about this", "{ctx}");
     assert!(
         actions[0].starts_with("Accept change 1/2 from gemini"),
         "{ctx}"

@@ -37,7 +37,8 @@ impl Helix {
             config.join("languages.toml"),
             format!(
                 "[language-server.agentls]\ncommand = {server:?}\nargs = [\"--log-file\", {:?}]\n\n\
-                 [[language]]\nname = \"rust\"\nlanguage-servers = [\"agentls\"]\n",
+                 [[language]]\nname = \"rust\"\nlanguage-servers = [\"agentls\"]\n\n\
+                 [[language]]\nname = \"markdown\"\nlanguage-servers = [\"agentls\"]\n",
                 log.display().to_string()
             ),
         )
@@ -49,7 +50,9 @@ impl Helix {
         .unwrap();
         let runtime = sandbox.root.join("hx-runtime");
         std::fs::create_dir_all(&runtime).unwrap();
-        let socket = format!("agentls-test-{}", std::process::id());
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let socket = format!("agentls-test-{}-{n}", std::process::id());
         let shell = format!(
             "cd {:?} && env HOME={:?} XDG_CONFIG_HOME={:?} HELIX_RUNTIME={:?} {:?} {file}",
             sandbox.workspace,
@@ -67,7 +70,7 @@ impl Helix {
                 "-x",
                 "120",
                 "-y",
-                "30",
+                "50",
                 &shell,
             ])
             .status()
@@ -101,15 +104,20 @@ impl Helix {
 
     /// Waits until the screen shows `needle`; returns the screen.
     fn wait_for(&self, needle: &str) -> String {
+        self.wait_until(&format!("{needle:?}"), |screen| screen.contains(needle))
+    }
+
+    /// Waits until the screen is as `wanted` says (`what`, for the failure); returns it.
+    fn wait_until(&self, what: &str, wanted: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + SCREEN_WAIT;
         loop {
             let screen = self.screen();
-            if screen.contains(needle) {
+            if wanted(&screen) {
                 return screen;
             }
             assert!(
                 Instant::now() < deadline,
-                "no {needle:?} on the screen within {SCREEN_WAIT:?}:\n{screen}"
+                "no {what} on the screen within {SCREEN_WAIT:?}:\n{screen}"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -173,5 +181,85 @@ fn helix_accepts_one_change_rejects_the_other_and_keeps_an_unsaved_line() {
         "keep\n// TODO FIX ME\nx\nx\nmine\nx\nx\nx\n// TODO two\n"
     );
     helix.type_text(":q");
+    helix.keys(&["Enter"]);
+}
+
+/// A conversation in a chat document in a real Helix with no plugin: `agentls.openChat` from
+/// the command line opens the chat, the message is typed under `## You` and sent with `space a`,
+/// the reply appears on screen, `:w` saves the chat; after Helix restarts on the chat file, the
+/// next message goes the same way.
+#[test]
+fn helix_holds_a_conversation_in_a_chat_document() {
+    let Some(hx) = peers::binary("AGENTLS_TEST_HELIX", "Helix") else {
+        return;
+    };
+    let Some(tmux) = peers::binary("AGENTLS_TEST_TMUX", "tmux") else {
+        return;
+    };
+    let sandbox = Sandbox::create();
+    std::fs::write(sandbox.workspace.join("notes.rs"), NOTES).unwrap();
+    let helix = Helix::start(&tmux, &hx, &sandbox, "notes.rs");
+    helix.wait_for("1  keep");
+    helix.type_text(":lsp-workspace-command agentls.openChat");
+    helix.keys(&["Enter"]);
+    helix.wait_for("# Chat with demo");
+    // The last line, under `## You`.
+    helix.keys(&["g", "e", "i"]);
+    helix.type_text("read notes.rs");
+    helix.keys(&["Escape"]);
+    helix.wait_for("NOR");
+    helix.keys(&["Space", "a"]);
+    helix.wait_for("Send to demo");
+    helix.keys(&["Enter"]);
+    // In the document, not only in the one-line summary at the bottom.
+    let screen = helix.wait_for("_demo: end_turn");
+    eprintln!("the chat in Helix after the first reply:\n{screen}");
+    for line in [
+        "## demo",
+        "Hello from the demo agent.",
+        "notes.rs has 8 lines.",
+    ] {
+        assert!(
+            screen.contains(line),
+            "{line:?} not on the screen:\n{screen}"
+        );
+    }
+    helix.type_text(":w");
+    helix.keys(&["Enter"]);
+    let screen = helix.wait_for("written");
+    assert!(!screen.contains("use :w! to overwrite"), "{screen}");
+    let chats = sandbox.root.join("home/.local/state/agentls/chats");
+    let chat = std::fs::read_dir(&chats)
+        .unwrap()
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().path())
+        .next()
+        .expect("the chat file");
+    let saved = std::fs::read_to_string(&chat).unwrap();
+    assert!(
+        saved.contains("## You\nread notes.rs\n")
+            && saved.contains("\n## demo\n\nHello from the demo agent.\n"),
+        "{saved}"
+    );
+    helix.type_text(":qa");
+    helix.keys(&["Enter"]);
+    drop(helix);
+
+    // Helix again, on the chat file: the conversation goes on.
+    let helix = Helix::start(&tmux, &hx, &sandbox, chat.to_str().unwrap());
+    helix.wait_for("# Chat with demo");
+    helix.keys(&["g", "e", "i"]);
+    helix.type_text("read notes.rs again");
+    helix.keys(&["Escape"]);
+    helix.wait_for("NOR");
+    helix.keys(&["Space", "a"]);
+    helix.wait_for("Send to demo");
+    helix.keys(&["Enter"]);
+    let screen = helix.wait_until("the second reply's end", |screen| {
+        screen.matches("_demo: end_turn").count() == 2
+    });
+    eprintln!("the chat in Helix after a restart:\n{screen}");
+    assert!(screen.contains("read notes.rs again"), "{screen}");
+    helix.type_text(":wq");
     helix.keys(&["Enter"]);
 }

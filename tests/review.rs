@@ -88,7 +88,9 @@ async fn accept_one_hunk_and_reject_the_other() {
         .iter()
         .map(|a| a["title"].as_str().unwrap())
         .collect();
-    assert_eq!(titles.len(), 4, "{titles:?}");
+    // Then, on a selection like this one, asking the default agent about it.
+    assert_eq!(titles.len(), 5, "{titles:?}");
+    assert_eq!(titles[4], "Ask demo about this");
     assert!(titles[0].starts_with("Accept change 1/2 from gemini"));
     assert!(titles[1].starts_with("Reject change 1/2 from gemini"));
     assert_eq!(titles[2], "Accept all changes (2) from gemini");

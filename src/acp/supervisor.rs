@@ -370,6 +370,9 @@ impl Inner {
             Err(failure) => {
                 self.slot(name).record_failure(&failure);
                 let (level, text) = turn::summary(name, &TurnEnd::Failed(failure.clone()), None);
+                if let Some(chat) = chat.as_deref() {
+                    turn::close_chat_reply(&self.editor, chat, &text);
+                }
                 self.editor.tell_user(level, text);
                 self.editor.progress(
                     &progress_id,

@@ -165,13 +165,8 @@ pub async fn run_and_report(
     }
     tell(agent, &end, turn.as_ref(), progress_id);
     if let Some(chat) = chat {
-        // The turn's outcome closes the reply; the user writes the next message below it.
         let (_, line) = summary(agent.name(), &end, turn.as_ref());
-        let you = crate::editor::chat::YOU;
-        agent
-            .link
-            .editor
-            .append_to_chat(chat, format!("\n\n_{line}_\n\n{you}\n\n"));
+        close_chat_reply(&agent.link.editor, chat, &line);
     }
     agent.active_turns.fetch_sub(1, Ordering::SeqCst);
     match end {
@@ -239,6 +234,14 @@ fn stop_reason(reason: &StopReason) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_else(|| format!("{reason:?}"))
+}
+
+/// The turn's outcome `line` closes the reply in the chat at `chat`; the user writes the next
+/// message below it.
+pub fn close_chat_reply(editor: &crate::editor::EditorAccess, chat: &Path, line: &str) {
+    let you = crate::editor::chat::YOU;
+    editor.append_to_chat(chat, format!("\n\n_{line}_\n\n{you}\n\n"));
+    editor.chat_turn(chat, false);
 }
 
 #[cfg(test)]

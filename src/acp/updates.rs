@@ -25,11 +25,15 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
     });
     link.plugin_updates.push(&session, note.update);
     for (level, text) in log {
-        // The agent's words and its tool calls go to its chat; thoughts only to the log.
-        if let Some(chat) = chat.as_deref().filter(|_| level != Level::Log) {
-            editor.append_to_chat(chat, text.clone());
+        // The agent's words and its tool calls go to its chat (and only there: the editor's
+        // log is not a second transcript); thoughts only to the log.
+        match chat.as_deref().filter(|_| level != Level::Log) {
+            Some(chat) => {
+                tracing::debug!(%session, "to the chat: {text}");
+                editor.append_to_chat(chat, text);
+            }
+            None => editor.log(level, text),
         }
-        editor.log(level, text);
     }
     if let Some((id, message)) = progress.filter(|(id, _)| !id.is_empty()) {
         editor.progress(id, ProgressPhase::Report { message });

@@ -36,6 +36,20 @@ pub enum ActionCommand {
         /// The chat document.
         path: std::path::PathBuf,
     },
+    /// Stop the agent's running turn.
+    Stop {
+        /// The agent.
+        agent: String,
+    },
+    /// Quote lines of a file in the agent's chat, for a question about them.
+    AskAbout {
+        /// The agent.
+        agent: String,
+        /// The file.
+        path: std::path::PathBuf,
+        /// The range the user selected.
+        range: Range,
+    },
 }
 
 /// One action to offer, with its title.
@@ -59,10 +73,33 @@ impl State {
                     path: path.to_owned(),
                 },
             });
+            if self.chats.turn_running(path) {
+                actions.push(UserAction {
+                    title: format!("Stop {agent}"),
+                    command: ActionCommand::Stop {
+                        agent: agent.to_owned(),
+                    },
+                });
+            }
         }
         actions.extend(self.review_actions(path, range));
         actions.extend(self.question_actions());
         actions
+    }
+
+    /// *Ask `agent` about this*, on a selection (a range that is not empty: Helix's always
+    /// covers a character) of a file that is not a chat.
+    pub fn ask_action(&self, path: &Path, range: Range, agent: &str) -> Option<UserAction> {
+        let selected = range.start != range.end;
+        let file = self.chats.agent_of(path).is_none() && self.documents.get(path).is_some();
+        (selected && file).then(|| UserAction {
+            title: format!("Ask {agent} about this"),
+            command: ActionCommand::AskAbout {
+                agent: agent.to_owned(),
+                path: path.to_owned(),
+                range,
+            },
+        })
     }
 
     fn question_actions(&self) -> Vec<UserAction> {

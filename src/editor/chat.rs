@@ -36,6 +36,10 @@ struct Chat {
     busy: bool,
     /// Appends the editor refused in a row.
     refused: u8,
+    /// A message sent from it is being answered.
+    turn_running: bool,
+    /// When it was last opened or sent from (a counter): the agent's latest chat is its own.
+    used: u64,
 }
 
 /// After this many refused appends in a row the reply stops going to the document.
@@ -45,6 +49,27 @@ impl Chats {
     /// The agent of the chat document at `path`.
     pub fn agent_of(&self, path: &Path) -> Option<&str> {
         self.docs.get(path).map(|c| c.agent.as_str())
+    }
+
+    /// Whether a message sent from the chat at `path` is being answered.
+    pub fn turn_running(&self, path: &Path) -> bool {
+        self.docs.get(path).is_some_and(|c| c.turn_running)
+    }
+
+    /// The chat with `agent` used last.
+    pub fn latest_of(&self, agent: &str) -> Option<&Path> {
+        self.docs
+            .iter()
+            .filter(|(_, c)| c.agent == agent)
+            .max_by_key(|(_, c)| c.used)
+            .map(|(p, _)| p.as_path())
+    }
+
+    fn touch(&mut self, path: &Path) {
+        let next = self.docs.values().map(|c| c.used).max().unwrap_or(0) + 1;
+        if let Some(chat) = self.docs.get_mut(path) {
+            chat.used = next;
+        }
     }
 }
 
@@ -62,7 +87,18 @@ pub fn message_to_send(text: &str) -> Option<String> {
 impl State {
     /// `path` is a chat with `agent`.
     pub fn chat_opened(&mut self, path: PathBuf, agent: String) {
-        self.chats.docs.entry(path).or_default().agent = agent;
+        self.chats.docs.entry(path.clone()).or_default().agent = agent;
+        self.chats.touch(&path);
+    }
+
+    /// A message from the chat at `path` went to its agent (`running`), or its answer ended.
+    pub fn chat_turn(&mut self, path: &Path, running: bool) {
+        if let Some(chat) = self.chats.docs.get_mut(path) {
+            chat.turn_running = running;
+        }
+        if running {
+            self.chats.touch(path);
+        }
     }
 
     /// Appends `text` to the chat at `path` soon (coalesced).
@@ -158,6 +194,44 @@ impl State {
             let pending = std::mem::take(&mut chat.pending);
             self.append_to_chat(path, &pending);
         }
+    }
+}
+
+impl State {
+    /// The lines of the open document `path` that `range` touches, quoted for a chat message:
+    /// where they come from, then a fenced block in the document's language. `None` when the
+    /// document is not open.
+    pub fn quote_lines(&self, path: &Path, range: super::position::Range) -> Option<String> {
+        let doc = self.documents.get(path)?;
+        let rope = doc.rope();
+        let lines = rope.len_lines().max(1);
+        let first = (range.start.line as usize).min(lines - 1);
+        let mut last = range.end.line as usize;
+        // A selection that ends at the start of a line does not take that line.
+        if range.end.character == 0 && last > first {
+            last -= 1;
+        }
+        let last = last.clamp(first, lines - 1);
+        let mut code: String = (first..=last).map(|i| rope.line(i).to_string()).collect();
+        if !code.ends_with('\n') {
+            code.push('\n');
+        }
+        let shown = self
+            .folders
+            .iter()
+            .find_map(|f| path.strip_prefix(f).ok())
+            .unwrap_or(path);
+        let place = if first == last {
+            format!("line {}", first + 1)
+        } else {
+            format!("lines {}–{}", first + 1, last + 1)
+        };
+        let fence = if code.contains("```") { "````" } else { "```" };
+        Some(format!(
+            "`{}` {place}:\n\n{fence}{}\n{code}{fence}\n\n",
+            shown.display(),
+            doc.language()
+        ))
     }
 }
 

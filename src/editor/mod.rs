@@ -526,6 +526,12 @@ impl EditorAccess {
         self.state.update(move |s| s.append_to_chat(&path, &text));
     }
 
+    /// A message from the chat at `path` went to its agent (`running`), or its answer ended.
+    pub fn chat_turn(&self, path: &Path, running: bool) {
+        let path = path.to_owned();
+        self.state.update(move |s| s.chat_turn(&path, running));
+    }
+
     /// `origin`'s turn began: files changed on disk meanwhile with no review are its doing,
     /// except in `own_files`, the folders where it keeps its own state.
     pub fn turn_started(&self, origin: &Origin, own_files: Vec<PathBuf>) {

@@ -22,6 +22,11 @@ use crate::editor::{Level, file_name};
 pub const OPEN_CHAT: &str = "agentls.openChat";
 /// Send what the user wrote in a chat: `[{"uri"?}]` or none (the focused chat).
 pub const SEND: &str = "agentls.send";
+/// Quote lines of a file in the agent's latest chat (a new one if none) and show it:
+/// `[{"agent"?, "uri", "range"}]`.
+pub const ASK_ABOUT: &str = "agentls.askAbout";
+/// The chat commands.
+pub const COMMANDS: &[&str] = &[OPEN_CHAT, SEND, ASK_ABOUT];
 /// A chat document's first line, before the agent's name.
 const HEADER: &str = "# Chat with ";
 
@@ -33,6 +38,13 @@ struct OpenArgs {
 #[derive(Debug, Default, Deserialize)]
 struct SendArgs {
     uri: Option<Uri>,
+}
+
+#[derive(Debug, Deserialize)]
+struct AskArgs {
+    agent: Option<String>,
+    uri: Uri,
+    range: tower_lsp_server::ls_types::Range,
 }
 
 /// Runs chat command `command`, or `None` when it is not one.
@@ -50,6 +62,10 @@ pub async fn execute(
         SEND => match optional::<SendArgs>(first) {
             Ok(args) => send(backend, args.uri).await,
             Err(e) => Err(e),
+        },
+        ASK_ABOUT => match serde_json::from_value::<AskArgs>(first) {
+            Ok(args) => ask_about(backend, args).await,
+            Err(e) => Err(refuse(backend, &format!("{ASK_ABOUT}: bad arguments: {e}"))),
         },
         _ => return None,
     })
@@ -86,6 +102,15 @@ async fn open(backend: &Backend, agent: Option<String>) -> Result<Option<LSPAny>
         .agents
         .name_of(agent.as_deref())
         .map_err(|e| Error::invalid_params(e.to_string()))?;
+    let path = create(backend, &agent, "").await?;
+    show(backend, &agent, &path);
+    Ok(Some(
+        json!({"path": path, "uri": crate::file_uri::from_path(&path)}),
+    ))
+}
+
+/// Creates a chat document with `agent`, ending with `first` under the `## You` heading.
+async fn create(backend: &Backend, agent: &str, first: &str) -> Result<PathBuf> {
     let folder = backend.editor.workspace_folders().await.into_iter().next();
     let dir = chat_dir(folder.as_deref());
     let stamp = std::time::SystemTime::now()
@@ -94,7 +119,7 @@ async fn open(backend: &Backend, agent: Option<String>) -> Result<Option<LSPAny>
         .unwrap_or_default();
     let path = dir.join(format!("{agent}-{stamp}.md"));
     let text = format!(
-        "{HEADER}{agent}\n\nWrite under the last `{YOU}` heading, then run the code action *Send to {agent}*.\n\n{YOU}\n\n"
+        "{HEADER}{agent}\n\nWrite under the last `{YOU}` heading, then run the code action *Send to {agent}*.\n\n{YOU}\n\n{first}"
     );
     let written = async {
         tokio::fs::create_dir_all(&dir).await?;
@@ -105,21 +130,71 @@ async fn open(backend: &Backend, agent: Option<String>) -> Result<Option<LSPAny>
         backend.editor.tell_user(Level::Error, message.clone());
         return Err(Error::invalid_params(message));
     }
-    backend.feed.chat_opened(path.clone(), agent.clone());
-    let (editor, shown) = (backend.editor.clone(), path.clone());
+    backend.feed.chat_opened(path.clone(), agent.to_owned());
+    Ok(path)
+}
+
+/// Shows the chat at `path` (in the background); where the editor cannot, says where it is.
+fn show(backend: &Backend, agent: &str, path: &Path) {
+    let (editor, shown, agent) = (backend.editor.clone(), path.to_owned(), agent.to_owned());
     tokio::spawn(async move {
         if editor.show_own_file(&shown).await.is_err() {
             editor.tell_user(
                 Level::Info,
-                format!(
-                    "agentls: chat with {agent} created: open {}",
-                    shown.display()
-                ),
+                format!("agentls: chat with {agent}: open {}", shown.display()),
             );
         }
     });
+}
+
+/// Quotes the lines of `args.range` in the agent's latest chat, ready for the user's question.
+async fn ask_about(backend: &Backend, args: AskArgs) -> Result<Option<LSPAny>> {
+    let agent = backend
+        .agents
+        .name_of(args.agent.as_deref())
+        .map_err(|e| refuse(backend, &e.to_string()))?;
+    let path = convert::path_of(&args.uri)
+        .ok_or_else(|| refuse(backend, &format!("not a file URI: {}", args.uri.as_str())))?;
+    let range = convert::range(args.range);
+    let (p, a) = (path.clone(), agent.clone());
+    let (quoted, chat, open) = backend
+        .feed
+        .query(move |s| {
+            let quoted = s.quote_lines(&p, range);
+            let chat = s.chats.latest_of(&a).map(Path::to_path_buf);
+            let open = chat
+                .as_deref()
+                .is_some_and(|c| s.documents.get(c).is_some());
+            (quoted, chat, open)
+        })
+        .await
+        .map_err(|e| Error::invalid_params(e.to_string()))?;
+    let quoted = quoted.ok_or_else(|| {
+        refuse(
+            backend,
+            &format!("agentls: {} is not open", file_name(&path)),
+        )
+    })?;
+    let chat = match chat {
+        Some(chat) if open => {
+            backend.editor.append_to_chat(&chat, quoted);
+            chat
+        }
+        Some(chat) => {
+            let appended = async {
+                let now = tokio::fs::read_to_string(&chat).await?;
+                tokio::fs::write(&chat, format!("{now}{quoted}")).await
+            };
+            appended
+                .await
+                .map_err(|e| refuse(backend, &format!("agentls: {}: {e}", chat.display())))?;
+            chat
+        }
+        None => create(backend, &agent, &quoted).await?,
+    };
+    show(backend, &agent, &chat);
     Ok(Some(
-        json!({"path": path, "uri": crate::file_uri::from_path(&path)}),
+        json!({"path": chat, "uri": crate::file_uri::from_path(&chat)}),
     ))
 }
 
@@ -155,15 +230,17 @@ async fn send(backend: &Backend, uri: Option<Uri>) -> Result<Option<LSPAny>> {
     backend
         .editor
         .append_to_chat(&path, format!("\n\n## {agent}\n\n"));
-    backend
-        .agents
-        .prompt(Prompt {
-            agent: Some(agent.clone()),
-            text: message,
-            context: None,
-            chat: Some(path),
-        })
-        .map_err(|e| refuse(backend, &e.to_string()))?;
+    backend.editor.chat_turn(&path, true);
+    let sent = backend.agents.prompt(Prompt {
+        agent: Some(agent.clone()),
+        text: message,
+        context: None,
+        chat: Some(path.clone()),
+    });
+    if let Err(e) = sent {
+        backend.editor.chat_turn(&path, false);
+        return Err(refuse(backend, &e.to_string()));
+    }
     Ok(Some(json!({"agent": agent})))
 }
 

@@ -51,6 +51,7 @@ pub const ADVERTISED: &[&str] = &[
     agent_commands::PROMPT,
     super::chat_commands::OPEN_CHAT,
     super::chat_commands::SEND,
+    super::chat_commands::ASK_ABOUT,
     agent_commands::CANCEL,
     agent_commands::NEW_SESSION,
     agent_commands::SET_MODE,
@@ -82,6 +83,12 @@ pub fn code_action(action: UserAction) -> CodeActionOrCommand {
         ActionCommand::SendChat { path } => (
             super::chat_commands::SEND,
             json!({"uri": crate::file_uri::from_path(path)}),
+        ),
+        ActionCommand::Stop { agent } => (agent_commands::CANCEL, json!({"agent": agent})),
+        ActionCommand::AskAbout { agent, path, range } => (
+            super::chat_commands::ASK_ABOUT,
+            json!({"agent": agent, "uri": crate::file_uri::from_path(path),
+                   "range": super::convert::lsp_range(*range)}),
         ),
     };
     CodeActionOrCommand::CodeAction(CodeAction {
@@ -207,7 +214,7 @@ pub async fn execute(
                 .map_err(|e| Error::invalid_params(e.to_string()))?;
             Ok(None)
         }
-        other if [super::chat_commands::OPEN_CHAT, super::chat_commands::SEND].contains(&other) => {
+        other if super::chat_commands::COMMANDS.contains(&other) => {
             super::chat_commands::execute(backend, other, arguments)
                 .await
                 .unwrap_or_else(|| Err(Error::invalid_params("unknown chat command")))

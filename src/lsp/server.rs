@@ -206,9 +206,14 @@ impl LanguageServer for Backend {
         let range = convert::range(params.range);
         // Helix tells a server the selection only through this range.
         self.feed.selected(path.clone(), range, None);
+        let agent = self.agents.name_of(None).ok();
         let actions = self
             .feed
-            .query(move |s| s.actions(&path, range))
+            .query(move |s| {
+                let mut actions = s.actions(&path, range);
+                actions.extend(agent.and_then(|a| s.ask_action(&path, range, &a)));
+                actions
+            })
             .await
             .unwrap_or_default();
         let actions: CodeActionResponse = actions.into_iter().map(commands::code_action).collect();
