@@ -170,3 +170,60 @@ async fn a_turn_is_stopped_from_its_chat() {
     assert!(!after.contains(&"Stop demo".to_owned()), "{after:?}");
     assert!(client.shutdown().await.success());
 }
+
+/// The chat's header line offers the agent's other modes; picking one switches its session.
+#[tokio::test]
+async fn the_chat_header_switches_the_agents_mode() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let opened = client
+        .execute("agentls.openChat", Value::Null)
+        .await
+        .unwrap();
+    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let uri = client.open_unsaved(&path, "markdown", &text).await;
+    client.edit(&uri, end_of(&text), "hello").await;
+    client.run_code_action(&uri, "Send to demo").await;
+    chat_says(&client, &uri, "_demo: end_turn").await;
+    let header = titles_at(&client, &uri, range(0, 0, 0, 0)).await;
+    let switch = "Switch demo to mode Read only (read-only)";
+    assert!(header.contains(&switch.to_owned()), "{header:?}");
+    assert!(!header.iter().any(|t| t.contains("(ask)")), "{header:?}");
+    // Elsewhere in the chat, no mode picker.
+    let body = titles_at(&client, &uri, range(2, 0, 2, 0)).await;
+    assert!(!body.iter().any(|t| t.starts_with("Switch")), "{body:?}");
+    client.run_code_action(&uri, switch).await;
+    support::agents::eventually_async(|| async {
+        client.agent_status().await["agents"][0]["sessions"][0]["mode"] == "read-only"
+    })
+    .await
+    .expect("the session in mode read-only");
+    assert!(client.shutdown().await.success());
+}
+
+/// A permission the agent asks for during a chat's turn shows in the chat, with its answers as
+/// code actions right there; the answer is noted under it.
+#[tokio::test]
+async fn a_permission_is_asked_and_answered_in_the_chat() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let opened = client
+        .execute("agentls.openChat", Value::Null)
+        .await
+        .unwrap();
+    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let uri = client.open_unsaved(&path, "markdown", &text).await;
+    client.edit(&uri, end_of(&text), "@run echo hi").await;
+    client.run_code_action(&uri, "Send to demo").await;
+    chat_says(&client, &uri, "> **demo asks:** Run `echo hi`").await;
+    chat_says(
+        &client,
+        &uri,
+        "> Answer with a code action: Run it / Don't run it.",
+    )
+    .await;
+    client.run_code_action(&uri, "Allow (Run it)").await;
+    chat_says(&client, &uri, "> → Run it").await;
+    chat_says(&client, &uri, "The command printed \"hi\"").await;
+    assert!(client.shutdown().await.success());
+}

@@ -128,7 +128,31 @@ async fn decide(
             },
         })
         .collect();
-    match link.editor.ask_user(&origin, title, choices).await {
+    let chat = link
+        .with_session(session, |s| s.turn.as_ref().and_then(|t| t.chat.clone()))
+        .flatten();
+    if let Some(chat) = &chat {
+        // Where the user reads the conversation, the question and how to answer it.
+        let names: Vec<&str> = options.iter().map(|o| o.name.as_str()).collect();
+        link.editor.append_to_chat(
+            chat,
+            format!(
+                "\n> **{} asks:** {title}\n> Answer with a code action: {}.\n\n",
+                link.agent,
+                names.join(" / ")
+            ),
+        );
+    }
+    let answer = link.editor.ask_user(&origin, title, choices).await;
+    if let Some(chat) = &chat {
+        let chosen = answer
+            .as_deref()
+            .and_then(|id| options.iter().find(|o| o.option_id.to_string() == id))
+            .map_or("no answer", |o| o.name.as_str());
+        link.editor
+            .append_to_chat(chat, format!("> → {chosen}\n\n"));
+    }
+    match answer {
         Some(id) => {
             let allowed = options
                 .iter()

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tower_lsp_server::jsonrpc::{Error, Result};
-use tower_lsp_server::ls_types::{LSPAny, Uri};
+use tower_lsp_server::ls_types::{
+    CodeAction, CodeActionKind, CodeActionOrCommand, Command, LSPAny, Uri,
+};
 
 use super::convert;
 use super::server::Backend;
@@ -242,6 +244,46 @@ async fn send(backend: &Backend, uri: Option<Uri>) -> Result<Option<LSPAny>> {
         return Err(refuse(backend, &e.to_string()));
     }
     Ok(Some(json!({"agent": agent})))
+}
+
+/// Code actions switching `agent`'s current session to each of its other modes, from
+/// `status` (`agentls.status`): the picker in a chat's header.
+pub fn mode_actions(status: &Value, agent: &str) -> Vec<CodeActionOrCommand> {
+    let Some(entry) = status["agents"]
+        .as_array()
+        .and_then(|agents| agents.iter().find(|a| a["name"] == agent))
+    else {
+        return Vec::new();
+    };
+    let Some(session) = entry["sessions"]
+        .as_array()
+        .and_then(|sessions| sessions.iter().find(|s| s["current"] == true))
+    else {
+        return Vec::new();
+    };
+    let current = session["mode"].as_str().unwrap_or_default();
+    let modes = session["modes"]["availableModes"].as_array();
+    modes
+        .into_iter()
+        .flatten()
+        .filter_map(|mode| {
+            let id = mode["id"].as_str()?;
+            (id != current).then(|| {
+                let name = mode["name"].as_str().unwrap_or(id);
+                let title = format!("Switch {agent} to mode {name} ({id})");
+                CodeActionOrCommand::CodeAction(CodeAction {
+                    title: title.clone(),
+                    kind: Some(CodeActionKind::QUICKFIX),
+                    command: Some(Command {
+                        title,
+                        command: super::agent_commands::SET_MODE.to_owned(),
+                        arguments: Some(vec![json!({"agent": agent, "mode": id})]),
+                    }),
+                    ..Default::default()
+                })
+            })
+        })
+        .collect()
 }
 
 /// Tells the user why (Helix drops command errors) and makes it the command's error.

@@ -207,16 +207,24 @@ impl LanguageServer for Backend {
         // Helix tells a server the selection only through this range.
         self.feed.selected(path.clone(), range, None);
         let agent = self.agents.name_of(None).ok();
-        let actions = self
+        let (actions, chat) = self
             .feed
             .query(move |s| {
                 let mut actions = s.actions(&path, range);
                 actions.extend(agent.and_then(|a| s.ask_action(&path, range, &a)));
-                actions
+                (actions, s.chats.agent_of(&path).map(str::to_owned))
             })
             .await
             .unwrap_or_default();
-        let actions: CodeActionResponse = actions.into_iter().map(commands::code_action).collect();
+        let mut actions: CodeActionResponse =
+            actions.into_iter().map(commands::code_action).collect();
+        // The chat's header line picks the agent's mode.
+        if let Some(agent) = chat.filter(|_| range.start.line == 0) {
+            actions.extend(super::chat_commands::mode_actions(
+                &self.agents.status(),
+                &agent,
+            ));
+        }
         Ok((!actions.is_empty()).then_some(actions))
     }
 
