@@ -370,6 +370,12 @@ async fn gemini_edit_of_an_open_file_is_reviewed_accepted_and_written() {
     assert!(summary.contains("files: notes.txt"), "{summary}");
     assert!(summary.contains("Done: I edited notes.txt."), "{summary}");
     assert_eq!(client.document(&uri).text, new);
+    // Gemini writes through agentls: the open file waits for the editor's save.
+    assert_eq!(
+        std::fs::read_to_string(path_of(&uri)).unwrap(),
+        "first line\nsecond line\n"
+    );
+    client.save(&uri).await;
     assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), new);
     let response = run.last_function_response();
     assert_eq!(response["name"], "write_file", "{}", run.mock.summary());
@@ -496,6 +502,8 @@ async fn gemini_partly_accepted_edit_writes_only_the_accepted_hunk() {
     );
     let expected = original.replace("TODO a", "TODO A");
     assert_eq!(client.document(&uri).text, expected);
+    assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), original);
+    client.save(&uri).await;
     assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), expected);
     let response = run.last_function_response();
     assert!(response["response"].get("error").is_none(), "{response}");

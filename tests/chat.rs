@@ -227,3 +227,65 @@ async fn a_permission_is_asked_and_answered_in_the_chat() {
     chat_says(&client, &uri, "The command printed \"hi\"").await;
     assert!(client.shutdown().await.success());
 }
+
+/// The labels completion offers at `position` of `uri`.
+async fn completions(client: &TestClient, uri: &str, line: u32, character: u32) -> Vec<String> {
+    let result = client
+        .request(
+            "textDocument/completion",
+            json!({"textDocument": {"uri": uri},
+                   "position": {"line": line, "character": character}}),
+        )
+        .await
+        .unwrap();
+    result
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|i| i["label"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// In a chat, `/` at the start of a line completes the agent's slash commands (once its
+/// session told them) and `@` completes workspace files; `/help` then works as sent.
+#[tokio::test]
+async fn a_chat_completes_slash_commands_and_file_mentions() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    std::fs::create_dir_all(client.workspace.join("src")).unwrap();
+    std::fs::write(client.workspace.join("src/lib.rs"), "fn main() {}\n").unwrap();
+    std::fs::create_dir_all(client.workspace.join("target")).unwrap();
+    std::fs::write(client.workspace.join("target/lib.rs"), "built\n").unwrap();
+    let opened = client
+        .execute("agentls.openChat", Value::Null)
+        .await
+        .unwrap();
+    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let uri = client.open_unsaved(&path, "markdown", &text).await;
+    let last = text.matches('\n').count() as u32;
+    client.edit(&uri, end_of(&text), "look at @li").await;
+    let files = completions(&client, &uri, last, 11).await;
+    assert_eq!(
+        files,
+        vec!["@src/lib.rs".to_owned()],
+        "build output is left out"
+    );
+    // A file in the chat, then a session: its commands complete.
+    client.edit(&uri, range(last, 0, last, 11), "hello").await;
+    client.run_code_action(&uri, "Send to demo").await;
+    chat_says(&client, &uri, "_demo: end_turn").await;
+    let now = client.document(&uri).text;
+    let line = now.matches('\n').count() as u32;
+    client.edit(&uri, end_of(&now), "/he").await;
+    let commands = completions(&client, &uri, line, 3).await;
+    assert_eq!(commands, vec!["/help".to_owned()]);
+    // Not at the start of a line: no command.
+    assert!(completions(&client, &uri, 0, 3).await.is_empty());
+    client.edit(&uri, range(line, 0, line, 3), "/help").await;
+    client.run_code_action(&uri, "Send to demo").await;
+    chat_says(&client, &uri, "Words that change what I do").await;
+    assert!(client.shutdown().await.success());
+}

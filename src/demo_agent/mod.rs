@@ -12,13 +12,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, AuthMethod, AuthMethodAgent, CancelNotification, ContentBlock, ContentChunk,
-    CreateTerminalRequest, Diff, EmbeddedResourceResource, Implementation, InitializeRequest,
-    InitializeResponse, NewSessionRequest, NewSessionResponse, PermissionOption,
-    PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, PromptCapabilities,
-    PromptRequest, PromptResponse, ReadTextFileRequest, ReleaseTerminalRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, SessionId, SessionMode, SessionModeState,
-    SessionNotification, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    AgentCapabilities, AuthMethod, AuthMethodAgent, AvailableCommand, AvailableCommandsUpdate,
+    CancelNotification, ContentBlock, ContentChunk, CreateTerminalRequest, Diff,
+    EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
+    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
+    PlanEntryPriority, PlanEntryStatus, PromptCapabilities, PromptRequest, PromptResponse,
+    ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, SessionId, SessionMode, SessionModeState, SessionNotification,
+    SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
     TerminalOutputRequest, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
     ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate, WaitForTerminalExitRequest,
     WriteTextFileRequest,
@@ -91,7 +92,7 @@ pub async fn run(
         .on_receive_request(
             async move |_request: NewSessionRequest,
                         responder: Responder<NewSessionResponse>,
-                        _cx| {
+                        cx: ConnectionTo<Client>| {
                 if requires_login() {
                     return responder.respond_with_error(Error::auth_required());
                 }
@@ -105,7 +106,14 @@ pub async fn run(
                             .description("never propose edits".to_owned()),
                     ],
                 );
-                responder.respond(NewSessionResponse::new(format!("demo-{n}")).modes(modes))
+                let id = format!("demo-{n}");
+                responder.respond(NewSessionResponse::new(id.clone()).modes(modes))?;
+                // Its slash commands, as agents advertise them once a session exists.
+                let commands = vec![AvailableCommand::new("help", "What the demo agent can do")];
+                cx.send_notification(SessionNotification::new(
+                    id,
+                    SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands)),
+                ))
             },
             on_receive_request!(),
         )
@@ -211,6 +219,10 @@ async fn run_turn(
     }
     for chunk in ["Hello", " from the", " demo agent.", "\n"] {
         turn.say(chunk)?;
+    }
+    if script.help {
+        turn.say(script::HELP)?;
+        return Ok(StopReason::EndTurn);
     }
     for note in notes {
         turn.say(&format!("agentls told me: {note}\n"))?;

@@ -14,8 +14,15 @@
 use std::path::{Path, PathBuf};
 
 /// What the user asked for.
+/// What `/help` answers.
+pub const HELP: &str = "I edit the file you name (`uppercase notes.txt`, `read notes.txt`). Words \
+that change what I do: @snippet, @diskwrite, @unasked, @writemore, @also <file>, @run <command>, \
+@cwd <dir>, @ask, @hang, @flood <n>, @chunk <bytes>.\n";
+
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Script {
+    /// `/help`: list what it understands, nothing else.
+    pub help: bool,
     /// The change to make.
     pub action: Action,
     /// The file it is about.
@@ -143,6 +150,7 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
         match bare.to_ascii_lowercase().as_str() {
             "uppercase" => script.action = Action::Uppercase,
             "sort" => script.action = Action::Sort,
+            "/help" => script.help = true,
             "@noise" => script.noise = true,
             "@bigline" => script.big_line = true,
             "@hang" => script.hang = true,

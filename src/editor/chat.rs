@@ -235,6 +235,49 @@ impl State {
     }
 }
 
+/// What the user is typing in a chat at the cursor, for completion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatToken {
+    /// The chat's agent.
+    pub agent: String,
+    /// The word before the cursor (`/com`, `@src/li`).
+    pub word: String,
+    /// Whether only blanks come before it on its line.
+    pub starts_line: bool,
+    /// Where the word starts.
+    pub start: super::position::Position,
+}
+
+impl State {
+    /// The word before `position` in the chat document `path`; `None` when it is not a chat.
+    pub fn chat_token(
+        &self,
+        path: &Path,
+        position: super::position::Position,
+    ) -> Option<ChatToken> {
+        let agent = self.chats.agent_of(path)?.to_owned();
+        let doc = self.documents.get(path)?;
+        let rope = doc.rope();
+        let mapper = PositionMapper::new(rope, self.encoding);
+        let cursor = mapper.char_offset(position);
+        let line_start = rope.line_to_char(rope.char_to_line(cursor));
+        let before: String = rope.slice(line_start..cursor).to_string();
+        let word_at = before
+            .char_indices()
+            .rev()
+            .find(|(_, c)| c.is_whitespace())
+            .map_or(0, |(i, c)| i + c.len_utf8());
+        let word = before[word_at..].to_owned();
+        let start = mapper.position(line_start + before[..word_at].chars().count());
+        Some(ChatToken {
+            agent,
+            starts_line: before[..word_at].trim().is_empty(),
+            word,
+            start,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

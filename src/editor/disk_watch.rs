@@ -128,7 +128,7 @@ fn watch_folders(
 
 /// Whether `path` lies in a folder whose changes are not reviewed, or is an editor's backup,
 /// auto-save or swap file.
-fn is_ignored(path: &Path) -> bool {
+pub fn is_ignored(path: &Path) -> bool {
     let scratch = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
         n.ends_with('~')
             || (n.starts_with('#') && n.ends_with('#'))

@@ -4,6 +4,7 @@
 mod agent_commands;
 mod capabilities;
 mod chat_commands;
+mod chat_completion;
 mod commands;
 mod convert;
 mod effects;

@@ -11,13 +11,14 @@ use tower_lsp_server::LanguageServer;
 use tower_lsp_server::jsonrpc::Result;
 use tower_lsp_server::ls_types::{
     CodeActionKind, CodeActionOptions, CodeActionParams, CodeActionProviderCapability,
-    CodeActionResponse, DidChangeConfigurationParams, DidChangeTextDocumentParams,
-    DidChangeWorkspaceFoldersParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
-    DidSaveTextDocumentParams, ExecuteCommandOptions, ExecuteCommandParams, InitializeParams,
-    InitializeResult, InitializedParams, InlayHint, InlayHintParams, LSPAny, OneOf,
-    Range as LspRange, SaveOptions, ServerCapabilities, ServerInfo, TextDocumentIdentifier,
-    TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
-    TextDocumentSyncSaveOptions, WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
+    CodeActionResponse, CompletionOptions, CompletionParams, CompletionResponse,
+    DidChangeConfigurationParams, DidChangeTextDocumentParams, DidChangeWorkspaceFoldersParams,
+    DidCloseTextDocumentParams, DidOpenTextDocumentParams, DidSaveTextDocumentParams,
+    ExecuteCommandOptions, ExecuteCommandParams, InitializeParams, InitializeResult,
+    InitializedParams, InlayHint, InlayHintParams, LSPAny, OneOf, Range as LspRange, SaveOptions,
+    ServerCapabilities, ServerInfo, TextDocumentIdentifier, TextDocumentSyncCapability,
+    TextDocumentSyncKind, TextDocumentSyncOptions, TextDocumentSyncSaveOptions,
+    WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
 };
 
 use super::capabilities::ClientFeatures;
@@ -228,6 +229,14 @@ impl LanguageServer for Backend {
         Ok((!actions.is_empty()).then_some(actions))
     }
 
+    async fn completion(&self, params: CompletionParams) -> Result<Option<CompletionResponse>> {
+        let place = params.text_document_position;
+        let Some(path) = convert::path_of(&place.text_document.uri) else {
+            return Ok(None);
+        };
+        Ok(super::chat_completion::complete(self, path, place.position).await)
+    }
+
     async fn inlay_hint(&self, params: InlayHintParams) -> Result<Option<Vec<InlayHint>>> {
         let Some(path) = convert::path_of(&params.text_document.uri) else {
             return Ok(None);
@@ -277,6 +286,11 @@ fn server_capabilities(features: &ClientFeatures) -> ServerCapabilities {
             ..Default::default()
         })),
         inlay_hint_provider: features.inlay_hints.then_some(OneOf::Left(true)),
+        // In chat documents: the agent's slash commands and `@` file mentions.
+        completion_provider: Some(CompletionOptions {
+            trigger_characters: Some(vec!["/".into(), "@".into()]),
+            ..Default::default()
+        }),
         execute_command_provider: Some(ExecuteCommandOptions {
             commands: commands::ADVERTISED
                 .iter()

@@ -1,0 +1,127 @@
+//! Completion in chat documents: `/` at the start of a line offers the agent's slash commands
+//! (as it advertised them in its session), `@` offers the workspace's files, to mention them.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tower_lsp_server::ls_types::{
+    CompletionItem, CompletionItemKind, CompletionResponse, CompletionTextEdit, Position, Range,
+    TextEdit,
+};
+
+use super::convert;
+use super::server::Backend;
+use crate::editor::chat::ChatToken;
+
+/// The most files offered for one `@`.
+const MAX_FILES: usize = 200;
+/// The most entries looked at while listing the workspace.
+const MAX_WALK: usize = 20_000;
+
+/// What to offer at `position` of the document `path`; `None` when it is not a chat or the
+/// word there is not a command or a mention.
+pub async fn complete(
+    backend: &Backend,
+    path: PathBuf,
+    position: Position,
+) -> Option<CompletionResponse> {
+    let at = convert::position(position);
+    let token = backend
+        .feed
+        .query(move |s| s.chat_token(&path, at))
+        .await
+        .ok()
+        .flatten()?;
+    let range = Range {
+        start: convert::lsp_position(token.start),
+        end: position,
+    };
+    let items = if token.word.starts_with('/') && token.starts_line {
+        commands(&backend.agents.status(), &token, range)
+    } else if let Some(typed) = token.word.strip_prefix('@') {
+        let folders = backend.editor.workspace_folders().await;
+        let typed = typed.to_owned();
+        tokio::task::spawn_blocking(move || files(&folders, &typed, range))
+            .await
+            .ok()?
+    } else {
+        return None;
+    };
+    Some(CompletionResponse::Array(items))
+}
+
+/// The agent's slash commands that start with what was typed.
+fn commands(status: &Value, token: &ChatToken, range: Range) -> Vec<CompletionItem> {
+    let session = status["agents"]
+        .as_array()
+        .and_then(|agents| agents.iter().find(|a| a["name"] == token.agent.as_str()))
+        .and_then(|agent| agent["sessions"].as_array())
+        .and_then(|sessions| sessions.iter().find(|s| s["current"] == true));
+    let typed = &token.word[1..];
+    let commands = session.and_then(|s| s["commands"].as_array());
+    commands
+        .into_iter()
+        .flatten()
+        .filter_map(|command| {
+            let name = command["name"].as_str()?;
+            name.starts_with(typed).then(|| CompletionItem {
+                label: format!("/{name}"),
+                kind: Some(CompletionItemKind::FUNCTION),
+                detail: command["description"].as_str().map(str::to_owned),
+                text_edit: Some(CompletionTextEdit::Edit(TextEdit {
+                    range,
+                    new_text: format!("/{name} "),
+                })),
+                ..Default::default()
+            })
+        })
+        .collect()
+}
+
+/// Workspace files whose path (relative to its folder) contains what was typed.
+fn files(folders: &[PathBuf], typed: &str, range: Range) -> Vec<CompletionItem> {
+    let mut found = Vec::new();
+    let mut looked = 0;
+    for folder in folders {
+        let mut pending = vec![folder.clone()];
+        while let Some(dir) = pending.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                looked += 1;
+                if looked > MAX_WALK || found.len() >= MAX_FILES {
+                    return found;
+                }
+                let path = entry.path();
+                if crate::editor::disk_watch::is_ignored(&path) {
+                    continue;
+                }
+                match entry.file_type() {
+                    Ok(t) if t.is_dir() => pending.push(path),
+                    Ok(t) if t.is_file() => {
+                        if let Some(item) = file_item(folder, &path, typed, range) {
+                            found.push(item);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    found.sort_by(|a, b| a.label.cmp(&b.label));
+    found
+}
+
+fn file_item(folder: &Path, path: &Path, typed: &str, range: Range) -> Option<CompletionItem> {
+    let relative = path.strip_prefix(folder).ok()?.to_str()?;
+    relative.contains(typed).then(|| CompletionItem {
+        label: format!("@{relative}"),
+        kind: Some(CompletionItemKind::FILE),
+        text_edit: Some(CompletionTextEdit::Edit(TextEdit {
+            range,
+            new_text: format!("@{relative} "),
+        })),
+        ..Default::default()
+    })
+}
