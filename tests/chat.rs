@@ -289,3 +289,67 @@ async fn a_chat_completes_slash_commands_and_file_mentions() {
     chat_says(&client, &uri, "Words that change what I do").await;
     assert!(client.shutdown().await.success());
 }
+
+/// A chat opened again by a new agentls (the editor restarted) goes on: its first message takes
+/// the conversation so far along, since the agent's new session never saw it.
+#[tokio::test]
+async fn a_chat_reopened_after_a_restart_tells_the_agent_the_conversation() {
+    let state = tempfile::tempdir().unwrap();
+    let options = || support::Options {
+        env: vec![(
+            "XDG_STATE_HOME".to_owned(),
+            state.path().display().to_string(),
+        )],
+        ..support::Options::default()
+    };
+    let first = TestClient::start(options()).await;
+    first.initialize(capabilities_without_dialogs(), None).await;
+    let opened = first
+        .execute("agentls.openChat", Value::Null)
+        .await
+        .unwrap();
+    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let uri = first.open_unsaved(&path, "markdown", &text).await;
+    first.edit(&uri, end_of(&text), "my name is Ada").await;
+    first.run_code_action(&uri, "Send to demo").await;
+    chat_says(&first, &uri, "_demo: end_turn").await;
+    first.save(&uri).await;
+    assert!(first.shutdown().await.success());
+
+    let second = TestClient::start(options()).await;
+    second
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let uri = second.open_unsaved(&path, "markdown", &text).await;
+    second.edit(&uri, end_of(&text), "what is my name?").await;
+    second.run_code_action(&uri, "Send to demo").await;
+    chat_says(
+        &second,
+        &uri,
+        "agentls told me: this conversation goes on from an earlier session",
+    )
+    .await;
+    chat_says(&second, &uri, "my name is Ada").await;
+    chat_says(&second, &uri, "_demo: end_turn").await;
+    // Told once: the next message goes on in the same session.
+    let now = second.document(&uri).text;
+    second.edit(&uri, end_of(&now), "thanks").await;
+    second.run_code_action(&uri, "Send to demo").await;
+    let after_thanks = || {
+        let text = second.document(&uri).text;
+        text.split_once("\nthanks")
+            .is_some_and(|(_, after)| after.contains("_demo: end_turn"))
+    };
+    support::eventually(after_thanks)
+        .await
+        .expect("the third turn's end");
+    let told = second
+        .document(&uri)
+        .text
+        .matches("\nagentls told me: this conversation")
+        .count();
+    assert_eq!(told, 1, "{}", second.document(&uri).text);
+    assert!(second.shutdown().await.success());
+}

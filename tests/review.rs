@@ -432,6 +432,31 @@ async fn an_agent_writing_its_whole_proposal_to_disk_gets_the_accepted_part() {
     assert_eq!(client.document(&uri).text, expected);
 }
 
+/// The agent's whole proposal reached the disk before the verdict (its write came first, or the
+/// watcher started late on a busy machine): it is still turned into the accepted hunk.
+#[tokio::test]
+async fn a_whole_proposal_on_disk_before_the_verdict_gets_the_accepted_part() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    propose(&client, &uri, PROPOSAL, "agent").await;
+    diagnostics(&client, &uri, 2).await;
+    let actions = client.code_actions_at(&uri, range(1, 0, 1, 0)).await;
+    run(&client, titled(&actions, "Accept change 1/2"))
+        .await
+        .unwrap();
+    let path = client.workspace.join("a.rs");
+    std::fs::write(&path, PROPOSAL).unwrap();
+    let actions = client.code_actions_at(&uri, range(5, 0, 5, 0)).await;
+    run(&client, titled(&actions, "Reject change 2/2"))
+        .await
+        .unwrap();
+    let expected = BASE.replace("let x = 1", "let x = 2");
+    assert_eq!(verdict(&client).await["text"], expected);
+    support::eventually(|| std::fs::read_to_string(&path).ok().as_deref() == Some(&expected))
+        .await
+        .unwrap_or_else(|| panic!("{:?}", std::fs::read_to_string(&path)));
+}
+
 #[tokio::test]
 async fn an_agent_writing_its_whole_proposal_through_the_editor_gets_the_accepted_part() {
     let client = TestClient::start_initialized(Options::default()).await;

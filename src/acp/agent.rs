@@ -257,7 +257,9 @@ impl RunningAgent {
             .config_options
             .as_ref()
             .and_then(|o| serde_json::to_value(o).ok());
-        self.link.add_session(session);
+        for early in self.link.add_session(session) {
+            super::updates::apply(&self.link, early);
+        }
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(id.clone());
         session_defaults::apply(self, &id).await;
         Ok(id)

@@ -22,6 +22,8 @@ pub struct Prompt {
     pub context: Option<PromptContext>,
     /// The chat document the reply streams into, when the prompt came from one.
     pub chat: Option<std::path::PathBuf>,
+    /// What agentls tells the agent along with it (e.g. the transcript of a resumed chat).
+    pub note: Option<String>,
 }
 
 /// A file, or part of one, sent with a prompt.

@@ -68,6 +68,8 @@ struct QueuedPrompt {
     context: Option<PromptContext>,
     /// The chat document the reply goes to.
     chat: Option<std::path::PathBuf>,
+    /// What agentls tells the agent along with it.
+    note: Option<String>,
     cancel: CancellationToken,
 }
 
@@ -126,6 +128,7 @@ impl Agents {
                 text: prompt.text,
                 context: prompt.context,
                 chat: prompt.chat,
+                note: prompt.note,
                 cancel,
             }),
         );
@@ -333,6 +336,7 @@ impl Inner {
             text,
             context,
             chat,
+            note,
             cancel,
         } = queued;
         let progress_id = format!("acp-{name}-{number}");
@@ -357,6 +361,7 @@ impl Inner {
                         text: &text,
                         context: context.as_ref(),
                         chat: chat.as_deref(),
+                        note: note.as_deref(),
                     },
                     &progress_id,
                     cancel,

@@ -73,10 +73,11 @@ pub async fn run(
     let origin = agent.link.origin(&session);
     let own_files = agent.own_files(&agent.link.cwd);
     agent.link.editor.turn_started(&origin, own_files);
-    let notes = agent
+    let mut notes = agent
         .link
         .with_session(&session, |s| std::mem::take(&mut s.notes))
         .unwrap_or_default();
+    notes.extend(asked.note.map(str::to_owned));
     let mut blocks = context::blocks(asked.text, asked.context, agent.info.embedded_context);
     if !notes.is_empty() {
         let note = format!("(From agentls) {}", notes.join("\n"));
@@ -144,6 +145,8 @@ pub struct Asked<'a> {
     pub context: Option<&'a PromptContext>,
     /// The chat document the reply streams into, when the prompt came from one.
     pub chat: Option<&'a Path>,
+    /// What agentls tells the agent along with it.
+    pub note: Option<&'a str>,
 }
 
 /// Runs a turn with its progress and tells the user how it went, once.

@@ -15,6 +15,9 @@ use agent_client_protocol::v1::schema::{
 /// Takes one `session/update` in. Cheap: it only queues effects and updates state.
 pub fn apply(link: &AgentLink, note: SessionNotification) {
     let session = note.session_id.to_string();
+    if link.with_session(&session, |_| ()).is_none() && link.keep_early(note.clone()) {
+        return; // applied once its session is added
+    }
     let editor = &link.editor;
     let mut log = Vec::new();
     let mut progress = None;

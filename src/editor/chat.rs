@@ -40,6 +40,8 @@ struct Chat {
     turn_running: bool,
     /// When it was last opened or sent from (a counter): the agent's latest chat is its own.
     used: u64,
+    /// Opened again from an earlier run: its next message takes the transcript along.
+    resumed: bool,
 }
 
 /// After this many refused appends in a row the reply stops going to the document.
@@ -73,6 +75,27 @@ impl Chats {
     }
 }
 
+/// The most of a resumed chat's transcript told to the agent (its end).
+const MAX_TRANSCRIPT: usize = 20_000;
+
+/// The conversation in a chat document before its last `## You` heading, for an agent that
+/// did not see it (the chat was opened again after a restart); `None` when there is none.
+pub fn transcript(text: &str) -> Option<String> {
+    let before = &text[..text.rfind(&format!("\n{YOU}\n"))?];
+    let first_turn = before.find(&format!("\n{YOU}\n"))?;
+    let conversation = before[first_turn..].trim();
+    let start = conversation.len().saturating_sub(MAX_TRANSCRIPT);
+    let start = (start..=conversation.len())
+        .find(|&i| conversation.is_char_boundary(i))
+        .unwrap_or(0);
+    (!conversation.is_empty()).then(|| {
+        format!(
+            "this conversation goes on from an earlier session you do not remember; it went:\n{}",
+            &conversation[start..]
+        )
+    })
+}
+
 /// The message to send: what is under the last `## You` heading (trimmed), else the whole text
 /// after the header; `None` when there is nothing.
 pub fn message_to_send(text: &str) -> Option<String> {
@@ -89,6 +112,26 @@ impl State {
     pub fn chat_opened(&mut self, path: PathBuf, agent: String) {
         self.chats.docs.entry(path.clone()).or_default().agent = agent;
         self.chats.touch(&path);
+    }
+
+    /// `path`, a chat with `agent` from an earlier run, was opened again: its next message
+    /// tells the agent the conversation so far.
+    pub fn chat_reopened(&mut self, path: PathBuf, agent: String) {
+        if !self.chats.docs.contains_key(&path) {
+            self.chat_opened(path.clone(), agent);
+            if let Some(chat) = self.chats.docs.get_mut(&path) {
+                chat.resumed = true;
+            }
+        }
+    }
+
+    /// Whether the chat at `path` was resumed and has not sent its transcript yet; from now on
+    /// it has.
+    pub fn take_resumed(&mut self, path: &Path) -> bool {
+        self.chats
+            .docs
+            .get_mut(path)
+            .is_some_and(|c| std::mem::take(&mut c.resumed))
     }
 
     /// A message from the chat at `path` went to its agent (`running`), or its answer ended.

@@ -128,22 +128,41 @@ async fn watch(
     effects: EffectSender,
     disk_changed: Arc<Notify>,
 ) {
+    let owned = path.clone();
+    let saved = me
+        .query(move |s| s.documents.get(&owned).map(|d| d.saved_text()))
+        .await
+        .ok()
+        .flatten();
     let before = files::read(&path).await.unwrap_or_default();
-    // The disk before the agent's write, plus the accepted hunks.
-    let target = if before == expectation.base {
+    // The disk the agent's write lands on: an open file as the user last saved it, else the
+    // disk as it is now — unless that already is the agent's write (it may come first).
+    let under = saved.unwrap_or_else(|| {
+        if before == expectation.proposal {
+            expectation.base.clone()
+        } else {
+            before
+        }
+    });
+    // That, plus the accepted hunks.
+    let target = if under == expectation.base {
         expectation.accepted.clone()
     } else {
-        diff::merge3(&expectation.base, &before, &expectation.accepted)
+        diff::merge3(&expectation.base, &under, &expectation.accepted)
             .unwrap_or_else(|| expectation.accepted.clone())
     };
     let deadline = tokio::time::Instant::now() + WATCH_FOR;
-    let mut seen = (stamp(&path), before);
+    // Nothing seen yet: the first look is at once.
+    let mut seen: (Option<(u64, SystemTime)>, String) = (None, String::new());
+    let mut first = true;
     while tokio::time::Instant::now() < deadline {
-        let told = tokio::select! {
-            () = disk_changed.notified() => true,
-            () = tokio::time::sleep(LOOK_ANYWAY_EVERY) => false,
-            () = tokio::time::sleep_until(deadline) => break,
-        };
+        let told = first
+            || tokio::select! {
+                () = disk_changed.notified() => true,
+                () = tokio::time::sleep(LOOK_ANYWAY_EVERY) => false,
+                () = tokio::time::sleep_until(deadline) => break,
+            };
+        first = false;
         let now = stamp(&path);
         if !told && now == seen.0 {
             continue;

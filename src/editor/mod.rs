@@ -675,6 +675,11 @@ impl EditorFeed {
         self.state.update(move |s| s.chat_opened(path, agent));
     }
 
+    /// `path`, a chat document with `agent` (maybe from an earlier run), was opened.
+    pub fn chat_reopened(&self, path: PathBuf, agent: String) {
+        self.state.update(move |s| s.chat_reopened(path, agent));
+    }
+
     /// The user saved a document: the disk says what its buffer says.
     pub fn saved(&self, path: PathBuf) {
         self.state.update(move |s| {

@@ -92,6 +92,7 @@ async fn prompt(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAn
             text: args.text,
             context,
             chat: None,
+            note: None,
         })
         .map_err(refused)?;
     Ok(Some(json!({"agent": agent})))

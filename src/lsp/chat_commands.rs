@@ -17,7 +17,7 @@ use tower_lsp_server::ls_types::{
 use super::convert;
 use super::server::Backend;
 use crate::acp::Prompt;
-use crate::editor::chat::{YOU, message_to_send};
+use crate::editor::chat::{YOU, message_to_send, transcript};
 use crate::editor::{Level, file_name};
 
 /// Open a new chat with an agent: `[{"agent"?}]` or none.
@@ -213,11 +213,15 @@ async fn send(backend: &Backend, uri: Option<Uri>) -> Result<Option<LSPAny>> {
             .ok_or_else(|| refuse(backend, "agentls.send: no chat document is focused"))?,
     };
     let p = path.clone();
-    let (agent, text) = backend
+    let (agent, text, resumed) = backend
         .feed
         .query(move |s| {
             let agent = s.chats.agent_of(&p).map(str::to_owned);
-            (agent, s.buffer(&p).map(|(text, _)| text))
+            let text = s.buffer(&p).map(|(text, _)| text);
+            // Only a message that goes out takes the transcript along.
+            let sends = text.as_deref().and_then(message_to_send).is_some();
+            let resumed = sends && s.take_resumed(&p);
+            (agent, text, resumed)
         })
         .await
         .map_err(|e| Error::invalid_params(e.to_string()))?;
@@ -238,6 +242,9 @@ async fn send(backend: &Backend, uri: Option<Uri>) -> Result<Option<LSPAny>> {
         text: message,
         context: None,
         chat: Some(path.clone()),
+        note: resumed
+            .then(|| text.as_deref().and_then(transcript))
+            .flatten(),
     });
     if let Err(e) = sent {
         backend.editor.chat_turn(&path, false);
@@ -305,6 +312,8 @@ pub fn follow_open(backend: &Backend, path: &Path, text: &str) {
             .and_then(|l| l.strip_prefix(HEADER))
             .map(str::trim),
     ) {
-        backend.feed.chat_opened(path.to_owned(), agent.to_owned());
+        backend
+            .feed
+            .chat_reopened(path.to_owned(), agent.to_owned());
     }
 }
