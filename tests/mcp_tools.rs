@@ -93,8 +93,13 @@ async fn the_lockfile_is_private_and_names_this_server() {
         format!("gemini-ide-server-{}-{http_port}.json", client.pid())
     );
     assert_eq!(mode(&companion), 0o600);
-    let json: Value = serde_json::from_slice(&std::fs::read(&companion).unwrap()).unwrap();
     let workspace = format!("{}:{}", client.workspace.display(), extra.display());
+    // Rewritten on its own, after the lockfile (seen late on a busy machine).
+    let read = || -> Value { serde_json::from_slice(&std::fs::read(&companion).unwrap()).unwrap() };
+    support::eventually(|| read()["workspacePath"] == workspace.as_str())
+        .await
+        .unwrap_or_else(|| panic!("the companion file does not follow the folders: {}", read()));
+    let json = read();
     assert_eq!(
         json,
         json!({"port": http_port.parse::<u16>().unwrap(), "workspacePath": workspace,
@@ -531,4 +536,38 @@ async fn two_agents_at_once_each_with_its_own_reviews() {
     second
         .take_notification("selection_changed", |p| p["text"] == "fn")
         .await;
+}
+
+/// A client that opens many diffs at once moves the editor once: one `window/showDocument`
+/// while its first review is open, however many follow (the flood of a hostile client).
+#[tokio::test]
+async fn a_burst_of_open_diffs_shows_one_document() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let mcp = std::sync::Arc::new(connected(&client, "test-agent").await);
+    let mut uris = Vec::new();
+    let mut pending = Vec::new();
+    for n in 0..20 {
+        let uri = client.open(&format!("f{n}.rs"), "rust", BASE).await;
+        let path = support::file_uri_to_path(&uri);
+        let mcp = mcp.clone();
+        pending.push(tokio::spawn(async move {
+            mcp.texts(
+                "openDiff",
+                open_diff_args(&path, PROPOSAL, &format!("t{n}")),
+            )
+            .await
+        }));
+        uris.push(uri);
+    }
+    for uri in &uris {
+        previewed(&client, uri, 2).await;
+    }
+    assert_eq!(client.count(Some("window/showDocument")), 1);
+    assert_eq!(
+        mcp.texts("closeAllDiffTabs", json!({})).await,
+        ["CLOSED_20_DIFF_TABS"]
+    );
+    for call in pending {
+        assert_eq!(call.await.unwrap()[0], "DIFF_REJECTED");
+    }
 }

@@ -109,7 +109,10 @@ impl State {
         targets.insert(path.clone(), target);
         let me = self.me.clone();
         let effects = self.effects.clone();
-        tokio::spawn(watch(path, expectation, me, effects, disk_changed));
+        // An open file as the user last saved it, now: a correction agentls is about to write
+        // must not be taken for it.
+        let saved = self.documents.get(&path).map(|d| d.saved_text());
+        tokio::spawn(watch(path, expectation, saved, me, effects, disk_changed));
     }
 
     /// The workspace watcher saw `path` change: its expected write's watcher looks.
@@ -124,16 +127,11 @@ impl State {
 async fn watch(
     path: PathBuf,
     expectation: Expectation,
+    saved: Option<String>,
     me: StateHandle,
     effects: EffectSender,
     disk_changed: Arc<Notify>,
 ) {
-    let owned = path.clone();
-    let saved = me
-        .query(move |s| s.documents.get(&owned).map(|d| d.saved_text()))
-        .await
-        .ok()
-        .flatten();
     let before = files::read(&path).await.unwrap_or_default();
     // The disk the agent's write lands on: an open file as the user last saved it, else the
     // disk as it is now — unless that already is the agent's write (it may come first).
@@ -144,12 +142,12 @@ async fn watch(
             before
         }
     });
-    // That, plus the accepted hunks.
+    // That, plus the accepted hunks; where they cannot merge with what the user saved, what
+    // the user saved (the accepted change is in the buffer, for the editor's save).
     let target = if under == expectation.base {
         expectation.accepted.clone()
     } else {
-        diff::merge3(&expectation.base, &under, &expectation.accepted)
-            .unwrap_or_else(|| expectation.accepted.clone())
+        diff::merge3(&expectation.base, &under, &expectation.accepted).unwrap_or(under)
     };
     let deadline = tokio::time::Instant::now() + WATCH_FOR;
     // Nothing seen yet: the first look is at once.

@@ -613,11 +613,21 @@ impl State {
             .ok_or(DecisionError::NoReview(id))
     }
 
-    /// Opens the file at the review's first change where the editor can.
+    /// Opens the file at the review's first change where the editor can — unless the same
+    /// origin already has a review open, which the user is looking at: a burst of proposals
+    /// (one agent's request over many files, or a flood) moves the editor once, and the rest
+    /// are announced and reachable through their code actions.
     fn show_review_start(&mut self, id: u64, first: usize) {
         let Some(review) = self.reviews.iter().find(|r| r.id == id) else {
             return;
         };
+        let busy = self
+            .reviews
+            .iter()
+            .any(|r| r.id != id && r.origin == review.origin && r.kind == ReviewKind::Proposal);
+        if busy {
+            return;
+        }
         let selection = self.review_rope(review).map(|rope| {
             let mapper = super::position::PositionMapper::new(&rope, self.encoding);
             let at = mapper.position(first);
