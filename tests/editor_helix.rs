@@ -70,7 +70,7 @@ impl Helix {
                 "-x",
                 "120",
                 "-y",
-                "50",
+                "100",
                 &shell,
             ])
             .status()
@@ -255,8 +255,11 @@ fn helix_holds_a_conversation_in_a_chat_document() {
     helix.keys(&["Space", "a"]);
     helix.wait_for("Send to demo");
     helix.keys(&["Enter"]);
+    // The new session is told the conversation so far, and the reply ends.
     let screen = helix.wait_until("the second reply's end", |screen| {
-        screen.matches("_demo: end_turn").count() == 2
+        // Its end, after the first turn's and that one's copy in the transcript.
+        screen.contains("\n   26  agentls told me: this conversation goes on")
+            && screen.matches("  _demo: end_turn").count() == 3
     });
     eprintln!("the chat in Helix after a restart:\n{screen}");
     assert!(screen.contains("read notes.rs again"), "{screen}");
