@@ -106,11 +106,14 @@ async fn a_daemon_a_command_detaches_does_not_outlive_agentls() {
         client.workspace.join("daemon.pid"),
         client.workspace.join("brief.pid"),
     );
+    // The command ends once both have detached: until then they are in its process group,
+    // which agentls ends with the command (on a busy machine `setsid` may not have run yet).
     let script = format!(
-        "setsid sh -c 'echo $$ > \"{}\"; exec sleep 600' >/dev/null 2>&1 &\n\
-         setsid sh -c 'echo $$ > \"{}\"; exec sleep 0.1' >/dev/null 2>&1 &\n",
-        daemon_file.display(),
-        brief_file.display()
+        "setsid sh -c 'echo $$ > \"{d}\"; exec sleep 600' >/dev/null 2>&1 &\n\
+         setsid sh -c 'echo $$ > \"{b}\"; exec sleep 0.1' >/dev/null 2>&1 &\n\
+         while [ ! -s \"{d}\" ] || [ ! -s \"{b}\" ]; do sleep 0.01; done\n",
+        d = daemon_file.display(),
+        b = brief_file.display()
     );
     std::fs::write(client.workspace.join("daemon.sh"), script).unwrap();
     client.prompt("@run sh daemon.sh").await;
