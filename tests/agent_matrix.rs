@@ -680,6 +680,19 @@ enum Scenario {
     EditsWithoutAsking,
 }
 
+/// The editor the test client plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Shape {
+    /// Helix-like: code actions only, no dialogs.
+    CodeActions,
+    /// Neovim-like: dialogs (`window/showMessageRequest`, answered with the first action),
+    /// `showDocument`, progress; reviews still through code actions.
+    Dialogs,
+}
+
+/// The scenarios run with the dialogs client too.
+const DIALOG_SCENARIOS: [Scenario; 2] = [Scenario::OpenFileAccepted, Scenario::PartlyAccepted];
+
 const SCENARIOS: [Scenario; 6] = [
     Scenario::OpenFileAccepted,
     Scenario::ClosedFileAccepted,
@@ -742,7 +755,7 @@ struct Run<'r> {
 
 impl<'r> Run<'r> {
     /// Starts agentls (not the agent yet) with `recipe` as its default agent.
-    async fn start(recipe: &'r Recipe, scenario: Scenario) -> Self {
+    async fn start(recipe: &'r Recipe, scenario: Scenario, shape: Shape) -> Self {
         let installed = installed(recipe);
         let home = tempfile::tempdir().unwrap();
         let script = LateScript::default();
@@ -780,9 +793,19 @@ impl<'r> Run<'r> {
             env: Vec::new(),
         })
         .await;
-        client
-            .initialize(capabilities_without_dialogs(), None)
-            .await;
+        match shape {
+            Shape::CodeActions => {
+                client
+                    .initialize(capabilities_without_dialogs(), None)
+                    .await;
+            }
+            Shape::Dialogs => {
+                client
+                    .initialize(TestClient::rich_capabilities(false), None)
+                    .await;
+                client.answer("window/showMessageRequest", support::Answer::FirstAction);
+            }
+        }
         for (relative, text) in &launched.workspace {
             std::fs::write(client.workspace.join(relative), text).unwrap();
         }
@@ -1031,8 +1054,8 @@ async fn buffer_holds(client: &TestClient, uri: &str, expected: &str) {
 }
 
 /// One cell: `recipe` in `scenario`; returns what it took (start, turn) in seconds.
-async fn cell(recipe: &Recipe, scenario: Scenario) -> (f64, f64) {
-    let run = Run::start(recipe, scenario).await;
+async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
+    let run = Run::start(recipe, scenario, shape).await;
     let client = &run.client;
     let notes = client.workspace.join("notes.txt");
     let (start, turn) = match scenario {
@@ -1216,6 +1239,7 @@ async fn cell(recipe: &Recipe, scenario: Scenario) -> (f64, f64) {
 struct Outcome {
     agent: &'static str,
     scenario: Scenario,
+    shape: Shape,
     passed: bool,
     seconds: f64,
 }
@@ -1223,7 +1247,7 @@ struct Outcome {
 static OUTCOMES: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
 
 /// Runs one cell on its own runtime with the deadline, and records its outcome.
-fn run_cell(recipe: &Recipe, scenario: Scenario) -> Result<(), Failed> {
+fn run_cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> Result<(), Failed> {
     let began = Instant::now();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -1232,7 +1256,7 @@ fn run_cell(recipe: &Recipe, scenario: Scenario) -> Result<(), Failed> {
         .unwrap();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         runtime.block_on(async {
-            tokio::time::timeout(DEADLINE, cell(recipe, scenario))
+            tokio::time::timeout(DEADLINE, cell(recipe, scenario, shape))
                 .await
                 .unwrap_or_else(|_| panic!("the cell took longer than {DEADLINE:?}"))
         })
@@ -1242,6 +1266,7 @@ fn run_cell(recipe: &Recipe, scenario: Scenario) -> Result<(), Failed> {
     OUTCOMES.lock().unwrap().push(Outcome {
         agent: recipe.name,
         scenario,
+        shape,
         passed: result.is_ok(),
         seconds,
     });
@@ -1268,26 +1293,36 @@ fn run_cell(recipe: &Recipe, scenario: Scenario) -> Result<(), Failed> {
 /// The matrix as a table: one row per agent of `agents` that ran, in that order, a cell per
 /// scenario (`ok 12.3 s` / `FAIL 20.0 s`).
 fn matrix_table(agents: &[&str], outcomes: &[Outcome]) -> String {
-    let mut rows: BTreeMap<&str, BTreeMap<Scenario, String>> = BTreeMap::new();
+    let mut rows: BTreeMap<&str, BTreeMap<(Scenario, Shape), String>> = BTreeMap::new();
     for o in outcomes {
         let mark = if o.passed { "ok" } else { "FAIL" };
         rows.entry(o.agent)
             .or_default()
-            .insert(o.scenario, format!("{mark} {:.1} s", o.seconds));
+            .insert((o.scenario, o.shape), format!("{mark} {:.1} s", o.seconds));
     }
+    let columns: Vec<(Scenario, Shape)> = SCENARIOS
+        .iter()
+        .map(|&s| (s, Shape::CodeActions))
+        .chain(DIALOG_SCENARIOS.iter().map(|&s| (s, Shape::Dialogs)))
+        .collect();
     let mut table = String::from("| agent |");
-    for s in SCENARIOS {
-        table.push_str(&format!(" {} |", s.column()));
+    for (s, shape) in &columns {
+        let with = if *shape == Shape::Dialogs {
+            " (dialogs)"
+        } else {
+            ""
+        };
+        table.push_str(&format!(" {}{with} |", s.column()));
     }
     table.push_str("\n|---|");
-    table.push_str(&"---|".repeat(SCENARIOS.len()));
+    table.push_str(&"---|".repeat(columns.len()));
     for agent in agents {
         let Some(cells) = rows.get(agent) else {
             continue;
         };
         table.push_str(&format!("\n| {agent} |"));
-        for s in SCENARIOS {
-            let cell = cells.get(&s).map(String::as_str).unwrap_or("-");
+        for column in &columns {
+            let cell = cells.get(column).map(String::as_str).unwrap_or("-");
             table.push_str(&format!(" {cell} |"));
         }
     }
@@ -1307,7 +1342,15 @@ fn main() {
                 continue; // no such mode: the printed matrix shows "-"
             }
             let name = format!("{}: {}", recipe.name, scenario.title());
-            trials.push(Trial::test(name, move || run_cell(recipe, scenario)));
+            trials.push(Trial::test(name, move || {
+                run_cell(recipe, scenario, Shape::CodeActions)
+            }));
+        }
+        for scenario in DIALOG_SCENARIOS {
+            let name = format!("{}: {}, dialogs client", recipe.name, scenario.title());
+            trials.push(Trial::test(name, move || {
+                run_cell(recipe, scenario, Shape::Dialogs)
+            }));
         }
     }
     let conclusion = libtest_mimic::run(&args, trials);

@@ -40,6 +40,8 @@ pub enum Answer {
     Never,
     /// Answer with this result.
     With(Value),
+    /// Pick the first of the actions offered (`window/showMessageRequest`).
+    FirstAction,
 }
 
 /// Options for starting the server.
@@ -583,6 +585,7 @@ async fn dispatch(shared: &Arc<Shared>, message: Value) {
     let result = match answer {
         Answer::Never => return,
         Answer::With(value) => value,
+        Answer::FirstAction => message["params"]["actions"][0].clone(),
         Answer::Normally => answer_normally(shared, &method, &message["params"]).await,
     };
     let response = json!({"jsonrpc": "2.0", "id": id, "result": result});
