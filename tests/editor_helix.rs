@@ -184,6 +184,13 @@ fn helix_accepts_one_change_rejects_the_other_and_keeps_an_unsaved_line() {
     helix.keys(&["Enter"]);
 }
 
+/// Waits for the code action menu to offer `title` (the chat's own text names it once).
+fn menu_offers(helix: &Helix, title: &str) {
+    helix.wait_until(&format!("the menu offering {title:?}"), |screen| {
+        screen.matches(title).count() >= 2
+    });
+}
+
 /// A conversation in a chat document in a real Helix with no plugin: `agentls.openChat` from
 /// the command line opens the chat, the message is typed under `## You` and sent with `space a`,
 /// the reply appears on screen, `:w` saves the chat; after Helix restarts on the chat file, the
@@ -209,7 +216,7 @@ fn helix_holds_a_conversation_in_a_chat_document() {
     helix.keys(&["Escape"]);
     helix.wait_for("NOR");
     helix.keys(&["Space", "a"]);
-    helix.wait_for("Send to demo");
+    menu_offers(&helix, "Send to demo");
     helix.keys(&["Enter"]);
     // In the document, not only in the one-line summary at the bottom.
     let screen = helix.wait_for("_demo: end_turn");
@@ -253,7 +260,7 @@ fn helix_holds_a_conversation_in_a_chat_document() {
     helix.keys(&["Escape"]);
     helix.wait_for("NOR");
     helix.keys(&["Space", "a"]);
-    helix.wait_for("Send to demo");
+    menu_offers(&helix, "Send to demo");
     helix.keys(&["Enter"]);
     // The new session is told the conversation so far, and the reply ends.
     let screen = helix.wait_until("the second reply's end", |screen| {
