@@ -17,6 +17,19 @@ fn end_of(text: &str) -> Value {
     range(line, column, line, column)
 }
 
+/// Runs `agentls.openChat` and opens the chat it made, as the editor does: its path, its text
+/// and its URI.
+async fn open_chat(client: &TestClient) -> (std::path::PathBuf, String, String) {
+    let opened = client
+        .execute("agentls.openChat", Value::Null)
+        .await
+        .unwrap();
+    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let uri = client.open_unsaved(&path, "markdown", &text).await;
+    (path, text, uri)
+}
+
 /// Waits until the chat document holds `needle`.
 async fn chat_says(client: &TestClient, uri: &str, needle: &str) {
     support::eventually(|| client.document(uri).text.contains(needle))
@@ -152,13 +165,7 @@ async fn asking_about_a_selection_quotes_it_in_the_agents_chat() {
 #[tokio::test]
 async fn a_turn_is_stopped_from_its_chat() {
     let client = TestClient::started(capabilities_without_dialogs()).await;
-    let opened = client
-        .execute("agentls.openChat", Value::Null)
-        .await
-        .unwrap();
-    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
-    let text = std::fs::read_to_string(&path).unwrap();
-    let uri = client.open_unsaved(&path, "markdown", &text).await;
+    let (_, text, uri) = open_chat(&client).await;
     let idle = titles_at(&client, &uri, range(0, 0, 0, 0)).await;
     assert!(!idle.contains(&"Stop demo".to_owned()), "{idle:?}");
     client.edit(&uri, end_of(&text), "@hang").await;
@@ -175,13 +182,7 @@ async fn a_turn_is_stopped_from_its_chat() {
 #[tokio::test]
 async fn the_chat_header_switches_the_agents_mode() {
     let client = TestClient::started(capabilities_without_dialogs()).await;
-    let opened = client
-        .execute("agentls.openChat", Value::Null)
-        .await
-        .unwrap();
-    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
-    let text = std::fs::read_to_string(&path).unwrap();
-    let uri = client.open_unsaved(&path, "markdown", &text).await;
+    let (_, text, uri) = open_chat(&client).await;
     client.edit(&uri, end_of(&text), "hello").await;
     client.run_code_action(&uri, "Send to demo").await;
     chat_says(&client, &uri, "_demo: end_turn").await;
@@ -206,13 +207,7 @@ async fn the_chat_header_switches_the_agents_mode() {
 #[tokio::test]
 async fn a_permission_is_asked_and_answered_in_the_chat() {
     let client = TestClient::started(capabilities_without_dialogs()).await;
-    let opened = client
-        .execute("agentls.openChat", Value::Null)
-        .await
-        .unwrap();
-    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
-    let text = std::fs::read_to_string(&path).unwrap();
-    let uri = client.open_unsaved(&path, "markdown", &text).await;
+    let (_, text, uri) = open_chat(&client).await;
     client.edit(&uri, end_of(&text), "@run echo hi").await;
     client.run_code_action(&uri, "Send to demo").await;
     chat_says(&client, &uri, "> **demo asks:** Run `echo hi`").await;
@@ -258,13 +253,7 @@ async fn a_chat_completes_slash_commands_and_file_mentions() {
     std::fs::write(client.workspace.join("src/lib.rs"), "fn main() {}\n").unwrap();
     std::fs::create_dir_all(client.workspace.join("target")).unwrap();
     std::fs::write(client.workspace.join("target/lib.rs"), "built\n").unwrap();
-    let opened = client
-        .execute("agentls.openChat", Value::Null)
-        .await
-        .unwrap();
-    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
-    let text = std::fs::read_to_string(&path).unwrap();
-    let uri = client.open_unsaved(&path, "markdown", &text).await;
+    let (_, text, uri) = open_chat(&client).await;
     let last = text.matches('\n').count() as u32;
     client.edit(&uri, end_of(&text), "look at @li").await;
     let files = completions(&client, &uri, last, 11).await;
@@ -304,13 +293,7 @@ async fn a_chat_reopened_after_a_restart_tells_the_agent_the_conversation() {
     };
     let first = TestClient::start(options()).await;
     first.initialize(capabilities_without_dialogs(), None).await;
-    let opened = first
-        .execute("agentls.openChat", Value::Null)
-        .await
-        .unwrap();
-    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
-    let text = std::fs::read_to_string(&path).unwrap();
-    let uri = first.open_unsaved(&path, "markdown", &text).await;
+    let (path, text, uri) = open_chat(&first).await;
     first.edit(&uri, end_of(&text), "my name is Ada").await;
     first.run_code_action(&uri, "Send to demo").await;
     chat_says(&first, &uri, "_demo: end_turn").await;
