@@ -380,6 +380,10 @@ proptest! {
         late in prop::collection::vec(any::<prop::sample::Index>(), 0..3),
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(one_case(base, proposal, steps, late, Route::Disk));
+        let case = one_case(base, proposal, steps, late, Route::Disk);
+        // A case that hangs is a failure, shrunk like any other.
+        runtime
+            .block_on(async { tokio::time::timeout(std::time::Duration::from_secs(40), case).await })
+            .expect("the case hung");
     }
 }

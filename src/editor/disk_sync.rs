@@ -35,6 +35,11 @@ pub struct Expectation {
     pub accepted: String,
     /// The whole proposal.
     pub proposal: String,
+    /// What agentls made the disk say when the agent's write came during the settlement
+    /// (`None`: no write came, or the disk was left as it was). A later write of the proposal
+    /// is made this again: the disk since holds the accepted hunks, and merging them into it
+    /// once more would apply them twice where lines repeat.
+    pub settled_disk: Option<String>,
 }
 
 /// Expectations by path, with when they were made.
@@ -80,15 +85,17 @@ impl Expectations {
         let expectation = self.targets.remove(path)?.expectation;
         let disk = disk.unwrap_or_default();
         // The agent's own earlier write of the proposal is no change of the user's to keep.
-        Some(
-            if disk == expectation.base || disk == expectation.proposal {
-                expectation.accepted
-            } else {
-                // What cannot merge stays as the disk has it: the buffer holds the verdict.
-                diff::merge3(&expectation.base, disk, &expectation.accepted)
-                    .unwrap_or_else(|| disk.to_owned())
-            },
-        )
+        let agents_own = disk == expectation.base || disk == expectation.proposal;
+        Some(if let Some(settled) = expectation.settled_disk {
+            // Anything else on disk since was saved from a buffer that has the change.
+            if agents_own { settled } else { disk.to_owned() }
+        } else if agents_own {
+            expectation.accepted
+        } else {
+            // What cannot merge stays as the disk has it: the buffer holds the verdict.
+            diff::merge3(&expectation.base, disk, &expectation.accepted)
+                .unwrap_or_else(|| disk.to_owned())
+        })
     }
 }
 
@@ -144,7 +151,9 @@ async fn watch(
     });
     // That, plus the accepted hunks; where they cannot merge with what the user saved, what
     // the user saved (the accepted change is in the buffer, for the editor's save).
-    let target = if under == expectation.base {
+    let target = if let Some(settled) = &expectation.settled_disk {
+        settled.clone()
+    } else if under == expectation.base {
         expectation.accepted.clone()
     } else {
         diff::merge3(&expectation.base, &under, &expectation.accepted).unwrap_or(under)
@@ -216,6 +225,7 @@ mod tests {
             base: "a\nb\nc\n".into(),
             accepted: "A\nb\nc\n".into(),
             proposal: "A\nb\nC\n".into(),
+            settled_disk: None,
         };
         let mut expectations = Expectations::default();
         let target = Target {

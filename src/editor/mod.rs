@@ -656,7 +656,15 @@ impl EditorFeed {
         tokio::spawn(async move {
             if let Ok(disk) = files::read(&owned).await {
                 state.update(move |s| {
-                    if let Some(doc) = s.documents.get_mut(&owned) {
+                    // Once a verdict went out the proposer may have written the file: the read
+                    // may be that write, not the disk as it was at the open.
+                    let settling = s
+                        .reviews
+                        .iter()
+                        .any(|r| r.path == owned && r.settling.is_some());
+                    if let Some(doc) = s.documents.get_mut(&owned)
+                        && !settling
+                    {
                         doc.read_at_open(&disk);
                     }
                 });

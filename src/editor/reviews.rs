@@ -594,6 +594,10 @@ impl State {
             let expectation = Expectation {
                 label: review.origin.label.clone(),
                 accepted: review.accepted_over_base(),
+                settled_disk: review
+                    .settling
+                    .as_ref()
+                    .and_then(|s| s.settled_disk().map(str::to_owned)),
                 base: std::mem::take(&mut review.base),
                 proposal: std::mem::take(&mut review.proposal),
             };

@@ -37,6 +37,16 @@ pub struct Settling {
     waiters: Vec<oneshot::Sender<String>>,
     /// Wakes the watcher: the workspace watcher saw the file change.
     disk_changed: Arc<Notify>,
+    /// What agentls made the disk say when the proposer's write came (`None`: it left the disk
+    /// alone): a later write of the same proposal is made this again, never merged anew.
+    disk: Option<String>,
+}
+
+impl Settling {
+    /// What agentls made the disk say when it settled, if it did.
+    pub fn settled_disk(&self) -> Option<&str> {
+        self.disk.as_deref()
+    }
 }
 
 /// How an agent's write of a file whose accepted proposal waits for it is carried out.
@@ -70,6 +80,7 @@ impl State {
             force: Some(force),
             waiters: Vec::new(),
             disk_changed: Arc::clone(&disk_changed),
+            disk: None,
         });
         // The watcher reads the disk before the verdict goes out: a proposer that writes the
         // disk at once must not be mistaken for the disk as it was.
@@ -173,6 +184,12 @@ impl State {
         };
         let open = self.documents.get(&path).is_some();
         let target = diff::merge3(&review.base, under, &accepted);
+        let disk = match (&target, open) {
+            (Some(target), _) if written_by_proposer => Some(target.clone()),
+            (Some(target), false) => Some(target.clone()),
+            (None, true) if written_by_proposer => Some(before_text.to_owned()),
+            _ => None,
+        };
         match (&target, open) {
             (Some(target), _) if written_by_proposer && *target != now_text => {
                 write_disk(&self.me, &self.effects, &path, target.clone(), &label, true);
@@ -213,6 +230,7 @@ impl State {
             }
             _ => {}
         }
+        self.record_settled_disk(id, disk);
         self.apply_approved(id);
         true
     }
@@ -251,10 +269,19 @@ impl State {
             if self.documents.get(path).is_none() {
                 let disk_text = disk.unwrap_or_default();
                 match diff::merge3(&review.base, disk_text, &review.accepted_over_base()) {
-                    Some(target) if disk != Some(target.as_str()) => {
-                        write_disk(&self.me, &self.effects, path, target, &label, false);
+                    Some(target) => {
+                        if disk != Some(target.as_str()) {
+                            write_disk(
+                                &self.me,
+                                &self.effects,
+                                path,
+                                target.clone(),
+                                &label,
+                                false,
+                            );
+                        }
+                        self.record_settled_disk(id, Some(target));
                     }
-                    Some(_) => {}
                     None => self.effects.message(
                         Level::Warning,
                         format!(
@@ -304,6 +331,7 @@ impl State {
                 target
             }
         });
+        self.record_settled_disk(id, target.clone());
         let disk = target.filter(|t| disk != Some(t.as_str()));
         let view = disk.clone().unwrap_or_else(|| disk_text.to_owned());
         self.apply_approved(id);
@@ -344,6 +372,13 @@ impl State {
                 rejected: Vec::new(),
             },
         );
+    }
+
+    /// Remembers what agentls made review `id`'s file say on disk as it settled.
+    fn record_settled_disk(&mut self, id: u64, disk: Option<String>) {
+        if let Some(settling) = self.review_settling(id) {
+            settling.disk = disk;
+        }
     }
 
     fn review_settling(&mut self, id: u64) -> Option<&mut Settling> {
@@ -456,7 +491,9 @@ impl Watcher {
         let before = read(&path).await;
         me.update(move |s| s.send_settling_verdict(id));
         let deadline = tokio::time::Instant::now() + SETTLE_WAIT;
-        let mut seen = stamp(&path);
+        // Nothing seen yet: the first look reads the file whatever its stamp says, since the
+        // proposer may have written it before the stamp could be taken.
+        let mut seen = None;
         let mut heard = false;
         loop {
             let mut force = false;
@@ -474,7 +511,7 @@ impl Watcher {
                 () = tokio::time::sleep_until(deadline) => force = true,
                 () = tokio::time::sleep(LOOK_ANYWAY_EVERY) => {}
             }
-            let now_stamp = stamp(&path);
+            let now_stamp = Some(stamp(&path));
             if !force && !look && now_stamp == seen {
                 continue;
             }
