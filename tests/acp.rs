@@ -36,7 +36,7 @@ async fn a_prompt_streams_text_progress_plugin_events_and_one_summary() {
         summary,
         "demo: end_turn · 1 tool call — “notes.txt has 2 lines. Nothing to change.”"
     );
-    let log = client.take_log_until("demo: end_turn").await;
+    let log = client.shown_until("_demo: end_turn").await;
     assert!(log.contains("Hello from the demo agent."), "{log}");
     assert!(log.contains("▸ Read notes.txt"), "{log}");
     let begin = client
@@ -63,7 +63,8 @@ async fn a_prompt_streams_text_progress_plugin_events_and_one_summary() {
             p["update"]["sessionUpdate"] == "tool_call"
         })
         .await;
-    // Only one summary for the turn.
+    // Only one summary for the turn, besides where its chat is.
+    client.take_message("demo answers in ").await;
     assert!(client.received("window/showMessage").is_empty());
     let status = client.agent_status().await;
     let demo = &status["agents"][0];
@@ -222,9 +223,9 @@ async fn cancel_ends_a_hanging_turn_and_withdraws_a_pending_permission() {
 async fn a_turn_the_agent_never_ends_is_over_ten_seconds_after_cancel() {
     let client = started(capabilities_without_dialogs()).await;
     client.prompt("@deaf").await;
-    client.take_log_until("Waiting until you cancel").await;
+    client.shown_until("Waiting until you cancel").await;
     cancel_ends_the_turn(&client, "demo").await;
-    let log = client.take_log_until("after the cancel").await;
+    let log = client.shown_until("after the cancel").await;
     assert!(log.contains("no answer 10s after the cancel"), "{log}");
     takes_the_next_prompt(&client, "demo").await;
     assert!(client.shutdown().await.success());
@@ -300,7 +301,7 @@ async fn a_permission_with_two_diffs_is_allowed_only_when_both_are_accepted() {
     assert_eq!(std::fs::read_to_string(path_of(&b)).unwrap(), "// TODO b\n");
 
     client.prompt("read a.txt").await;
-    let log = client.take_log_until("do not write them again").await;
+    let log = client.shown_until("do not write them again").await;
     assert!(
         log.contains("agentls told me: The user rejected your changes to b.txt")
             && log.contains("Your changes to a.txt were accepted and the editor applied"),
@@ -327,7 +328,7 @@ async fn a_permission_with_two_diffs_is_allowed_only_when_both_are_accepted() {
 async fn cancel_reaches_a_turn_on_a_session_that_is_no_longer_current() {
     let client = started(capabilities_without_dialogs()).await;
     client.prompt("@hang").await;
-    client.take_log_until("Waiting until you cancel").await;
+    client.shown_until("Waiting until you cancel").await;
     client
         .execute("agentls.newSession", json!({"agent": "demo"}))
         .await
@@ -357,11 +358,11 @@ async fn asks_after_the_cancel(prompt: &str) {
     let client = started(capabilities_without_dialogs()).await;
     let uri = client.open("notes.txt", "text", "x\n").await;
     client.prompt(prompt).await;
-    client.take_log_until("Waiting until you cancel").await;
+    client.shown_until("Waiting until you cancel").await;
     let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
     assert_eq!(cancelled, json!({"cancelled": true}));
     let log = client
-        .take_log_until("After the cancel my question was answered")
+        .shown_until("After the cancel my question was answered")
         .await;
     assert!(log.contains("answered Cancelled"), "{log}");
     assert!(client.code_actions(&uri).await.is_empty());
@@ -417,7 +418,7 @@ async fn stray_stdout_noise_and_a_ten_megabyte_line_are_survived() {
     let uri = client.open("notes.txt", "text", "x\n").await;
     client.prompt("read notes.txt @noise @bigline").await;
     client.take_message("demo: end_turn").await;
-    let log = client.take_log_until("demo: end_turn").await;
+    let log = client.shown_until("_demo: end_turn").await;
     assert!(
         log.contains(
             "demo: skipped a non-JSON line on its stdout: demo-agent: this line is debug noise"
@@ -428,9 +429,10 @@ async fn stray_stdout_noise_and_a_ten_megabyte_line_are_survived() {
         log.contains("skipped a non-JSON line on its stdout: ####"),
         "{log}"
     );
+    // The 10 MB chunk is the agent's reply: its chat has it whole.
     assert!(
-        log.contains("bytes elided"),
-        "the 10 MB chunk is cut in the log"
+        log.contains(&format!("\n{}\n", "x".repeat(10 * 1024 * 1024))),
+        "the 10 MB chunk is not whole in the chat"
     );
     // The editor side stayed responsive throughout.
     client.edit(&uri, support::range(0, 0, 0, 0), ">").await;
@@ -471,7 +473,7 @@ async fn reads_outside_the_workspace_are_refused_with_a_clear_error() {
         summary.contains("outside the workspace folders"),
         "{summary}"
     );
-    let log = client.take_log_until("demo: end_turn").await;
+    let log = client.shown_until("_demo: end_turn").await;
     assert!(log.contains("outside the workspace folders (set `fs.allowOutsideWorkspace = true` to permit this) (-32003)"), "{log}");
     client.prompt("read link/secret.txt").await;
     let summary = client.take_message("demo: end_turn").await;
@@ -504,7 +506,7 @@ async fn a_permission_without_a_diff_offers_the_agents_options_and_runs_a_termin
         .map(|a| a["title"].clone())
         .collect();
     assert_eq!(titles, vec![json!("Run it"), json!("Don't run it")]);
-    let log = client.take_log_until("demo terminal output").await;
+    let log = client.shown_until("demo terminal output").await;
     assert!(log.contains("$ echo demo terminal output"), "{log}");
     assert!(client.shutdown().await.success());
 }

@@ -138,7 +138,7 @@ async fn example_agent_turn_with_its_permission_allowed_in_a_dialog() {
             "agent_message_chunk"
         ]
     );
-    let log = client.take_log_until("example: end_turn").await;
+    let log = client.shown_until("_example: end_turn").await;
     assert!(log.contains("▸ Reading project files"), "{log}");
     assert!(
         log.contains("▸ Modifying critical configuration file"),

@@ -336,3 +336,59 @@ async fn a_chat_reopened_after_a_restart_tells_the_agent_the_conversation() {
     assert_eq!(told, 1, "{}", second.document(&uri).text);
     assert!(second.shutdown().await.success());
 }
+
+/// `agentls.prompt` from a keymap, with the selection as context: the reply goes to a new chat
+/// (not shown: the user stays in their code, and is told where it is); the next prompt goes to
+/// that chat, open now, under a new `## You` heading after the user's draft, which stays.
+#[tokio::test]
+async fn a_prompt_from_elsewhere_is_answered_in_the_agents_chat() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let notes = client.open("notes.txt", "text", "one\ntwo\n").await;
+    client.select(&notes, range(1, 0, 1, 3)).await;
+    let sent = client
+        .execute("agentls.prompt", json!({"text": "what is this?"}))
+        .await
+        .unwrap();
+    let path = std::path::PathBuf::from(sent["chat"].as_str().unwrap());
+    client.take_message("demo answers in ").await;
+    let file_says = |needle: &str| {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        text.contains(needle).then_some(text)
+    };
+    support::eventually(|| file_says("_demo: end_turn").is_some())
+        .await
+        .expect("the reply in the chat's file");
+    let text = file_says("").unwrap();
+    assert!(
+        text.contains("## You\n\nwhat is this?\n\n_about notes.txt line 2_\n\n## demo\n\n"),
+        "{text}"
+    );
+    // The agent had the selection.
+    assert!(text.contains("notes.txt"), "{text}");
+    assert!(client.received("window/showDocument").is_empty());
+
+    // Open now, with a draft under its last heading.
+    let uri = client.open_unsaved(&path, "markdown", &text).await;
+    client.edit(&uri, end_of(&text), "my draft").await;
+    client
+        .execute("agentls.prompt", json!({"text": "read notes.txt"}))
+        .await
+        .unwrap();
+    support::eventually(|| {
+        client
+            .document(&uri)
+            .text
+            .matches("_demo: end_turn")
+            .count()
+            == 2
+    })
+    .await
+    .expect("the second reply in the open chat");
+    let after = client.document(&uri).text;
+    assert!(
+        after.contains("## You\n\nmy draft\n\n## You\n\nread notes.txt"),
+        "{after}"
+    );
+    assert!(after.ends_with("\n## You\n\n"), "{after:?}");
+    assert!(client.shutdown().await.success());
+}

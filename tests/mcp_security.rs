@@ -227,7 +227,7 @@ async fn terminated_by(signal: &str) {
     let companion = companion_file(&client).await;
     // An agent in the middle of a turn.
     client.prompt("@hang").await;
-    client.take_log_until("Waiting until you cancel").await;
+    client.shown_until("Waiting until you cancel").await;
     let agent = client
         .agent_pid("demo")
         .await

@@ -347,12 +347,6 @@ impl Inner {
                 message: Some("working".into()),
             },
         );
-        let context = match context {
-            Some(context) => Some(context),
-            // A chat's message is all the user meant; their selection is in the chat.
-            None if chat.is_some() => None,
-            None => self.selection_context().await,
-        };
         match self.ensure_running(name, &spec).await {
             Ok(agent) => {
                 let failure = turn::run_and_report(
@@ -387,19 +381,6 @@ impl Inner {
                 );
             }
         }
-    }
-
-    /// The user's current selection as context, if there is a non-empty one.
-    async fn selection_context(&self) -> Option<PromptContext> {
-        let selection = self.editor.current_selection().await?;
-        if selection.text.is_empty() {
-            return None;
-        }
-        Some(PromptContext {
-            path: selection.path,
-            range: Some(selection.range),
-            text: selection.text,
-        })
     }
 
     /// The running agent `name`, started (after any backoff) if it is not running.

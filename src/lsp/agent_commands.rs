@@ -83,19 +83,45 @@ async fn prompt(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAn
             let range = args.range.map(|r| convert::range(r).ordered());
             Some(context(backend, path, range).await?)
         }
-        None => None,
+        // The editor's current selection, as a prompt from a keymap means it.
+        None => selection_context(backend).await,
     };
     let agent = backend
         .agents
-        .prompt(Prompt {
-            agent: args.agent,
-            text: args.text,
-            context,
-            chat: None,
-            note: None,
-        })
+        .name_of(args.agent.as_deref())
         .map_err(refused)?;
-    Ok(Some(json!({"agent": agent})))
+    // The reply shows in the agent's chat, with the prompt as the user's message.
+    let folders = backend.editor.workspace_folders().await;
+    let said = super::chat_commands::describe_prompt(&args.text, context.as_ref(), &folders);
+    let chat = super::chat_commands::chat_for_prompt(backend, &agent, &said).await?;
+    backend.editor.chat_turn(&chat, true);
+    let sent = backend.agents.prompt(Prompt {
+        agent: Some(agent),
+        text: args.text,
+        context,
+        chat: Some(chat.clone()),
+        note: None,
+    });
+    match sent {
+        Ok(agent) => Ok(Some(json!({"agent": agent, "chat": chat}))),
+        Err(failure) => {
+            backend.editor.chat_turn(&chat, false);
+            Err(refused(failure))
+        }
+    }
+}
+
+/// The user's current selection as context, when there is a non-empty one.
+async fn selection_context(backend: &Backend) -> Option<PromptContext> {
+    let selection = backend.editor.current_selection().await?;
+    if selection.text.is_empty() {
+        return None;
+    }
+    Some(PromptContext {
+        path: selection.path,
+        range: Some(selection.range),
+        text: selection.text,
+    })
 }
 
 /// The text of `range` in `path` (the whole file without a range): the buffer's, else the disk's.

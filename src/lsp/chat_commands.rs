@@ -136,6 +136,69 @@ async fn create(backend: &Backend, agent: &str, first: &str) -> Result<PathBuf> 
     Ok(path)
 }
 
+/// A prompt sent from elsewhere as the chat shows it: its text, then what it is about (its
+/// path within the first of `folders` that holds it).
+pub fn describe_prompt(
+    text: &str,
+    context: Option<&crate::acp::PromptContext>,
+    folders: &[PathBuf],
+) -> String {
+    let Some(context) = context else {
+        return text.trim().to_owned();
+    };
+    let place = match context.range {
+        Some(r) if r.start.line == r.end.line => format!(" line {}", u64::from(r.start.line) + 1),
+        Some(r) => format!(
+            " lines {}–{}",
+            u64::from(r.start.line) + 1,
+            u64::from(r.end.line) + 1
+        ),
+        None => String::new(),
+    };
+    let shown = folders
+        .iter()
+        .find_map(|f| context.path.strip_prefix(f).ok())
+        .unwrap_or(&context.path);
+    format!("{}\n\n_about {}{place}_", text.trim(), shown.display())
+}
+
+/// The chat where a prompt sent from elsewhere (`agentls.prompt`) is answered: `agent`'s
+/// latest chat, else a new one, whose place the user is told (it is not shown: a prompt from a
+/// keymap must not take the user away from their code). `said` goes in as the user's message,
+/// under an empty last `## You` heading or a new one (a draft there stays the user's).
+pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Result<PathBuf> {
+    let a = agent.to_owned();
+    let latest = backend
+        .feed
+        .query(move |s| {
+            let chat = s.chats.latest_of(&a)?.to_path_buf();
+            let text = s.buffer(&chat).map(|(text, _)| text);
+            Some((chat, text))
+        })
+        .await
+        .map_err(|e| Error::invalid_params(e.to_string()))?;
+    let reply = format!("\n\n## {agent}\n\n");
+    let Some((chat, text)) = latest else {
+        let path = create(backend, agent, &format!("{said}{reply}")).await?;
+        backend.editor.tell_user(
+            Level::Info,
+            format!("agentls: {agent} answers in {}", path.display()),
+        );
+        return Ok(path);
+    };
+    let text = match text {
+        Some(text) => text,
+        None => tokio::fs::read_to_string(&chat).await.unwrap_or_default(),
+    };
+    let section = if text.trim_end().ends_with(YOU) {
+        format!("{said}{reply}")
+    } else {
+        format!("\n\n{YOU}\n\n{said}{reply}")
+    };
+    backend.editor.append_to_chat(&chat, section);
+    Ok(chat)
+}
+
 /// Shows the chat at `path` (in the background); where the editor cannot, says where it is.
 fn show(backend: &Backend, agent: &str, path: &Path) {
     let (editor, shown, agent) = (backend.editor.clone(), path.to_owned(), agent.to_owned());

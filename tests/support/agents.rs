@@ -133,7 +133,7 @@ impl TestClient {
     pub async fn take_message(&self, needle: &str) -> String {
         let matches = |p: &Value| p["message"].as_str().unwrap_or_default().contains(needle);
         // Popups are never dropped (a burst goes out merged, a little later); the log copy
-        // stays for `take_log_until`.
+        // stays for `shown_until`.
         let message = self.take("window/showMessage", matches).await;
         let text = message["params"]["message"].as_str().unwrap();
         text.lines()
@@ -142,15 +142,40 @@ impl TestClient {
             .to_owned()
     }
 
-    /// Waits until the log has said `needle`, then returns everything logged so far, joined.
-    pub async fn take_log_until(&self, needle: &str) -> String {
-        let last = self
-            .take("window/logMessage", |p| {
-                p["message"].as_str().unwrap_or_default().contains(needle)
-            })
-            .await;
-        let last = last["params"]["message"].as_str().unwrap_or_default();
-        format!("{}\n{last}", self.log_text())
+    /// Waits until the user was shown `needle`, in the log or in a chat document (where
+    /// `agentls.prompt`'s replies go), then returns all of it: the log, then every chat.
+    pub async fn shown_until(&self, needle: &str) -> String {
+        super::eventually(|| self.shown_text().contains(needle))
+            .await
+            .unwrap_or_else(|| panic!("never shown {needle:?}:\n{}", self.shown_text()));
+        self.shown_text()
+    }
+
+    /// Everything logged so far that was not taken, then every chat document's text (the
+    /// client's copy where it opened one, else the file).
+    pub fn shown_text(&self) -> String {
+        let mut shown = self.log_text();
+        let dir = self.home.path().join(".local/state/agentls/chats");
+        let chats = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|folder| {
+                std::fs::read_dir(folder.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+            });
+        for chat in chats {
+            let uri = super::file_uri(&chat.path());
+            let text = match self.try_document(&uri) {
+                Some(doc) => doc.text,
+                None => std::fs::read_to_string(chat.path()).unwrap_or_default(),
+            };
+            shown.push('\n');
+            shown.push_str(&text);
+        }
+        shown
     }
 
     /// Everything logged so far that was not taken, joined.

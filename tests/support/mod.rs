@@ -311,6 +311,11 @@ impl TestClient {
         self.shared.documents.lock().unwrap()[uri].clone()
     }
 
+    /// The client's copy of `uri`, when it opened it.
+    pub fn try_document(&self, uri: &str) -> Option<ClientDocument> {
+        self.shared.documents.lock().unwrap().get(uri).cloned()
+    }
+
     /// The encoding the server chose.
     pub fn encoding(&self) -> text::Encoding {
         *self.shared.encoding.lock().unwrap()
