@@ -392,3 +392,47 @@ async fn a_prompt_from_elsewhere_is_answered_in_the_agents_chat() {
     assert!(after.ends_with("\n## You\n\n"), "{after:?}");
     assert!(client.shutdown().await.success());
 }
+
+/// A change the agent proposes during a chat's turn is announced in the chat, which offers to
+/// show it and to accept or reject it all; the decision is noted under it (a file not open:
+/// the disk gets the change).
+#[tokio::test]
+async fn a_proposal_is_shown_and_decided_from_the_chat() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let notes = client.workspace.join("notes.txt");
+    std::fs::write(&notes, "keep\n// TODO fix\n").unwrap();
+    let (_, text, uri) = open_chat(&client).await;
+    client
+        .edit(&uri, end_of(&text), "uppercase notes.txt")
+        .await;
+    client.run_code_action(&uri, "Send to demo").await;
+    chat_says(&client, &uri, "> **demo proposes** changes to `notes.txt`").await;
+    let offered = titles_at(&client, &uri, range(3, 0, 3, 0)).await;
+    for title in [
+        "Show demo's change to notes.txt (1 open)",
+        "Accept all changes (1) from demo to notes.txt",
+        "Reject all changes (1) from demo to notes.txt",
+    ] {
+        assert!(offered.contains(&title.to_owned()), "{offered:?}");
+    }
+    client
+        .run_code_action(&uri, "Show demo's change to notes.txt (1 open)")
+        .await;
+    let notes_uri = support::file_uri(&notes);
+    let shown = client
+        .take("window/showDocument", |p| p["uri"] == notes_uri.as_str())
+        .await;
+    assert_eq!(shown["params"]["selection"]["start"]["line"], 1, "{shown}");
+    client
+        .run_code_action(&uri, "Accept all changes (1) from demo to notes.txt")
+        .await;
+    chat_says(&client, &uri, "> → notes.txt accepted").await;
+    chat_says(&client, &uri, "_demo: end_turn").await;
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "keep\n// TODO FIX\n"
+    );
+    let after = titles_at(&client, &uri, range(3, 0, 3, 0)).await;
+    assert!(!after.iter().any(|t| t.contains("notes.txt")), "{after:?}");
+    assert!(client.shutdown().await.success());
+}

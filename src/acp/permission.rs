@@ -128,9 +128,7 @@ async fn decide(
             },
         })
         .collect();
-    let chat = link
-        .with_session(session, |s| s.turn.as_ref().and_then(|t| t.chat.clone()))
-        .flatten();
+    let chat = turn_chat(link, session);
     if let Some(chat) = &chat {
         // Where the user reads the conversation, the question and how to answer it.
         let names: Vec<&str> = options.iter().map(|o| o.name.as_str()).collect();
@@ -167,6 +165,12 @@ async fn decide(
     }
 }
 
+/// The chat document the turn running in `session` answers in, if any.
+fn turn_chat(link: &AgentLink, session: &str) -> Option<std::path::PathBuf> {
+    link.with_session(session, |s| s.turn.as_ref().and_then(|t| t.chat.clone()))
+        .flatten()
+}
+
 /// Proposed edits (one review per file, all open at once). The request is allowed only if the
 /// user accepted (some of) every one; otherwise it is rejected, and the agent's next prompt says
 /// which files the user rejected — and, when there were several, which accepted changes the
@@ -198,6 +202,23 @@ async fn decide_edits(
                 format!("agentls refused it: {e}")
             })
     });
+    let chat = turn_chat(link, session);
+    if let Some(chat) = &chat {
+        // Where the user reads the conversation: what is proposed, and how to decide it.
+        let files: Vec<String> = proposals
+            .iter()
+            .map(|p| format!("`{}`", file_name(&p.path)))
+            .collect();
+        link.editor.append_to_chat(
+            chat,
+            format!(
+                "\n> **{} proposes** changes to {}: review them in the file, or from here with \
+                 the code actions *Show…*, *Accept all…*, *Reject all…*.\n\n",
+                link.agent,
+                files.join(", ")
+            ),
+        );
+    }
     let verdicts = futures::future::join_all(reviews).await;
     let mut applied = Vec::new();
     let mut rejected = Vec::new();
@@ -217,6 +238,15 @@ async fn decide_edits(
             }
             Ok(Verdict::Cancelled) => cancelled = true,
         }
+    }
+    if let Some(chat) = &chat {
+        let mut decided: Vec<String> = applied.iter().map(|f| format!("{f} accepted")).collect();
+        decided.extend(rejected.iter().map(|(f, _)| format!("{f} rejected")));
+        if cancelled {
+            decided.push("withdrawn".to_owned());
+        }
+        link.editor
+            .append_to_chat(chat, format!("> → {}\n\n", decided.join(", ")));
     }
     let outcome = if cancelled {
         RequestPermissionOutcome::Cancelled

@@ -5,8 +5,10 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::file_name;
 use super::position::Range;
 use super::questions::ChoiceKind;
+use super::review::ReviewKind;
 use super::state::State;
 
 /// What running an action does.
@@ -40,6 +42,11 @@ pub enum ActionCommand {
     Stop {
         /// The agent.
         agent: String,
+    },
+    /// Show a review's file at its first open change.
+    ShowReview {
+        /// The review.
+        review: u64,
     },
     /// Quote lines of a file in the agent's chat, for a question about them.
     AskAbout {
@@ -81,6 +88,7 @@ impl State {
                     },
                 });
             }
+            actions.extend(self.chat_review_actions(agent));
         }
         actions.extend(self.review_actions(path, range));
         actions.extend(self.question_actions());
@@ -100,6 +108,39 @@ impl State {
                 range,
             },
         })
+    }
+
+    /// In a chat with `agent`: for each of its proposals still open, show it, accept it all or
+    /// reject it all, from where the user reads the conversation.
+    fn chat_review_actions(&self, agent: &str) -> Vec<UserAction> {
+        let proposals = self.reviews.iter().filter(|r| {
+            r.origin.label == agent && r.kind == ReviewKind::Proposal && r.open_count() > 0
+        });
+        proposals
+            .flat_map(|review| {
+                let (file, open) = (file_name(&review.path), review.open_count());
+                let all = |accept| ActionCommand::Decide {
+                    review: review.id,
+                    hunk: None,
+                    accept,
+                    rerequest: false,
+                };
+                [
+                    UserAction {
+                        title: format!("Show {agent}'s change to {file} ({open} open)"),
+                        command: ActionCommand::ShowReview { review: review.id },
+                    },
+                    UserAction {
+                        title: format!("Accept all changes ({open}) from {agent} to {file}"),
+                        command: all(true),
+                    },
+                    UserAction {
+                        title: format!("Reject all changes ({open}) from {agent} to {file}"),
+                        command: all(false),
+                    },
+                ]
+            })
+            .collect()
     }
 
     fn question_actions(&self) -> Vec<UserAction> {

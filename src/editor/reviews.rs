@@ -632,6 +632,27 @@ impl State {
         if busy {
             return;
         }
+        self.show_review_at(id, first);
+    }
+
+    /// Shows review `id`'s file at its first open change (the user asked, from a chat).
+    pub fn show_review(&mut self, id: u64) -> Result<(), DecisionError> {
+        let review = self.review_mut(id)?;
+        let first = review
+            .hunks
+            .iter()
+            .find(|h| h.state.is_open())
+            .or(review.hunks.first())
+            .map_or(0, |h| h.span.start);
+        self.show_review_at(id, first);
+        Ok(())
+    }
+
+    /// Shows review `id`'s file with the cursor at char `first`.
+    fn show_review_at(&mut self, id: u64, first: usize) {
+        let Some(review) = self.reviews.iter().find(|r| r.id == id) else {
+            return;
+        };
         let selection = self.review_rope(review).map(|rope| {
             let mapper = super::position::PositionMapper::new(&rope, self.encoding);
             let at = mapper.position(first);

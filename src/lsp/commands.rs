@@ -42,10 +42,14 @@ pub const ACCEPT: &str = "agentls.accept";
 /// Reject review changes: `[{"review": id, "hunk"?: index, "rerequest"?: bool}]`.
 pub const REJECT: &str = "agentls.reject";
 
+/// Show a review's file at its first open change: `[{"review": id}]`.
+pub const SHOW_REVIEW: &str = "agentls.showReview";
+
 /// Commands listed in `executeCommandProvider` (clients may offer them to the user).
 pub const ADVERTISED: &[&str] = &[
     ACCEPT,
     REJECT,
+    SHOW_REVIEW,
     ANSWER,
     MENTION,
     agent_commands::PROMPT,
@@ -85,6 +89,7 @@ pub fn code_action(action: UserAction) -> CodeActionOrCommand {
             json!({"uri": crate::file_uri::from_path(path)}),
         ),
         ActionCommand::Stop { agent } => (agent_commands::CANCEL, json!({"agent": agent})),
+        ActionCommand::ShowReview { review } => (SHOW_REVIEW, json!({"review": review})),
         ActionCommand::AskAbout { agent, path, range } => (
             super::chat_commands::ASK_ABOUT,
             json!({"agent": agent, "uri": crate::file_uri::from_path(path),
@@ -204,6 +209,21 @@ pub async fn execute(
             }
             Ok(None)
         }
+        SHOW_REVIEW => {
+            let args: ReviewIdArgs = first_argument(arguments)?;
+            backend
+                .feed
+                .query(move |s| s.show_review(args.review))
+                .await
+                .map_err(internal)?
+                .map_err(|e| {
+                    backend
+                        .editor
+                        .tell_user(Level::Warning, format!("agentls: {e}"));
+                    Error::invalid_params(e.to_string())
+                })?;
+            Ok(None)
+        }
         ANSWER => {
             let args: AnswerArgs = first_argument(arguments)?;
             backend
@@ -272,6 +292,11 @@ struct DecideArgs {
     hunk: Option<usize>,
     #[serde(default)]
     rerequest: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct ReviewIdArgs {
+    review: u64,
 }
 
 #[derive(Debug, Deserialize)]
