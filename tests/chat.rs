@@ -436,3 +436,37 @@ async fn a_proposal_is_shown_and_decided_from_the_chat() {
     assert!(!after.iter().any(|t| t.contains("notes.txt")), "{after:?}");
     assert!(client.shutdown().await.success());
 }
+
+/// `@path` and `@path#L10-20` in a chat message go to the agent as context (the buffer's
+/// text where the file is open); a mention of no workspace file, or outside it, stays text.
+#[tokio::test]
+async fn mentions_in_a_message_go_along_as_context() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    client
+        .open("notes.txt", "text", "one\ntwo\nthree\nfour\n")
+        .await;
+    std::fs::write(client.workspace.join("b.txt"), "x\ny\n").unwrap();
+    let (_, text, uri) = open_chat(&client).await;
+    client
+        .edit(
+            &uri,
+            end_of(&text),
+            "compare @notes.txt#L2-3, @b.txt and @missing.rs @../outside.txt",
+        )
+        .await;
+    client.run_code_action(&uri, "Send to demo").await;
+    chat_says(&client, &uri, "_demo: end_turn").await;
+    let chat = client.document(&uri).text;
+    let notes = support::file_uri(&client.workspace.join("notes.txt"));
+    let b = support::file_uri(&client.workspace.join("b.txt"));
+    assert!(
+        chat.contains(&format!("I was given {notes}: 2 lines")),
+        "{chat}"
+    );
+    assert!(
+        chat.contains(&format!("I was given {b}: 2 lines")),
+        "{chat}"
+    );
+    assert_eq!(chat.matches("I was given").count(), 2, "{chat}");
+    assert!(client.shutdown().await.success());
+}

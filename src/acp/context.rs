@@ -18,8 +18,8 @@ pub struct Prompt {
     pub agent: Option<String>,
     /// What the user asks.
     pub text: String,
-    /// A file or selection to send along; when `None`, the user's current selection is used.
-    pub context: Option<PromptContext>,
+    /// Files or selections sent along.
+    pub context: Vec<PromptContext>,
     /// The chat document the reply streams into, when the prompt came from one.
     pub chat: Option<std::path::PathBuf>,
     /// What agentls tells the agent along with it (e.g. the transcript of a resumed chat).
@@ -38,11 +38,16 @@ pub struct PromptContext {
 }
 
 /// The prompt's content blocks, degraded to what the agent accepts.
-pub fn blocks(text: &str, context: Option<&PromptContext>, embedded: bool) -> Vec<ContentBlock> {
+pub fn blocks(text: &str, context: &[PromptContext], embedded: bool) -> Vec<ContentBlock> {
     let mut blocks = vec![ContentBlock::Text(TextContent::new(text))];
-    let Some(context) = context else {
-        return blocks;
-    };
+    for context in context {
+        context_blocks(context, embedded, &mut blocks);
+    }
+    blocks
+}
+
+/// The blocks of one file or selection.
+fn context_blocks(context: &PromptContext, embedded: bool, blocks: &mut Vec<ContentBlock>) {
     let uri = crate::file_uri::from_path(&context.path);
     let what = match context.range {
         Some(range) => format!(
@@ -75,7 +80,6 @@ pub fn blocks(text: &str, context: Option<&PromptContext>, embedded: bool) -> Ve
             context.text.trim_end_matches('\n')
         ))));
     }
-    blocks
 }
 
 #[cfg(test)]
@@ -95,7 +99,7 @@ mod tests {
 
     #[test]
     fn embedded_context_where_advertised() {
-        let blocks = serde_json::to_value(blocks("explain", Some(&context()), true)).unwrap();
+        let blocks = serde_json::to_value(blocks("explain", &[context()], true)).unwrap();
         assert_eq!(blocks[0], json!({"type": "text", "text": "explain"}));
         assert_eq!(blocks[1]["text"], "Selected lines 3–5 of /ws/a b.rs:");
         assert_eq!(
@@ -107,7 +111,7 @@ mod tests {
 
     #[test]
     fn a_link_and_quoted_text_otherwise() {
-        let blocks = serde_json::to_value(blocks("explain", Some(&context()), false)).unwrap();
+        let blocks = serde_json::to_value(blocks("explain", &[context()], false)).unwrap();
         assert_eq!(
             blocks[1],
             json!({"type": "resource_link", "name": "a b.rs", "uri": "file:///ws/a%20b.rs"})

@@ -65,7 +65,7 @@ struct QueuedPrompt {
     /// Names its progress and its cancel token.
     number: u64,
     text: String,
-    context: Option<PromptContext>,
+    context: Vec<PromptContext>,
     /// The chat document the reply goes to.
     chat: Option<std::path::PathBuf>,
     /// What agentls tells the agent along with it.
@@ -353,7 +353,7 @@ impl Inner {
                     &agent,
                     turn::Asked {
                         text: &text,
-                        context: context.as_ref(),
+                        context: &context,
                         chat: chat.as_deref(),
                         note: note.as_deref(),
                     },

@@ -142,7 +142,7 @@ pub struct Asked<'a> {
     /// The prompt.
     pub text: &'a str,
     /// A file or selection sent along.
-    pub context: Option<&'a PromptContext>,
+    pub context: &'a [PromptContext],
     /// The chat document the reply streams into, when the prompt came from one.
     pub chat: Option<&'a Path>,
     /// What agentls tells the agent along with it.

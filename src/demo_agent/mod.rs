@@ -161,7 +161,7 @@ pub async fn run(
                             session: session.clone(),
                             cancel: token.clone(),
                         };
-                        let work = run_turn(&turn, &script, &prompt.notes, &stdout);
+                        let work = run_turn(&turn, &script, &prompt, &stdout);
                         let result = if script.deaf || script.ask_after_cancel.is_some() {
                             work.await
                         } else {
@@ -209,7 +209,7 @@ async fn write_line(out: &SharedStdout, line: &str) -> std::io::Result<()> {
 async fn run_turn(
     turn: &Turn<'_>,
     script: &Script,
-    notes: &[String],
+    prompt: &PromptText,
     stdout: &SharedStdout,
 ) -> Result<StopReason, Error> {
     if script.noise {
@@ -224,8 +224,11 @@ async fn run_turn(
         turn.say(script::HELP)?;
         return Ok(StopReason::EndTurn);
     }
-    for note in notes {
+    for note in &prompt.notes {
         turn.say(&format!("agentls told me: {note}\n"))?;
+    }
+    for (uri, lines) in &prompt.embedded {
+        turn.say(&format!("I was given {uri}: {lines} lines\n"))?;
     }
     if script.crash {
         tracing::error!("demo-agent: crashing on purpose (@crash)");
@@ -280,6 +283,8 @@ struct PromptText {
     uris: Vec<String>,
     /// What agentls told the agent (`(From agentls) …` blocks), without the prefix.
     notes: Vec<String>,
+    /// The embedded resources: their URIs and how many lines they hold.
+    embedded: Vec<(String, usize)>,
 }
 
 /// The prompt's text, the URIs of its resources, and agentls's notes (kept apart so that a
@@ -288,6 +293,7 @@ fn prompt_text(prompt: &[ContentBlock]) -> PromptText {
     let mut text = String::new();
     let mut uris = Vec::new();
     let mut notes = Vec::new();
+    let mut embedded = Vec::new();
     for block in prompt {
         match block {
             ContentBlock::Text(t) => match t.text.strip_prefix("(From agentls) ") {
@@ -301,12 +307,18 @@ fn prompt_text(prompt: &[ContentBlock]) -> PromptText {
             ContentBlock::Resource(resource) => {
                 if let EmbeddedResourceResource::TextResourceContents(r) = &resource.resource {
                     uris.push(r.uri.clone());
+                    embedded.push((r.uri.clone(), r.text.lines().count()));
                 }
             }
             _ => {}
         }
     }
-    PromptText { text, uris, notes }
+    PromptText {
+        text,
+        uris,
+        notes,
+        embedded,
+    }
 }
 
 struct Turn<'a> {

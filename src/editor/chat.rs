@@ -107,6 +107,52 @@ pub fn message_to_send(text: &str) -> Option<String> {
     (!message.is_empty()).then(|| message.to_owned())
 }
 
+/// A file a chat message mentions: `@path`, `@path#L10` or `@path#L10-20`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mention {
+    /// The path as written.
+    pub path: String,
+    /// The first and last line (1-based, inclusive); `None` for the whole file.
+    pub lines: Option<(u32, u32)>,
+}
+
+/// The most files one message takes along.
+pub const MAX_MENTIONS: usize = 10;
+
+/// The files `message` mentions, in order, each once, at most [`MAX_MENTIONS`]. Punctuation
+/// after a mention is not part of it; a line spec that does not parse means the whole file.
+pub fn mentions(message: &str) -> Vec<Mention> {
+    let mut found: Vec<Mention> = Vec::new();
+    for word in message.split_whitespace() {
+        let Some(rest) = word.strip_prefix('@') else {
+            continue;
+        };
+        let rest = rest.trim_end_matches([',', '.', ';', ':', ')', '!', '?']);
+        let (path, lines) = match rest.split_once("#L") {
+            Some((path, spec)) => (path, line_span(spec)),
+            None => (rest, None),
+        };
+        let mention = Mention {
+            path: path.to_owned(),
+            lines,
+        };
+        if !path.is_empty() && !found.contains(&mention) && found.len() < MAX_MENTIONS {
+            found.push(mention);
+        }
+    }
+    found
+}
+
+/// `10` or `10-20` (or `10-L20`): the first and last line.
+fn line_span(spec: &str) -> Option<(u32, u32)> {
+    let (first, last) = match spec.split_once('-') {
+        Some((first, last)) => (first, last.trim_start_matches('L')),
+        None => (spec, spec),
+    };
+    let (first, last): (u32, u32) = (first.parse().ok()?, last.parse().ok()?);
+    (first >= 1 && last >= first).then_some((first, last))
+}
+
 impl State {
     /// `path` is a chat with `agent`.
     pub fn chat_opened(&mut self, path: PathBuf, agent: String) {
@@ -324,6 +370,26 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mentions_name_files_and_line_spans() {
+        let found = mentions("see @src/a.rs#L10-20, @b.md#L3 and @c.txt. @c.txt @x#Lz @ mail@x");
+        let expected = [
+            ("src/a.rs", Some((10, 20))),
+            ("b.md", Some((3, 3))),
+            ("c.txt", None),
+            ("x", None),
+        ];
+        let expected: Vec<Mention> = expected
+            .into_iter()
+            .map(|(path, lines)| Mention {
+                path: path.into(),
+                lines,
+            })
+            .collect();
+        assert_eq!(found, expected);
+        assert_eq!(mentions("@a#L5-2")[0].lines, None);
+    }
 
     #[test]
     fn the_message_is_what_is_under_the_last_you_heading() {

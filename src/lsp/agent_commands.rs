@@ -93,6 +93,7 @@ async fn prompt(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAn
     // The reply shows in the agent's chat, with the prompt as the user's message.
     let folders = backend.editor.workspace_folders().await;
     let said = super::chat_commands::describe_prompt(&args.text, context.as_ref(), &folders);
+    let context = context.into_iter().collect();
     let chat = super::chat_commands::chat_for_prompt(backend, &agent, &said).await?;
     backend.editor.chat_turn(&chat, true);
     let sent = backend.agents.prompt(Prompt {

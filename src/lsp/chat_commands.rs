@@ -16,8 +16,8 @@ use tower_lsp_server::ls_types::{
 
 use super::convert;
 use super::server::Backend;
-use crate::acp::Prompt;
-use crate::editor::chat::{YOU, message_to_send, transcript};
+use crate::acp::{Prompt, PromptContext};
+use crate::editor::chat::{YOU, mentions, message_to_send, transcript};
 use crate::editor::{Level, file_name};
 
 /// Open a new chat with an agent: `[{"agent"?}]` or none.
@@ -138,11 +138,7 @@ async fn create(backend: &Backend, agent: &str, first: &str) -> Result<PathBuf> 
 
 /// A prompt sent from elsewhere as the chat shows it: its text, then what it is about (its
 /// path within the first of `folders` that holds it).
-pub fn describe_prompt(
-    text: &str,
-    context: Option<&crate::acp::PromptContext>,
-    folders: &[PathBuf],
-) -> String {
+pub fn describe_prompt(text: &str, context: Option<&PromptContext>, folders: &[PathBuf]) -> String {
     let Some(context) = context else {
         return text.trim().to_owned();
     };
@@ -296,6 +292,7 @@ async fn send(backend: &Backend, uri: Option<Uri>) -> Result<Option<LSPAny>> {
         let why = format!("agentls: write your message under the last `{YOU}` heading first");
         return Err(refuse(backend, &why));
     };
+    let context = mentioned(backend, &message).await;
     backend
         .editor
         .append_to_chat(&path, format!("\n\n## {agent}\n\n"));
@@ -303,7 +300,7 @@ async fn send(backend: &Backend, uri: Option<Uri>) -> Result<Option<LSPAny>> {
     let sent = backend.agents.prompt(Prompt {
         agent: Some(agent.clone()),
         text: message,
-        context: None,
+        context,
         chat: Some(path.clone()),
         note: resumed
             .then(|| text.as_deref().and_then(transcript))
@@ -314,6 +311,56 @@ async fn send(backend: &Backend, uri: Option<Uri>) -> Result<Option<LSPAny>> {
         return Err(refuse(backend, &e.to_string()));
     }
     Ok(Some(json!({"agent": agent})))
+}
+
+/// The workspace files `message` mentions (`@path`, `@path#L10-20`), read as the user sees
+/// them (the buffer, else the disk), to go along as context. A mention that names no file in a
+/// workspace folder stays mere text.
+async fn mentioned(backend: &Backend, message: &str) -> Vec<PromptContext> {
+    let folders = backend.editor.workspace_folders().await;
+    let mut context = Vec::new();
+    for mention in mentions(message) {
+        let Some(path) = workspace_file(&folders, &mention.path).await else {
+            continue;
+        };
+        let (line, limit) = match mention.lines {
+            Some((first, last)) => (Some(first), Some(last - first + 1)),
+            None => (None, None),
+        };
+        let Ok(text) = backend.editor.read_text_file(&path, line, limit).await else {
+            continue;
+        };
+        let range = mention.lines.map(|(first, last)| {
+            crate::editor::Range::new(
+                crate::editor::Position::new(first - 1, 0),
+                crate::editor::Position::new(last - 1, 0),
+            )
+        });
+        context.push(PromptContext { path, range, text });
+    }
+    context
+}
+
+/// The file `written` names in one of `folders` (relative to each, or absolute inside one);
+/// never outside them (`..` is not followed).
+async fn workspace_file(folders: &[PathBuf], written: &str) -> Option<PathBuf> {
+    let written = Path::new(written);
+    if written
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return None;
+    }
+    for folder in folders {
+        let candidate = folder.join(written);
+        let is_file = tokio::fs::metadata(&candidate)
+            .await
+            .is_ok_and(|m| m.is_file());
+        if candidate.starts_with(folder) && is_file {
+            return Some(candidate);
+        }
+    }
+    None
 }
 
 /// Code actions switching `agent`'s current session to each of its other modes, from
