@@ -274,3 +274,30 @@ fn neovim_forwards_other_diagnostics_to_agentls() {
     assert_eq!(forwarded["diagnostics"][1]["level"], "Log", "a hint: {ctx}");
     assert_eq!(out["cleared"], true, "{ctx}");
 }
+
+/// A conversation in a chat document in Neovim with its built-in client and the shipped
+/// config: the chat opens through Neovim's showDocument handler, the same server serves it
+/// (it lives outside the repository), the code action sends the first message and
+/// `agentls.send` the second, and both replies stream into the buffer.
+#[test]
+fn neovim_holds_a_conversation_in_a_chat_document() {
+    let Some((out, _notes, ctx)) = run_on_file("chat.lua", "notes.txt", NOTES) else {
+        return;
+    };
+    assert_eq!(out["servers"], 1, "one agentls serves the chat too\n{ctx}");
+    assert_eq!(out["filetype"], "markdown", "{ctx}");
+    let chat = out["chat"].as_str().unwrap();
+    assert!(chat.starts_with("# Chat with demo\n"), "{chat}");
+    assert!(
+        chat.contains("## You\n\nread notes.txt\n\n## demo\n\nHello from the demo agent."),
+        "{chat}"
+    );
+    assert_eq!(
+        chat.matches("\nnotes.txt has 6 lines.\n").count(),
+        2,
+        "{chat}"
+    );
+    // Neovim keeps its final line break apart from the text, so its buffer may end with one
+    // more empty line than the server wrote.
+    assert!(chat.trim_end().ends_with("\n## You"), "{chat:?}");
+}

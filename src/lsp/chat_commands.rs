@@ -174,6 +174,7 @@ pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Resu
         .await
         .map_err(|e| Error::invalid_params(e.to_string()))?;
     let reply = format!("\n\n## {agent}\n\n");
+    let said = said.trim_end();
     let Some((chat, text)) = latest else {
         let path = create(backend, agent, &format!("{said}{reply}")).await?;
         backend.editor.tell_user(
@@ -186,13 +187,24 @@ pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Resu
         Some(text) => text,
         None => tokio::fs::read_to_string(&chat).await.unwrap_or_default(),
     };
+    let gap = blank_line_after(&text);
     let section = if text.trim_end().ends_with(YOU) {
-        format!("{said}{reply}")
+        format!("{gap}{said}{reply}")
     } else {
-        format!("\n\n{YOU}\n\n{said}{reply}")
+        format!("{gap}{YOU}\n\n{said}{reply}")
     };
     backend.editor.append_to_chat(&chat, section);
     Ok(chat)
+}
+
+/// What to append to `text` so that what comes next starts after one blank line (an editor
+/// that keeps a final line break, as Neovim does, must not get two).
+fn blank_line_after(text: &str) -> &'static str {
+    match text.len() - text.trim_end_matches('\n').len() {
+        0 => "\n\n",
+        1 => "\n",
+        _ => "",
+    }
 }
 
 /// Shows the chat at `path` (in the background); where the editor cannot, says where it is.
@@ -293,9 +305,10 @@ async fn send(backend: &Backend, uri: Option<Uri>) -> Result<Option<LSPAny>> {
         return Err(refuse(backend, &why));
     };
     let context = mentioned(backend, &message).await;
+    let gap = blank_line_after(text.as_deref().unwrap_or_default());
     backend
         .editor
-        .append_to_chat(&path, format!("\n\n## {agent}\n\n"));
+        .append_to_chat(&path, format!("{gap}## {agent}\n\n"));
     backend.editor.chat_turn(&path, true);
     let sent = backend.agents.prompt(Prompt {
         agent: Some(agent.clone()),

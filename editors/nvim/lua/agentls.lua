@@ -317,6 +317,17 @@ local function root_of(file, markers)
   return marker and vim.fs.dirname(marker) or nil
 end
 
+--- The running client's root for an agentls chat document (kept outside the repository, in
+--- agentls's state dir), or nil for any other file: a chat belongs to the server that made it,
+--- and a second server with a root of its own would not know it.
+local function chat_root(file)
+  if not file:find('/agentls/chats/', 1, true) then
+    return nil
+  end
+  local client = vim.lsp.get_clients({ name = NAME })[1]
+  return client and client.root_dir
+end
+
 --- Starts (or reuses) the client for `bufnr` directly, without vim.lsp.enable.
 local function start_in(bufnr, opts)
   local file = file_of(bufnr)
@@ -327,7 +338,7 @@ local function start_in(bufnr, opts)
   -- calls apply here too.
   local config = has_011 and vim.deepcopy(vim.lsp.config[NAME]) or client_config(opts)
   config.name = NAME
-  config.root_dir = root_of(file, opts.root_markers)
+  config.root_dir = chat_root(file) or root_of(file, opts.root_markers)
   vim.lsp.start(config, { bufnr = bufnr })
 end
 
@@ -344,7 +355,7 @@ function M.setup(opts)
     config.root_dir = function(bufnr, on_dir)
       local file = file_of(bufnr)
       if file then
-        on_dir(root_of(file, opts.root_markers))
+        on_dir(chat_root(file) or root_of(file, opts.root_markers))
       end
     end
     vim.lsp.config(NAME, config)
