@@ -601,8 +601,32 @@ async fn dispatch(shared: &Arc<Shared>, message: Value) {
 async fn answer_normally(shared: &Arc<Shared>, method: &str, params: &Value) -> Value {
     match method {
         "workspace/applyEdit" => {
+            // Held from the version check to the didChange: no edit of the test's own between.
+            let mut stdin = shared.stdin.lock().await;
+            // As editors do: an edit made for another version of a document than ours is
+            // refused whole (the user typed meanwhile).
+            let stale = params["edit"]["documentChanges"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|change| {
+                    let doc = &change["textDocument"];
+                    let ours = shared
+                        .documents
+                        .lock()
+                        .unwrap()
+                        .get(doc["uri"].as_str().unwrap_or_default())
+                        .map(|d| d.version);
+                    doc["version"]
+                        .as_i64()
+                        .is_some_and(|v| ours.is_some_and(|o| i64::from(o) != v))
+                });
+            if let Some(change) = stale {
+                let why = format!("{} changed meanwhile", change["textDocument"]["uri"]);
+                return json!({"applied": false, "failureReason": why});
+            }
             for (uri, edits) in workspace_edits(&params["edit"]) {
-                change_document(shared, &uri, edits).await;
+                change_document_locked(shared, &mut stdin, &uri, edits).await;
             }
             json!({"applied": true})
         }
@@ -645,9 +669,19 @@ fn text_edits(edits: &Value) -> Vec<(Value, String)> {
 
 /// Applies simultaneous edits (ranges relative to the current text) to our copy and tells the
 /// server with one incremental didChange (edits sent last-first so each range stays valid).
-async fn change_document(shared: &Shared, uri: &str, mut edits: Vec<(Value, String)>) {
+async fn change_document(shared: &Shared, uri: &str, edits: Vec<(Value, String)>) {
     // Holding the pipe while changing our copy keeps versions in the order they are sent.
     let mut stdin = shared.stdin.lock().await;
+    change_document_locked(shared, &mut stdin, uri, edits).await;
+}
+
+/// [`change_document`] with the pipe already held.
+async fn change_document_locked(
+    shared: &Shared,
+    stdin: &mut Option<ChildStdin>,
+    uri: &str,
+    mut edits: Vec<(Value, String)>,
+) {
     let encoding = *shared.encoding.lock().unwrap();
     edits.sort_by_key(|(r, _)| {
         let s = &r["start"];
@@ -673,5 +707,5 @@ async fn change_document(shared: &Shared, uri: &str, mut edits: Vec<(Value, Stri
         .collect();
     let did_change = json!({"jsonrpc": "2.0", "method": "textDocument/didChange",
         "params": {"textDocument": {"uri": uri, "version": version}, "contentChanges": changes}});
-    write_locked(&mut stdin, &did_change).await;
+    write_locked(stdin, &did_change).await;
 }
