@@ -213,8 +213,10 @@ fn helix_holds_a_conversation_in_a_chat_document() {
     // The last line, under `## You`.
     helix.keys(&["g", "e", "i"]);
     helix.type_text("read notes.rs");
+    // Typed (insert mode) before the Escape, so that "NOR" below is the mode after it.
+    helix.wait_for(" INS ");
     helix.keys(&["Escape"]);
-    helix.wait_for("NOR");
+    helix.wait_for(" NOR ");
     helix.keys(&["Space", "a"]);
     menu_offers(&helix, "Send to demo");
     helix.keys(&["Enter"]);
@@ -257,8 +259,10 @@ fn helix_holds_a_conversation_in_a_chat_document() {
     helix.wait_for("# Chat with demo");
     helix.keys(&["g", "e", "i"]);
     helix.type_text("read notes.rs again");
+    // Typed (insert mode) before the Escape, so that "NOR" below is the mode after it.
+    helix.wait_for(" INS ");
     helix.keys(&["Escape"]);
-    helix.wait_for("NOR");
+    helix.wait_for(" NOR ");
     helix.keys(&["Space", "a"]);
     menu_offers(&helix, "Send to demo");
     helix.keys(&["Enter"]);
