@@ -102,6 +102,29 @@ impl Helix {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Waits until agentls is attached and initialized: the workspace command picker lists
+    /// its commands (before that, Helix has none to run, and a typed command is lost).
+    fn wait_for_server(&self) {
+        let deadline = Instant::now() + SCREEN_WAIT;
+        loop {
+            self.type_text(":lsp-workspace-command");
+            self.keys(&["Enter"]);
+            let listed = (0..40).any(|_| {
+                std::thread::sleep(Duration::from_millis(50));
+                self.screen().contains("agentls.openChat")
+            });
+            self.keys(&["Escape"]);
+            if listed {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "agentls never attached:\n{}",
+                self.screen()
+            );
+        }
+    }
+
     /// Waits until the screen shows `needle`; returns the screen.
     fn wait_for(&self, needle: &str) -> String {
         self.wait_until(&format!("{needle:?}"), |screen| screen.contains(needle))
@@ -145,7 +168,7 @@ fn helix_accepts_one_change_rejects_the_other_and_keeps_an_unsaved_line() {
     std::fs::write(&notes, NOTES).unwrap();
     let helix = Helix::start(&tmux, &hx, &sandbox, "notes.rs");
     helix.wait_for("1  keep");
-
+    helix.wait_for_server();
     helix.type_text(r#":lsp-workspace-command agentls.prompt {"text": "uppercase notes.rs"}"#);
     helix.keys(&["Enter"]);
     helix.wait_for("demo proposes 2 changes to notes.rs");
@@ -207,6 +230,7 @@ fn helix_holds_a_conversation_in_a_chat_document() {
     std::fs::write(sandbox.workspace.join("notes.rs"), NOTES).unwrap();
     let helix = Helix::start(&tmux, &hx, &sandbox, "notes.rs");
     helix.wait_for("1  keep");
+    helix.wait_for_server();
     helix.type_text(":lsp-workspace-command agentls.openChat");
     helix.keys(&["Enter"]);
     helix.wait_for("# Chat with demo");
