@@ -85,16 +85,7 @@ async fn a_conversation_in_a_chat_document_with_code_actions_only() {
     client.execute("agentls.send", Value::Null).await.unwrap();
     client.edit(&uri, range(1, 0, 1, 0), "my own note\n").await;
     chat_says(&client, &uri, "chunk 199").await;
-    support::eventually(|| {
-        client
-            .document(&uri)
-            .text
-            .matches("_demo: end_turn")
-            .count()
-            == 2
-    })
-    .await
-    .expect("the second turn's end in the chat");
+    turns_ended(&client, &uri, 2).await;
     let last = client.document(&uri).text;
     assert!(last.contains("# Chat with demo\nmy own note\n"), "{last}");
     assert!(last.ends_with("\n## You\n\n"), "{last:?}");
@@ -108,6 +99,14 @@ async fn a_conversation_in_a_chat_document_with_code_actions_only() {
         .take_message("write your message under the last")
         .await;
     assert!(client.shutdown().await.success());
+}
+
+/// Waits until the chat document shows the end of `count` turns.
+async fn turns_ended(client: &TestClient, uri: &str, count: usize) {
+    let ended = || client.document(uri).text.matches("_demo: end_turn").count() == count;
+    support::eventually(ended)
+        .await
+        .unwrap_or_else(|| panic!("not {count} turns ended: {:?}", client.document(uri).text));
 }
 
 /// The titles of the code actions at `range` of `uri`.
@@ -374,16 +373,7 @@ async fn a_prompt_from_elsewhere_is_answered_in_the_agents_chat() {
         .execute("agentls.prompt", json!({"text": "read notes.txt"}))
         .await
         .unwrap();
-    support::eventually(|| {
-        client
-            .document(&uri)
-            .text
-            .matches("_demo: end_turn")
-            .count()
-            == 2
-    })
-    .await
-    .expect("the second reply in the open chat");
+    turns_ended(&client, &uri, 2).await;
     let after = client.document(&uri).text;
     assert!(
         after.contains("## You\n\nmy draft\n\n## You\n\nread notes.txt"),

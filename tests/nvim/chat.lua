@@ -14,14 +14,9 @@ local helpers = dofile(vim.fs.joinpath(vim.fs.dirname(arg[0]), 'helpers.lua'))
 helpers.watchdog(45000)
 local wait_for = helpers.waiter(15000)
 
-local output = { messages = {} }
+local output = {}
 local ok, err = xpcall(function()
-  vim.opt.rtp:append(plugin_dir)
-  require('agentls').setup({
-    cmd = { server, '--log-file', log_file },
-    cmd_env = { AGENTLS_LOG = 'debug' },
-    flags = { debounce_text_changes = 0 },
-  })
+  helpers.setup(plugin_dir, server, log_file)
   local notes_buf, client = helpers.edit_attached(notes, wait_for)
 
   local function exec(command, arguments, bufnr)

@@ -1,7 +1,7 @@
 -- Shared by the scripts in tests/nvim, which load it with
 -- `dofile(vim.fs.joinpath(vim.fs.dirname(arg[0]), 'helpers.lua'))`: the watchdog, waiting with a
--- deadline, a buffer's text as its file holds it, opening a file with agentls attached, and
--- ending a script with its JSON result.
+-- deadline, setting agentls up, a buffer's text as its file holds it, opening a file with
+-- agentls attached, and ending a script with its JSON result.
 
 local M = {}
 
@@ -28,6 +28,17 @@ end
 function M.buffer_text(bufnr)
   local lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
   return table.concat(lines, '\n') .. (vim.bo[bufnr].eol and '\n' or '')
+end
+
+--- Loads the shipped config from `plugin_dir` and sets agentls up to run `server` with its log
+--- in `log_file`, edits sent at once; `extra` adds options (handlers, say).
+function M.setup(plugin_dir, server, log_file, extra)
+  vim.opt.rtp:append(plugin_dir)
+  require('agentls').setup(vim.tbl_extend('force', {
+    cmd = { server, '--log-file', log_file },
+    cmd_env = { AGENTLS_LOG = 'debug' },
+    flags = { debounce_text_changes = 0 },
+  }, extra or {}))
 end
 
 --- Edits `path` and waits (with `wait_for`) until agentls is attached to it and initialized;

@@ -17,11 +17,7 @@ local buffer_text = helpers.buffer_text
 
 local output = { messages = {} }
 local ok, err = xpcall(function()
-  vim.opt.rtp:append(plugin_dir)
-  require('agentls').setup({
-    cmd = { server, '--log-file', log_file },
-    cmd_env = { AGENTLS_LOG = 'debug' },
-    flags = { debounce_text_changes = 0 },
+  helpers.setup(plugin_dir, server, log_file, {
     handlers = {
       ['window/showMessage'] = function(_, result)
         table.insert(output.messages, result.message)
