@@ -11,6 +11,8 @@
 //!
 //! Run: `cargo bench --bench acp_stream`
 
+#[path = "common/agent_alone.rs"]
+mod agent_alone;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -51,7 +53,10 @@ async fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let ndjson = dir.path().join("stream.ndjson");
 
-    let (agent_alone, lines, session) = record_agent(&ndjson);
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&ndjson).unwrap());
+    let (agent_alone, lines, session) = agent_alone::run(&prompt_text(), &mut file);
+    file.flush().unwrap();
+    drop(file);
     let bytes = std::fs::metadata(&ndjson).unwrap().len();
     let cat = (0..3).map(|_| cat_and_parse(&ndjson)).min().unwrap();
     let replay =
@@ -193,66 +198,6 @@ done
         quote(stream),
         session
     )
-}
-
-/// Runs `agentls demo-agent` alone for one flood turn, its stdout parsed line by line and saved
-/// to `out` (all but the prompt's response); returns the time from the prompt to its response,
-/// the lines it wrote, and the session id.
-fn record_agent(out: &Path) -> (Duration, usize, String) {
-    let cwd = tempfile::tempdir().unwrap();
-    let mut agent = Command::new(env!("CARGO_BIN_EXE_agentls"))
-        .arg("demo-agent")
-        .current_dir(cwd.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("agentls demo-agent");
-    let mut stdin = agent.stdin.take().unwrap();
-    let mut stdout = BufReader::new(agent.stdout.take().unwrap());
-    let mut file = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
-    let mut sink = std::io::sink();
-    let init = json!({"protocolVersion": 1, "clientCapabilities": {}});
-    send(&mut stdin, 1, "initialize", init);
-    until_response(&mut stdout, 1, &mut sink);
-    let new = json!({"cwd": cwd.path(), "mcpServers": []});
-    send(&mut stdin, 2, "session/new", new);
-    let (session, _) = until_response(&mut stdout, 2, &mut sink);
-    let session = session["result"]["sessionId"].clone();
-    let started = Instant::now();
-    let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": prompt_text()}]});
-    send(&mut stdin, 3, "session/prompt", prompt);
-    let (response, lines) = until_response(&mut stdout, 3, &mut file);
-    let elapsed = started.elapsed();
-    assert_eq!(response["result"]["stopReason"], "end_turn");
-    file.flush().unwrap();
-    drop(stdin);
-    agent.wait().unwrap();
-    (elapsed, lines, session.as_str().unwrap().to_owned())
-}
-
-/// Writes one JSON-RPC request line.
-fn send(stdin: &mut impl Write, id: u64, method: &str, params: Value) {
-    let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    writeln!(stdin, "{line}").unwrap();
-    stdin.flush().unwrap();
-}
-
-/// Reads (and parses) lines up to the response to `id`, copying the others to `copy`; returns
-/// the response and how many lines were read.
-fn until_response(stdout: &mut impl BufRead, id: u64, copy: &mut impl Write) -> (Value, usize) {
-    let mut lines = 0;
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "demo agent quit");
-        let message: Value = serde_json::from_str(&line).unwrap();
-        lines += 1;
-        if message["id"] == id && message.get("method").is_none() {
-            return (message, lines);
-        }
-        copy.write_all(line.as_bytes()).unwrap();
-    }
 }
 
 /// `cat file | reader` where the reader parses every line as JSON; returns how long it took.

@@ -460,3 +460,59 @@ async fn mentions_in_a_message_go_along_as_context() {
     assert_eq!(chat.matches("I was given").count(), 2, "{chat}");
     assert!(client.shutdown().await.success());
 }
+
+/// A 1 MB reply streams in while the user types a line every 5 ms at the top of the chat, in an
+/// editor that refuses every edit made for an older version: each typed line is there once, in
+/// order, every chunk of the reply is there once, in order, and the appends stay at 10 a second
+/// at most (refused ones included). Nothing waits for a pause in typing to be kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_reply_and_fast_typing_both_land_whole() {
+    const CHUNKS: usize = 1000;
+    const CHUNK_BYTES: usize = 1000;
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let (_, text, uri) = open_chat(&client).await;
+    client
+        .edit(
+            &uri,
+            end_of(&text),
+            &format!("@flood {CHUNKS} @chunk {CHUNK_BYTES}"),
+        )
+        .await;
+    let edits_before = client.count(Some("workspace/applyEdit"));
+    let started = std::time::Instant::now();
+    client.execute("agentls.send", Value::Null).await.unwrap();
+    let mut typed = 0;
+    let ended = || client.document(&uri).text.contains("_demo: end_turn");
+    while !ended() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the reply never ended: {} bytes so far",
+            client.document(&uri).text.len()
+        );
+        client
+            .edit(&uri, range(1, 0, 1, 0), &format!("typed {typed}\n"))
+            .await;
+        typed += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let edits = client.count(Some("workspace/applyEdit")) - edits_before;
+    let last = client.document(&uri).text;
+
+    let typed_lines: Vec<&str> = last.lines().filter(|l| l.starts_with("typed ")).collect();
+    let expected_typed: Vec<String> = (0..typed).rev().map(|i| format!("typed {i}")).collect();
+    assert_eq!(typed_lines, expected_typed, "typed lines lost or moved");
+    let chunks: Vec<&str> = last.lines().filter(|l| l.starts_with("chunk ")).collect();
+    let expected_chunks: Vec<String> = (0..CHUNKS)
+        .map(|i| agentls::demo_agent::script::flood_chunk(i, CHUNK_BYTES))
+        .collect();
+    let expected_chunks: Vec<&str> = expected_chunks.iter().map(|c| c.trim_end()).collect();
+    assert_eq!(chunks.len(), CHUNKS, "chunks lost or doubled");
+    assert!(chunks == expected_chunks, "chunks out of order");
+    assert!(typed > 20, "the user typed only {typed} lines");
+    assert!(
+        edits as f64 <= 10.0 * elapsed + 2.0,
+        "{edits} applyEdits in {elapsed:.1} s"
+    );
+    assert!(client.shutdown().await.success());
+}

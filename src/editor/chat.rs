@@ -34,8 +34,8 @@ struct Chat {
     pending: String,
     /// A flush is scheduled or an edit is on its way.
     busy: bool,
-    /// Appends the editor refused in a row.
-    refused: u8,
+    /// Appends the editor refused in a row though the document had not changed meanwhile.
+    refused: u32,
     /// A message sent from it is being answered.
     turn_running: bool,
     /// When it was last opened or sent from (a counter): the agent's latest chat is its own.
@@ -44,8 +44,14 @@ struct Chat {
     resumed: bool,
 }
 
-/// After this many refused appends in a row the reply stops going to the document.
-const MAX_REFUSED: u8 = 5;
+/// The most one append to an open chat carries. An edit is made for one version of the
+/// document and refused if the user typed before the editor read it, so it is kept small
+/// enough to cross quickly: a megabyte at once is never read before the next keystroke.
+const MAX_APPEND: usize = 64 * 1024;
+/// After this many refusals of an unchanged document the user is told the reply waits (once).
+const WARN_AFTER_REFUSED: u32 = 5;
+/// The longest a refused append waits before it goes again.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
 
 impl Chats {
     /// The agent of the chat document at `path`.
@@ -73,6 +79,40 @@ impl Chats {
             chat.used = next;
         }
     }
+}
+
+/// Takes the first `most` bytes of `text` or fewer: up to its last line end within them,
+/// else its last whole character; all of it when it is shorter.
+fn take_front(text: &mut String, most: usize) -> String {
+    if text.len() <= most {
+        return std::mem::take(text);
+    }
+    let mut cut = most;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let cut = text[..cut].rfind('\n').map_or(cut, |at| at + 1);
+    let rest = text.split_off(cut);
+    std::mem::replace(text, rest)
+}
+
+/// Appends `text` to the chat file at `path` (made again if it went); a file that cannot be
+/// read is left as it is.
+async fn append_to_file(
+    me: &super::state::StateHandle,
+    path: &Path,
+    text: &str,
+) -> Result<(), super::files::FileError> {
+    let now = match super::files::read(path).await {
+        Ok(now) => now,
+        Err(super::files::FileError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            String::new()
+        }
+        Err(e) => return Err(e),
+    };
+    me.write_file(path, &format!("{now}{text}")).await
 }
 
 /// The most of a resumed chat's transcript told to the agent (its end).
@@ -196,13 +236,21 @@ impl State {
             return;
         };
         chat.pending.push_str(text);
-        if chat.busy {
+        self.schedule_chat_flush(path, FLUSH_EVERY);
+    }
+
+    /// Flushes the chat at `path` after `wait`, unless a flush is on its way already.
+    fn schedule_chat_flush(&mut self, path: &Path, wait: Duration) {
+        let Some(chat) = self.chats.docs.get_mut(path) else {
+            return;
+        };
+        if chat.busy || chat.pending.is_empty() {
             return;
         }
         chat.busy = true;
         let (me, path) = (self.me.clone(), path.to_owned());
         tokio::spawn(async move {
-            tokio::time::sleep(FLUSH_EVERY).await;
+            tokio::time::sleep(wait).await;
             me.update(move |s| s.flush_chat(&path));
         });
     }
@@ -216,17 +264,25 @@ impl State {
             chat.busy = false;
             return;
         }
-        let text = std::mem::take(&mut chat.pending);
         let Some(doc) = self.documents.get(path) else {
+            let text = std::mem::take(&mut chat.pending);
             // Not open: the file gets it.
             let (me, owned) = (self.me.clone(), path.to_owned());
             tokio::spawn(async move {
-                let now = super::files::read(&owned).await.unwrap_or_default();
-                let _ = me.write_file(&owned, &format!("{now}{text}")).await;
-                me.update(move |s| s.chat_flushed(&owned, Ok(())));
+                let result = append_to_file(&me, &owned, &text).await;
+                me.update(move |s| {
+                    if result.is_err()
+                        && let Some(chat) = s.chats.docs.get_mut(&owned)
+                    {
+                        chat.pending.insert_str(0, &text);
+                    }
+                    let result = result.map_err(|e| EffectError::Refused(e.to_string()));
+                    s.chat_flushed(&owned, result, false);
+                });
             });
             return;
         };
+        let text = take_front(&mut chat.pending, MAX_APPEND);
         let rope = doc.rope();
         let end = PositionMapper::new(rope, self.encoding).position(rope.len_chars());
         let edit = DocumentEdit {
@@ -238,6 +294,7 @@ impl State {
                 new_text: text.clone(),
             }],
         };
+        let sent_version = doc.version();
         let (reply, applied) = oneshot::channel();
         self.effects.send(Effect::ApplyEdit { edit, reply });
         let (me, owned) = (self.me.clone(), path.to_owned());
@@ -246,43 +303,60 @@ impl State {
                 .await
                 .unwrap_or_else(|_| Err(EffectError::Transport("the editor host stopped".into())));
             me.update(move |s| {
+                let typed_meanwhile =
+                    s.documents.get(&owned).map(|d| d.version()) != Some(sent_version);
                 if result.is_err()
                     && let Some(chat) = s.chats.docs.get_mut(&owned)
                 {
-                    // Refused (the user typed meanwhile): it goes again, first.
+                    // Never dropped: it goes again, first.
                     chat.pending.insert_str(0, &text);
                 }
-                s.chat_flushed(&owned, result);
+                s.chat_flushed(&owned, result, typed_meanwhile);
             });
         });
     }
 
-    /// An append reached the document (or failed): what came meanwhile goes next.
-    fn chat_flushed(&mut self, path: &Path, result: Result<(), EffectError>) {
-        if let Err(e) = &result {
-            tracing::debug!(path = %path.display(), "chat append refused: {e}");
-        }
+    /// An append reached the document (or was refused): what came meanwhile (or the refused
+    /// text) goes next. A refusal because the user typed meanwhile goes again at the next
+    /// flush; one of an unchanged document waits longer each time, and the user is told once.
+    fn chat_flushed(
+        &mut self,
+        path: &Path,
+        result: Result<(), EffectError>,
+        typed_meanwhile: bool,
+    ) {
         let Some(chat) = self.chats.docs.get_mut(path) else {
             return;
         };
         chat.busy = false;
-        chat.refused = if result.is_ok() { 0 } else { chat.refused + 1 };
-        if chat.refused >= MAX_REFUSED {
-            chat.pending.clear();
-            chat.refused = 0;
-            self.effects.message(
-                Level::Warning,
-                format!(
-                    "agentls: the editor refused to append the reply to {}; see the log",
-                    file_name(path)
-                ),
-            );
-            return;
-        }
-        if !chat.pending.is_empty() {
-            let pending = std::mem::take(&mut chat.pending);
-            self.append_to_chat(path, &pending);
-        }
+        let wait = match &result {
+            Ok(()) => {
+                chat.refused = 0;
+                FLUSH_EVERY
+            }
+            Err(e) if typed_meanwhile => {
+                tracing::debug!(path = %path.display(), "chat append crossed an edit: {e}");
+                FLUSH_EVERY
+            }
+            Err(e) => {
+                tracing::debug!(path = %path.display(), "chat append refused: {e}");
+                chat.refused += 1;
+                if chat.refused == WARN_AFTER_REFUSED {
+                    self.effects.message(
+                        Level::Warning,
+                        format!(
+                            "agentls: the editor refuses to append the reply to {} ({e}); \
+                             it waits and goes again, or close the chat and it goes to the file",
+                            file_name(path)
+                        ),
+                    );
+                }
+                FLUSH_EVERY
+                    .saturating_mul(1 << chat.refused.min(6))
+                    .min(MAX_RETRY_WAIT)
+            }
+        };
+        self.schedule_chat_flush(path, wait);
     }
 }
 
@@ -389,6 +463,19 @@ mod tests {
             .collect();
         assert_eq!(found, expected);
         assert_eq!(mentions("@a#L5-2")[0].lines, None);
+    }
+
+    #[test]
+    fn a_long_append_is_cut_at_a_line_end_or_a_character() {
+        let mut text = "ab\ncd\nef".to_owned();
+        assert_eq!(take_front(&mut text, 7), "ab\ncd\n");
+        assert_eq!(text, "ef");
+        let mut text = "ééé".to_owned();
+        assert_eq!(take_front(&mut text, 3), "é");
+        assert_eq!(text, "éé");
+        let mut text = "short".to_owned();
+        assert_eq!(take_front(&mut text, 7), "short");
+        assert_eq!(text, "");
     }
 
     #[test]
