@@ -38,7 +38,7 @@ async fn a_prompt_streams_text_progress_plugin_events_and_one_summary() {
     );
     let log = client.shown_until("_demo: end_turn").await;
     assert!(log.contains("Hello from the demo agent."), "{log}");
-    assert!(log.contains("▸ Read notes.txt"), "{log}");
+    assert!(log.contains("✓ Read notes.txt"), "{log}");
     let begin = client
         .take("$/progress", |p| p["value"]["kind"] == "begin")
         .await;

@@ -139,9 +139,9 @@ async fn example_agent_turn_with_its_permission_allowed_in_a_dialog() {
         ]
     );
     let log = client.shown_until("_example: end_turn").await;
-    assert!(log.contains("▸ Reading project files"), "{log}");
+    assert!(log.contains("✓ Reading project files"), "{log}");
     assert!(
-        log.contains("▸ Modifying critical configuration file"),
+        log.contains("✓ Modifying critical configuration file"),
         "{log}"
     );
     let status = client.agent_status().await;

@@ -64,6 +64,10 @@ async fn a_conversation_in_a_chat_document_with_code_actions_only() {
     chat_says(&client, &uri, "notes.txt has 2 lines").await;
     chat_says(&client, &uri, "_demo: end_turn").await;
     let after_first = client.document(&uri).text;
+    // The tool call's line says how it ended (a line saying it ran may come first, when it
+    // went out before the call ended).
+    let last_line = after_first.rfind(" Read notes.txt\n").expect(&after_first);
+    assert!(after_first[..last_line].ends_with("\n✓"), "{after_first}");
     assert!(after_first.contains("\n## demo\n\n"), "{after_first}");
     // The reply went to the chat, not also to the editor's log.
     assert!(
@@ -219,6 +223,13 @@ async fn a_permission_is_asked_and_answered_in_the_chat() {
     client.run_code_action(&uri, "Allow (Run it)").await;
     chat_says(&client, &uri, "> → Run it").await;
     chat_says(&client, &uri, "The command printed \"hi\"").await;
+    turns_ended(&client, &uri, 1).await;
+    // The call's line showed it waiting; once it ran, a line says it is done.
+    let text = client.document(&uri).text;
+    let running = text.find("\n… Run `echo hi`\n").expect(&text);
+    let answered = text.find("> → Run it").expect(&text);
+    let done = text.find("\n✓ Run `echo hi`\n").expect(&text);
+    assert!(running < answered && answered < done, "{text}");
     assert!(client.shutdown().await.success());
 }
 

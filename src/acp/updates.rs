@@ -6,6 +6,7 @@
 use super::link::AgentLink;
 use super::session::Turn;
 use crate::editor::Level;
+use crate::editor::chat::{CallMark, ToolCallLine};
 use crate::editor::effects::ProgressPhase;
 use agent_client_protocol::v1::schema::{
     ContentBlock, Diff, SessionNotification, SessionUpdate, ToolCall, ToolCallContent,
@@ -19,23 +20,29 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
         return; // applied once its session is added
     }
     let editor = &link.editor;
-    let mut log = Vec::new();
+    let mut said = Vec::new();
     let mut progress = None;
     let mut chat = None;
     link.with_session(&session, |s| {
         chat = s.turn.as_ref().and_then(|t| t.chat.clone());
-        update_session(s, &note.update, link, &mut log, &mut progress)
+        update_session(s, &note.update, link, &mut said, &mut progress)
     });
     link.plugin_updates.push(&session, note.update);
-    for (level, text) in log {
+    for said in said {
         // The agent's words and its tool calls go to its chat (and only there: the editor's
         // log is not a second transcript); thoughts only to the log.
-        match chat.as_deref().filter(|_| level != Level::Log) {
-            Some(chat) => {
+        match (said, chat.as_deref()) {
+            (Said::Text(level, text), Some(chat)) if level != Level::Log => {
                 tracing::debug!(%session, "to the chat: {text}");
                 editor.append_to_chat(chat, text);
             }
-            None => editor.log(level, text),
+            (Said::Text(level, text), _) => editor.log(level, text),
+            (Said::Call(call), Some(chat)) => editor.chat_tool_call(chat, call),
+            (Said::Call(call), None) => {
+                if let Some((level, line)) = call.log_line() {
+                    editor.log(level, line);
+                }
+            }
         }
     }
     if let Some((id, message)) = progress.filter(|(id, _)| !id.is_empty()) {
@@ -43,12 +50,20 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
     }
 }
 
-/// What one update changes in the session, and what it says in the log and progress.
+/// What an update has agentls tell the user.
+enum Said {
+    /// Text for the chat (or the log, at this level; thoughts only ever to the log).
+    Text(Level, String),
+    /// Where a tool call stands.
+    Call(ToolCallLine),
+}
+
+/// What one update changes in the session, and what it says in the chat, log and progress.
 fn update_session(
     s: &mut super::session::SessionState,
     update: &SessionUpdate,
     link: &AgentLink,
-    log: &mut Vec<(Level, String)>,
+    said: &mut Vec<Said>,
     progress: &mut Option<(String, String)>,
 ) {
     match update {
@@ -58,7 +73,7 @@ fn update_session(
                     turn.said(text);
                     turn.log_mid_line = !text.ends_with('\n');
                 }
-                log.push((Level::Info, text.to_owned()));
+                said.push(Said::Text(Level::Info, text.to_owned()));
             }
         }
         SessionUpdate::AgentThoughtChunk(chunk) => {
@@ -66,7 +81,7 @@ fn update_session(
                 if let Some(turn) = s.turn.as_mut() {
                     turn.log_mid_line = !text.ends_with('\n');
                 }
-                log.push((Level::Log, text.to_owned()));
+                said.push(Said::Text(Level::Log, text.to_owned()));
             }
         }
         SessionUpdate::ToolCall(call) => {
@@ -83,7 +98,13 @@ fn update_session(
                 }
                 None => "",
             };
-            log.push((Level::Info, format!("{lead}▸ {}\n", call.title)));
+            said.push(Said::Call(ToolCallLine {
+                id: call.tool_call_id.to_string(),
+                title: call.title.clone(),
+                mark: mark_of(call.status),
+                lead,
+                new: true,
+            }));
         }
         SessionUpdate::ToolCallUpdate(update) => {
             let id = update.tool_call_id.to_string();
@@ -92,16 +113,26 @@ fn update_session(
             let Some(turn) = s.turn.as_mut() else {
                 if failed {
                     let title = fields.title.clone().unwrap_or(id);
-                    log.push((Level::Warning, format!("✗ {title} failed\n")));
+                    said.push(Said::Text(Level::Warning, format!("✗ {title} failed\n")));
                 }
                 return;
             };
             tally_tool_call_update(turn, &id, fields);
-            let title = turn.tool_calls.get(&id).cloned().unwrap_or(id);
-            if failed {
+            let title = turn
+                .tool_calls
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| id.clone());
+            if fields.status.is_some() || fields.title.is_some() {
                 let lead = if turn.log_mid_line { "\n" } else { "" };
                 turn.log_mid_line = false;
-                log.push((Level::Warning, format!("{lead}✗ {title} failed\n")));
+                said.push(Said::Call(ToolCallLine {
+                    id,
+                    title: title.clone(),
+                    mark: mark_of(fields.status.unwrap_or(ToolCallStatus::InProgress)),
+                    lead,
+                    new: false,
+                }));
             }
             if fields.title.is_some() {
                 *progress = Some((turn.progress_id.clone(), title));
@@ -116,12 +147,21 @@ fn update_session(
         SessionUpdate::UsageUpdate(u) => s.usage = Some(value(u)),
         SessionUpdate::Notice(notice) => {
             let detail = notice.description.as_deref().unwrap_or_default();
-            log.push((
+            said.push(Said::Text(
                 Level::Warning,
                 format!("\n{}: {} {detail}\n", link.agent, notice.title),
             ));
         }
         _ => {}
+    }
+}
+
+/// How a tool call's status shows.
+fn mark_of(status: ToolCallStatus) -> CallMark {
+    match status {
+        ToolCallStatus::Completed => CallMark::Done,
+        ToolCallStatus::Failed => CallMark::Failed,
+        _ => CallMark::Running,
     }
 }
 

@@ -42,6 +42,56 @@ struct Chat {
     used: u64,
     /// Opened again from an earlier run: its next message takes the transcript along.
     resumed: bool,
+    /// The line each tool call of the running turn last got, by call id.
+    calls: HashMap<String, String>,
+}
+
+/// Where a tool call stands, as its line in a chat shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallMark {
+    /// Asked for or running: `… title`.
+    Running,
+    /// Completed: `✓ title`.
+    Done,
+    /// Failed: `✗ title`.
+    Failed,
+}
+
+/// A tool call's line: what it is called now and where it stands.
+#[derive(Debug, Clone)]
+pub struct ToolCallLine {
+    /// The agent's id for the call.
+    pub id: String,
+    /// Its title now.
+    pub title: String,
+    /// Where it stands.
+    pub mark: CallMark,
+    /// What goes before its line when it starts mid-line (`"\n"`), else `""`.
+    pub lead: &'static str,
+    /// The call was just made (not an update of it).
+    pub new: bool,
+}
+
+impl ToolCallLine {
+    /// Its line for the editor's log, where no chat takes it: its start and its failure.
+    pub fn log_line(&self) -> Option<(Level, String)> {
+        let (lead, title) = (self.lead, &self.title);
+        match self.mark {
+            CallMark::Failed => Some((Level::Warning, format!("{lead}✗ {title} failed\n"))),
+            _ if self.new => Some((Level::Info, format!("{lead}▸ {title}\n"))),
+            _ => None,
+        }
+    }
+}
+
+impl CallMark {
+    fn glyph(self) -> char {
+        match self {
+            Self::Running => '…',
+            Self::Done => '✓',
+            Self::Failed => '✗',
+        }
+    }
 }
 
 /// The most one append to an open chat carries. An edit is made for one version of the
@@ -224,6 +274,7 @@ impl State {
     pub fn chat_turn(&mut self, path: &Path, running: bool) {
         if let Some(chat) = self.chats.docs.get_mut(path) {
             chat.turn_running = running;
+            chat.calls.clear();
         }
         if running {
             self.chats.touch(path);
@@ -236,6 +287,34 @@ impl State {
             return;
         };
         chat.pending.push_str(text);
+        self.schedule_chat_flush(path, FLUSH_EVERY);
+    }
+
+    /// A tool call of the chat at `path` stands where `call` says: one line per call. A line
+    /// not in the document yet changes in place; one already there is followed by a line of
+    /// how it ended.
+    pub fn chat_tool_call(&mut self, path: &Path, call: ToolCallLine) {
+        let Some(chat) = self.chats.docs.get_mut(path) else {
+            return;
+        };
+        let (mark, line) = (call.mark, format!("{} {}\n", call.mark.glyph(), call.title));
+        match chat.calls.get(&call.id) {
+            Some(last) if *last == line => return,
+            Some(last) => {
+                if let Some(at) = chat.pending.rfind(last.as_str()) {
+                    chat.pending.replace_range(at..at + last.len(), &line);
+                } else if mark == CallMark::Running {
+                    return; // its line is out; a new title alone is not worth another
+                } else {
+                    chat.pending.push_str(&line);
+                }
+            }
+            None => {
+                chat.pending.push_str(call.lead);
+                chat.pending.push_str(&line);
+            }
+        }
+        chat.calls.insert(call.id, line);
         self.schedule_chat_flush(path, FLUSH_EVERY);
     }
 
@@ -463,6 +542,49 @@ mod tests {
             .collect();
         assert_eq!(found, expected);
         assert_eq!(mentions("@a#L5-2")[0].lines, None);
+    }
+
+    fn call(mark: CallMark, new: bool) -> ToolCallLine {
+        let (id, title, lead) = ("c1".into(), "Read a.rs".into(), "");
+        ToolCallLine {
+            id,
+            title,
+            mark,
+            lead,
+            new,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tool_call_has_one_line_until_it_is_out_then_one_for_its_end() {
+        let (mut state, _effects) = crate::editor::state::tests::test_state();
+        let path = PathBuf::from("/chats/demo.md");
+        state.chat_opened(path.clone(), "demo".into());
+        let pending = |s: &State| s.chats.docs[&path].pending.clone();
+        state.chat_tool_call(&path, call(CallMark::Running, true));
+        state.chat_tool_call(&path, call(CallMark::Done, false));
+        assert_eq!(pending(&state), "✓ Read a.rs\n");
+        state.chat_tool_call(&path, call(CallMark::Done, false));
+        assert_eq!(
+            pending(&state),
+            "✓ Read a.rs\n",
+            "a repeated status adds nothing"
+        );
+
+        let second = ToolCallLine {
+            id: "c2".into(),
+            ..call(CallMark::Running, true)
+        };
+        state.chat_tool_call(&path, second.clone());
+        state.chats.docs.get_mut(&path).unwrap().pending.clear(); // as if it went out
+        state.chat_tool_call(
+            &path,
+            ToolCallLine {
+                mark: CallMark::Failed,
+                ..second
+            },
+        );
+        assert_eq!(pending(&state), "✗ Read a.rs\n");
     }
 
     #[test]

@@ -526,6 +526,12 @@ impl EditorAccess {
         self.state.update(move |s| s.append_to_chat(&path, &text));
     }
 
+    /// A tool call in the chat at `path` stands where `call` says ([`State::chat_tool_call`]).
+    pub fn chat_tool_call(&self, path: &Path, call: chat::ToolCallLine) {
+        let path = path.to_owned();
+        self.state.update(move |s| s.chat_tool_call(&path, call));
+    }
+
     /// A message from the chat at `path` went to its agent (`running`), or its answer ended.
     pub fn chat_turn(&self, path: &Path, running: bool) {
         let path = path.to_owned();

@@ -348,7 +348,7 @@ impl StateHandle {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::super::position::Position;
     use super::*;
 
