@@ -64,6 +64,11 @@ async fn a_conversation_in_a_chat_document_with_code_actions_only() {
     chat_says(&client, &uri, "notes.txt has 2 lines").await;
     chat_says(&client, &uri, "_demo: end_turn").await;
     let after_first = client.document(&uri).text;
+    // The agent's thoughts are quoted, apart from what it says.
+    assert!(
+        after_first.contains("\n\n> The user wants me to read notes.txt.\n\n"),
+        "{after_first}"
+    );
     // The tool call's line says how it ended (a line saying it ran may come first, when it
     // went out before the call ended).
     let last_line = after_first.rfind(" Read notes.txt\n").expect(&after_first);

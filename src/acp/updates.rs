@@ -29,14 +29,16 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
     });
     link.plugin_updates.push(&session, note.update);
     for said in said {
-        // The agent's words and its tool calls go to its chat (and only there: the editor's
-        // log is not a second transcript); thoughts only to the log.
+        // The agent's words, thoughts and tool calls go to its chat (and only there: the
+        // editor's log is not a second transcript).
         match (said, chat.as_deref()) {
-            (Said::Text(level, text), Some(chat)) if level != Level::Log => {
+            (Said::Text(_, text), Some(chat)) => {
                 tracing::debug!(%session, "to the chat: {text}");
                 editor.append_to_chat(chat, text);
             }
-            (Said::Text(level, text), _) => editor.log(level, text),
+            (Said::Text(level, text), None) => editor.log(level, text),
+            (Said::Thought(text), Some(chat)) => editor.append_thought_to_chat(chat, text),
+            (Said::Thought(text), None) => editor.log(Level::Log, text),
             (Said::Call(call), Some(chat)) => editor.chat_tool_call(chat, call),
             (Said::Call(call), None) => {
                 if let Some((level, line)) = call.log_line() {
@@ -52,8 +54,10 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
 
 /// What an update has agentls tell the user.
 enum Said {
-    /// Text for the chat (or the log, at this level; thoughts only ever to the log).
+    /// Text for the chat (or the log, at this level).
     Text(Level, String),
+    /// The agent's thought: quoted in the chat (or the log's lowest level).
+    Thought(String),
     /// Where a tool call stands.
     Call(ToolCallLine),
 }
@@ -81,7 +85,7 @@ fn update_session(
                 if let Some(turn) = s.turn.as_mut() {
                     turn.log_mid_line = !text.ends_with('\n');
                 }
-                said.push(Said::Text(Level::Log, text.to_owned()));
+                said.push(Said::Thought(text.to_owned()));
             }
         }
         SessionUpdate::ToolCall(call) => {

@@ -44,6 +44,81 @@ struct Chat {
     resumed: bool,
     /// The line each tool call of the running turn last got, by call id.
     calls: HashMap<String, String>,
+    /// The agent's thoughts are being quoted: a `> ` is due before the next thought text
+    /// (`Some(true)`) or not (`Some(false)`); `None` outside a quote.
+    thought: Option<bool>,
+    /// How what was appended last ends.
+    ends: Ending,
+}
+
+/// How the text appended to a chat so far ends.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// With a blank line (or nothing was appended yet).
+    #[default]
+    BlankLine,
+    /// With one line end.
+    LineEnd,
+    /// In the middle of a line.
+    MidLine,
+}
+
+impl Chat {
+    /// Appends `text` to what goes out next, ending a quote of thoughts first.
+    fn push(&mut self, text: &str) {
+        if self.thought.take().is_some() {
+            self.blank_line();
+        }
+        self.push_raw(text);
+    }
+
+    /// Appends `line` as a paragraph of its own.
+    fn push_line(&mut self, line: &str) {
+        self.push("");
+        self.blank_line();
+        self.push_raw(line);
+        self.push_raw("\n\n");
+    }
+
+    /// Appends the agent's thought `text`, quoted (`> ` before each line).
+    fn push_thought(&mut self, text: &str) {
+        let mut due = match self.thought {
+            Some(due) => due,
+            None => {
+                self.blank_line();
+                true
+            }
+        };
+        for piece in text.split_inclusive('\n') {
+            if due {
+                self.push_raw("> ");
+            }
+            self.push_raw(piece);
+            due = piece.ends_with('\n');
+        }
+        self.thought = Some(due);
+    }
+
+    /// Ends what was appended with a blank line, unless it does.
+    fn blank_line(&mut self) {
+        match self.ends {
+            Ending::BlankLine => {}
+            Ending::LineEnd => self.push_raw("\n"),
+            Ending::MidLine => self.push_raw("\n\n"),
+        }
+    }
+
+    fn push_raw(&mut self, text: &str) {
+        let kept = text.trim_end_matches('\n');
+        let ends = match (text.len() - kept.len(), kept.is_empty(), self.ends) {
+            (0, true, ends) => ends,
+            (0, false, _) => Ending::MidLine,
+            (1, true, Ending::MidLine) | (1, false, _) => Ending::LineEnd,
+            _ => Ending::BlankLine,
+        };
+        self.pending.push_str(text);
+        self.ends = ends;
+    }
 }
 
 /// Where a tool call stands, as its line in a chat shows it.
@@ -66,7 +141,7 @@ pub struct ToolCallLine {
     pub title: String,
     /// Where it stands.
     pub mark: CallMark,
-    /// What goes before its line when it starts mid-line (`"\n"`), else `""`.
+    /// What goes before its line in the log when it starts mid-line (`"\n"`), else `""`.
     pub lead: &'static str,
     /// The call was just made (not an update of it).
     pub new: bool,
@@ -286,7 +361,16 @@ impl State {
         let Some(chat) = self.chats.docs.get_mut(path) else {
             return;
         };
-        chat.pending.push_str(text);
+        chat.push(text);
+        self.schedule_chat_flush(path, FLUSH_EVERY);
+    }
+
+    /// Appends the agent's thought `text` to the chat at `path` soon, quoted.
+    pub fn append_thought_to_chat(&mut self, path: &Path, text: &str) {
+        let Some(chat) = self.chats.docs.get_mut(path) else {
+            return;
+        };
+        chat.push_thought(text);
         self.schedule_chat_flush(path, FLUSH_EVERY);
     }
 
@@ -297,7 +381,7 @@ impl State {
         let Some(chat) = self.chats.docs.get_mut(path) else {
             return;
         };
-        let (mark, line) = (call.mark, format!("{} {}\n", call.mark.glyph(), call.title));
+        let (mark, line) = (call.mark, format!("{} {}", call.mark.glyph(), call.title));
         match chat.calls.get(&call.id) {
             Some(last) if *last == line => return,
             Some(last) => {
@@ -306,13 +390,10 @@ impl State {
                 } else if mark == CallMark::Running {
                     return; // its line is out; a new title alone is not worth another
                 } else {
-                    chat.pending.push_str(&line);
+                    chat.push_line(&line);
                 }
             }
-            None => {
-                chat.pending.push_str(call.lead);
-                chat.pending.push_str(&line);
-            }
+            None => chat.push_line(&line),
         }
         chat.calls.insert(call.id, line);
         self.schedule_chat_flush(path, FLUSH_EVERY);
@@ -563,11 +644,11 @@ mod tests {
         let pending = |s: &State| s.chats.docs[&path].pending.clone();
         state.chat_tool_call(&path, call(CallMark::Running, true));
         state.chat_tool_call(&path, call(CallMark::Done, false));
-        assert_eq!(pending(&state), "✓ Read a.rs\n");
+        assert_eq!(pending(&state), "✓ Read a.rs\n\n");
         state.chat_tool_call(&path, call(CallMark::Done, false));
         assert_eq!(
             pending(&state),
-            "✓ Read a.rs\n",
+            "✓ Read a.rs\n\n",
             "a repeated status adds nothing"
         );
 
@@ -580,11 +661,19 @@ mod tests {
         state.chat_tool_call(
             &path,
             ToolCallLine {
+                title: "Read b.rs".into(),
+                ..second.clone()
+            },
+        );
+        assert_eq!(pending(&state), "", "a new title alone is not worth a line");
+        state.chat_tool_call(
+            &path,
+            ToolCallLine {
                 mark: CallMark::Failed,
                 ..second
             },
         );
-        assert_eq!(pending(&state), "✗ Read a.rs\n");
+        assert_eq!(pending(&state), "✗ Read a.rs\n\n");
     }
 
     #[test]

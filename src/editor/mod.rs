@@ -526,6 +526,13 @@ impl EditorAccess {
         self.state.update(move |s| s.append_to_chat(&path, &text));
     }
 
+    /// Appends the agent's thought `text` to the chat document at `path`, quoted.
+    pub fn append_thought_to_chat(&self, path: &Path, text: String) {
+        let path = path.to_owned();
+        self.state
+            .update(move |s| s.append_thought_to_chat(&path, &text));
+    }
+
     /// A tool call in the chat at `path` stands where `call` says ([`State::chat_tool_call`]).
     pub fn chat_tool_call(&self, path: &Path, call: chat::ToolCallLine) {
         let path = path.to_owned();
