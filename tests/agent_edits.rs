@@ -234,6 +234,25 @@ async fn an_unknown_configured_mode_names_the_agents_modes() {
     assert!(client.shutdown().await.success());
 }
 
+/// `agents.<name>.configOptions` sets the agent's options before the first prompt (the demo
+/// agent says which model it thinks with); one it does not offer is named with those it does.
+#[tokio::test]
+async fn configured_options_are_set_before_the_first_prompt() {
+    let options = "configOptions = { model = \"careful\", size = \"xl\" }\n";
+    let client = demo_agent_configured("0", options).await;
+    client.open("notes.txt", "text", "one\n").await;
+    client.prompt("read notes.txt").await;
+    let told = client.take_message("agents.demo2.configOptions.size").await;
+    assert!(told.contains("(it offers: model)"), "{told}");
+    let summary = client.take_message("demo2: end_turn").await;
+    let chat = client.shown_until("_demo2: end_turn").await;
+    assert!(
+        chat.contains("I think with the careful model."),
+        "{summary}\n{chat}"
+    );
+    assert!(client.shutdown().await.success());
+}
+
 /// An agent that writes without asking (an auto mode): the change lands, is shown after the fact
 /// with Keep / Undo per hunk, and the summary names it. Undo restores the old text of that hunk
 /// and keeps the user's own edit next to it; Keep leaves the other one.

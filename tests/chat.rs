@@ -238,6 +238,54 @@ async fn a_permission_is_asked_and_answered_in_the_chat() {
     assert!(client.shutdown().await.success());
 }
 
+/// The chat's header line also picks among the agent's models (its `model` config option);
+/// the next reply is thought with the one picked, and the header then offers the other.
+#[tokio::test]
+async fn the_chat_header_picks_the_agents_model() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let (_, text, uri) = open_chat(&client).await;
+    client.edit(&uri, end_of(&text), "hello").await;
+    client.run_code_action(&uri, "Send to demo").await;
+    turns_ended(&client, &uri, 1).await;
+    assert!(!client.document(&uri).text.contains("model."));
+    let header = titles_at(&client, &uri, range(0, 0, 0, 0)).await;
+    let careful = "Set demo's Model to Careful (careful)";
+    assert!(header.contains(&careful.to_owned()), "{header:?}");
+    assert!(!header.iter().any(|t| t.contains("(quick)")), "{header:?}");
+    client.run_code_action(&uri, careful).await;
+    client.take_message("demo: model is now careful").await;
+
+    let now = client.document(&uri).text;
+    client.edit(&uri, end_of(&now), "hello again").await;
+    client.execute("agentls.send", Value::Null).await.unwrap();
+    turns_ended(&client, &uri, 2).await;
+    assert!(
+        client
+            .document(&uri)
+            .text
+            .contains("I think with the careful model.\n"),
+        "{}",
+        client.document(&uri).text
+    );
+    let header = titles_at(&client, &uri, range(0, 0, 0, 0)).await;
+    assert!(
+        header.contains(&"Set demo's Model to Quick (quick)".to_owned()),
+        "{header:?}"
+    );
+    // A value the agent does not offer is refused by it, and the user is told.
+    client
+        .execute(
+            "agentls.setOption",
+            json!({"option": "model", "value": "huge"}),
+        )
+        .await
+        .unwrap();
+    client
+        .take_message("demo: could not set model `huge`")
+        .await;
+    assert!(client.shutdown().await.success());
+}
+
 /// The labels completion offers at `position` of `uri`.
 async fn completions(client: &TestClient, uri: &str, line: u32, character: u32) -> Vec<String> {
     let result = client

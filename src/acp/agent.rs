@@ -280,6 +280,12 @@ impl RunningAgent {
         session_defaults::set_mode(self, &session, mode).await
     }
 
+    /// Sets the current session's config option `id` to `value` (a model, say).
+    pub async fn set_config_option(&self, id: &str, value: &str) -> Result<(), AgentFailure> {
+        let session = self.session().await?;
+        session_defaults::set_config_option(self, &session, id, value).await
+    }
+
     /// Cancels the agent's running turns: `session/cancel` for each, and every pending permission
     /// request of them (and of the current session) answered `cancelled`. Returns whether a turn
     /// was running.

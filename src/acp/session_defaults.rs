@@ -62,36 +62,43 @@ pub async fn apply(agent: &RunningAgent, session: &str) {
         }
     }
     for (id, value) in &spec.config_options {
-        let offered = agent
-            .link
-            .with_session(session, |s| option_ids(s.config_options.as_ref()))
-            .unwrap_or_default();
-        if !offered.contains(id) {
-            tell(format!(
-                "{name}: agents.{name}.configOptions.{id}: the agent offers no such option{}",
-                if offered.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (it offers: {})", offered.join(", "))
-                }
-            ));
-            continue;
-        }
-        let request =
-            SetSessionConfigOptionRequest::new(SessionId::new(session), id.clone(), value.as_str());
-        match agent
-            .request(request, "session/set_config_option", Some(REQUEST_TIMEOUT))
-            .await
-        {
-            Ok(response) => {
-                let options = serde_json::to_value(&response.config_options).ok();
-                agent
-                    .link
-                    .with_session(session, |s| s.config_options = options);
-            }
-            Err(e) => tell(format!("{name}: could not set {id} = {value}: {e}")),
+        if let Err(e) = set_config_option(agent, session, id, value).await {
+            tell(format!("{name}: agents.{name}.configOptions.{id}: {e}"));
         }
     }
+}
+
+/// Sets `session`'s config option `id` to `value`; an option the agent does not offer is
+/// refused with the ones it does.
+pub async fn set_config_option(
+    agent: &RunningAgent,
+    session: &str,
+    id: &str,
+    value: &str,
+) -> Result<(), AgentFailure> {
+    let offered = agent
+        .link
+        .with_session(session, |s| option_ids(s.config_options.as_ref()))
+        .unwrap_or_default();
+    if !offered.iter().any(|o| o == id) {
+        return Err(AgentFailure::NotOffered(if offered.is_empty() {
+            format!("the agent offers no option `{id}`: it offers none")
+        } else {
+            format!(
+                "the agent offers no option `{id}` (it offers: {})",
+                offered.join(", ")
+            )
+        }));
+    }
+    let request = SetSessionConfigOptionRequest::new(SessionId::new(session), id.to_owned(), value);
+    let response = agent
+        .request(request, "session/set_config_option", Some(REQUEST_TIMEOUT))
+        .await?;
+    let options = serde_json::to_value(&response.config_options).ok();
+    agent
+        .link
+        .with_session(session, |s| s.config_options = options);
+    Ok(())
 }
 
 /// Switches `session` to `mode` (which the caller checked).

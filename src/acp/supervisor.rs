@@ -82,6 +82,8 @@ enum Command {
     NewSession,
     /// Switch the current session's mode.
     SetMode(String),
+    /// Set one of the current session's config options: (option id, value id).
+    SetOption(String, String),
 }
 
 #[derive(Debug, Default)]
@@ -160,6 +162,20 @@ impl Agents {
     pub fn set_mode(&self, agent: Option<&str>, mode: String) -> Result<String, AgentFailure> {
         let (name, spec) = self.inner.resolve(agent)?;
         self.inner.enqueue(&name, spec, Command::SetMode(mode));
+        Ok(name)
+    }
+
+    /// Sets a config option of the current session (its model, say) after the agent's earlier
+    /// commands; the user is told.
+    pub fn set_option(
+        &self,
+        agent: Option<&str>,
+        option: String,
+        value: String,
+    ) -> Result<String, AgentFailure> {
+        let (name, spec) = self.inner.resolve(agent)?;
+        self.inner
+            .enqueue(&name, spec, Command::SetOption(option, value));
         Ok(name)
     }
 
@@ -305,16 +321,37 @@ impl Inner {
                     Ok(running) => running.set_mode(&mode).await,
                     Err(failure) => Err(failure),
                 };
-                match result {
-                    Ok(()) => self
-                        .editor
-                        .tell_user(Level::Info, format!("{name}: mode is now {mode}")),
-                    Err(failure) => self.editor.tell_user(
-                        Level::Error,
-                        format!("{name}: could not set mode `{mode}`: {failure}"),
-                    ),
-                }
+                let (done, what) = (format!("mode is now {mode}"), format!("mode `{mode}`"));
+                self.tell_setting(name, (&done, &what), result);
             }
+            Command::SetOption(option, value) => {
+                let result = match self.ensure_running(name, &spec).await {
+                    Ok(running) => running.set_config_option(&option, &value).await,
+                    Err(failure) => Err(failure),
+                };
+                let done = format!("{option} is now {value}");
+                let what = format!("{option} `{value}`");
+                self.tell_setting(name, (&done, &what), result);
+            }
+        }
+    }
+
+    /// Tells the user that `name`'s session setting is `done` (`mode is now ask`), or why
+    /// `what` (`mode `ask``) could not be set.
+    fn tell_setting(
+        &self,
+        name: &str,
+        (done, what): (&str, &str),
+        result: Result<(), AgentFailure>,
+    ) {
+        match result {
+            Ok(()) => self
+                .editor
+                .tell_user(Level::Info, format!("{name}: {done}")),
+            Err(failure) => self.editor.tell_user(
+                Level::Error,
+                format!("{name}: could not set {what}: {failure}"),
+            ),
         }
     }
 

@@ -18,11 +18,12 @@ use agent_client_protocol::v1::schema::{
     NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
     PlanEntryPriority, PlanEntryStatus, PromptCapabilities, PromptRequest, PromptResponse,
     ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, SessionId, SessionMode, SessionModeState, SessionNotification,
-    SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
-    TerminalOutputRequest, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
-    ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate, WaitForTerminalExitRequest,
-    WriteTextFileRequest,
+    RequestPermissionRequest, SessionConfigOption, SessionConfigOptionValue,
+    SessionConfigSelectOption, SessionId, SessionMode, SessionModeState, SessionNotification,
+    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse, StopReason, TerminalOutputRequest, ToolCall,
+    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind, UsageUpdate, WaitForTerminalExitRequest, WriteTextFileRequest,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
@@ -34,7 +35,21 @@ use tokio_util::sync::CancellationToken;
 use crate::acp::transport;
 use script::{Action, Script};
 
-type Modes = Arc<Mutex<HashMap<String, String>>>;
+/// A setting of each session (its mode, its model), by session id.
+type PerSession = Arc<Mutex<HashMap<String, String>>>;
+
+/// The models the demo agent offers as its `model` config option (id, name); the first is the
+/// default.
+const MODELS: [(&str, &str); 2] = [("quick", "Quick"), ("careful", "Careful")];
+
+/// The `model` config option with `current` chosen.
+fn model_option(current: &str) -> SessionConfigOption {
+    let choices: Vec<SessionConfigSelectOption> = MODELS
+        .iter()
+        .map(|(id, name)| SessionConfigSelectOption::new(*id, *name))
+        .collect();
+    SessionConfigOption::select("model", "Model", current.to_owned(), choices)
+}
 
 /// With `AGENTLS_DEMO_REQUIRE_LOGIN` set, the agent behaves like one whose user has not logged
 /// in: it lists a login method and refuses to open sessions (for trying agentls's message).
@@ -64,7 +79,8 @@ pub async fn run(
         Arc::new(|skipped| tracing::warn!(?skipped, "demo agent: skipped input")),
     );
     let turns: Turns = Arc::default();
-    let modes: Modes = Arc::default();
+    let modes: PerSession = Arc::default();
+    let models: PerSession = Arc::default();
     let sessions = Arc::new(std::sync::atomic::AtomicU64::new(1));
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     Agent
@@ -107,7 +123,11 @@ pub async fn run(
                     ],
                 );
                 let id = format!("demo-{n}");
-                responder.respond(NewSessionResponse::new(id.clone()).modes(modes))?;
+                let model = model_option(MODELS[0].0);
+                let response = NewSessionResponse::new(id.clone())
+                    .modes(modes)
+                    .config_options(vec![model]);
+                responder.respond(response)?;
                 // Its slash commands, as agents advertise them once a session exists.
                 let commands = vec![AvailableCommand::new("help", "What the demo agent can do")];
                 cx.send_notification(SessionNotification::new(
@@ -134,6 +154,33 @@ pub async fn run(
         )
         .on_receive_request(
             {
+                let models = Arc::clone(&models);
+                async move |request: SetSessionConfigOptionRequest,
+                            responder: Responder<SetSessionConfigOptionResponse>,
+                            _cx| {
+                    let chosen = match &request.value {
+                        SessionConfigOptionValue::ValueId { value } => value.to_string(),
+                        _ => String::new(),
+                    };
+                    if request.config_id.to_string() != "model"
+                        || !MODELS.iter().any(|(id, _)| *id == chosen)
+                    {
+                        let why = format!("no option {} = {chosen:?}", request.config_id);
+                        return responder.respond_with_error(Error::invalid_params().data(why));
+                    }
+                    models
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(request.session_id.to_string(), chosen.clone());
+                    responder.respond(SetSessionConfigOptionResponse::new(vec![model_option(
+                        &chosen,
+                    )]))
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
                 let (turns, stdout) = (Arc::clone(&turns), Arc::clone(&stdout));
                 async move |request: PromptRequest,
                             responder: Responder<PromptResponse>,
@@ -149,6 +196,11 @@ pub async fn run(
                         .unwrap_or_else(|e| e.into_inner())
                         .get(session.0.as_ref())
                         .is_some_and(|m| m == "read-only");
+                    let model = models
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(session.0.as_ref())
+                        .cloned();
                     let prompt = prompt_text(&request.prompt);
                     let mut script = script::parse(&prompt.text, &prompt.uris, &cwd);
                     if read_only {
@@ -157,6 +209,7 @@ pub async fn run(
                     let (turns, stdout) = (Arc::clone(&turns), Arc::clone(&stdout));
                     cx.clone().spawn(async move {
                         let turn = Turn {
+                            model,
                             cx: &cx,
                             session: session.clone(),
                             cancel: token.clone(),
@@ -219,6 +272,9 @@ async fn run_turn(
     }
     for chunk in ["Hello", " from the", " demo agent.", "\n"] {
         turn.say(chunk)?;
+    }
+    if let Some(model) = &turn.model {
+        turn.say(&format!("I think with the {model} model.\n"))?;
     }
     if script.help {
         turn.say(script::HELP)?;
@@ -322,6 +378,8 @@ fn prompt_text(prompt: &[ContentBlock]) -> PromptText {
 }
 
 struct Turn<'a> {
+    /// The model the user chose for the session (`None`: the default).
+    model: Option<String>,
     cx: &'a ConnectionTo<Client>,
     session: SessionId,
     /// Cancelled by `session/cancel`.

@@ -1,5 +1,5 @@
-//! `workspace/executeCommand` commands that drive agents: prompt, cancel, new session, set mode,
-//! status. Each returns at once; the work (starting an agent, a turn) runs in the background and
+//! `workspace/executeCommand` commands that drive agents: prompt, cancel, new session, set mode
+//! or option, status. Each returns at once; the work (starting an agent, a turn) runs in the background and
 //! reports through messages, the log and progress.
 
 use std::path::PathBuf;
@@ -22,6 +22,8 @@ pub const CANCEL: &str = "agentls.cancel";
 pub const NEW_SESSION: &str = "agentls.newSession";
 /// Set the session mode: `[{"agent"?, "mode"}]`.
 pub const SET_MODE: &str = "agentls.setMode";
+/// Set a session config option (a model, say): `[{"agent"?, "option", "value"}]`.
+pub const SET_OPTION: &str = "agentls.setOption";
 /// Agents, sessions, pending permissions, plans, modes, usage, last errors, as JSON.
 pub const STATUS: &str = "agentls.status";
 
@@ -44,6 +46,13 @@ struct ModeArgs {
     mode: String,
 }
 
+#[derive(Debug, Deserialize)]
+struct OptionArgs {
+    agent: Option<String>,
+    option: String,
+    value: String,
+}
+
 /// Runs agent command `command`, or `None` when it is not one.
 pub async fn execute(
     backend: &Backend,
@@ -64,6 +73,12 @@ pub async fn execute(
         SET_MODE => argument::<ModeArgs>(arguments).and_then(|args| {
             let agent = agents
                 .set_mode(args.agent.as_deref(), args.mode)
+                .map_err(refused)?;
+            Ok(Some(json!({"agent": agent})))
+        }),
+        SET_OPTION => argument::<OptionArgs>(arguments).and_then(|args| {
+            let agent = agents
+                .set_option(args.agent.as_deref(), args.option, args.value)
                 .map_err(refused)?;
             Ok(Some(json!({"agent": agent})))
         }),

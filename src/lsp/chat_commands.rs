@@ -376,44 +376,76 @@ async fn workspace_file(folders: &[PathBuf], written: &str) -> Option<PathBuf> {
     None
 }
 
-/// Code actions switching `agent`'s current session to each of its other modes, from
-/// `status` (`agentls.status`): the picker in a chat's header.
-pub fn mode_actions(status: &Value, agent: &str) -> Vec<CodeActionOrCommand> {
-    let Some(entry) = status["agents"]
+/// Code actions switching `agent`'s current session to each of its other modes and to each
+/// other value of its select options (its model, say), from `status` (`agentls.status`): the
+/// pickers in a chat's header.
+pub fn setting_actions(status: &Value, agent: &str) -> Vec<CodeActionOrCommand> {
+    let Some(session) = status["agents"]
         .as_array()
         .and_then(|agents| agents.iter().find(|a| a["name"] == agent))
-    else {
-        return Vec::new();
-    };
-    let Some(session) = entry["sessions"]
-        .as_array()
+        .and_then(|entry| entry["sessions"].as_array())
         .and_then(|sessions| sessions.iter().find(|s| s["current"] == true))
     else {
         return Vec::new();
     };
+    let action = |title: String, command: &str, argument: Value| {
+        CodeActionOrCommand::CodeAction(CodeAction {
+            title: title.clone(),
+            kind: Some(CodeActionKind::QUICKFIX),
+            command: Some(Command {
+                title,
+                command: command.to_owned(),
+                arguments: Some(vec![argument]),
+            }),
+            ..Default::default()
+        })
+    };
+    let mut actions = Vec::new();
     let current = session["mode"].as_str().unwrap_or_default();
-    let modes = session["modes"]["availableModes"].as_array();
-    modes
+    for mode in session["modes"]["availableModes"]
+        .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|mode| {
-            let id = mode["id"].as_str()?;
-            (id != current).then(|| {
-                let name = mode["name"].as_str().unwrap_or(id);
-                let title = format!("Switch {agent} to mode {name} ({id})");
-                CodeActionOrCommand::CodeAction(CodeAction {
-                    title: title.clone(),
-                    kind: Some(CodeActionKind::QUICKFIX),
-                    command: Some(Command {
-                        title,
-                        command: super::agent_commands::SET_MODE.to_owned(),
-                        arguments: Some(vec![json!({"agent": agent, "mode": id})]),
-                    }),
-                    ..Default::default()
-                })
-            })
-        })
-        .collect()
+    {
+        let Some(id) = mode["id"].as_str().filter(|id| *id != current) else {
+            continue;
+        };
+        let name = mode["name"].as_str().unwrap_or(id);
+        actions.push(action(
+            format!("Switch {agent} to mode {name} ({id})"),
+            super::agent_commands::SET_MODE,
+            json!({"agent": agent, "mode": id}),
+        ));
+    }
+    let options = session["configOptions"].as_array().into_iter().flatten();
+    for option in options.filter(|o| o["type"] == "select") {
+        let (Some(id), current) = (option["id"].as_str(), &option["currentValue"]) else {
+            continue;
+        };
+        let label = option["name"].as_str().unwrap_or(id);
+        for choice in select_choices(&option["options"]) {
+            let Some(value) = choice["value"].as_str().filter(|v| current != v) else {
+                continue;
+            };
+            let name = choice["name"].as_str().unwrap_or(value);
+            actions.push(action(
+                format!("Set {agent}'s {label} to {name} ({value})"),
+                super::agent_commands::SET_OPTION,
+                json!({"agent": agent, "option": id, "value": value}),
+            ));
+        }
+    }
+    actions
+}
+
+/// The choices of a select option, flat or in groups (`[{"group", "name", "options"}]`).
+fn select_choices(options: &Value) -> Vec<&Value> {
+    let flat = options.as_array().into_iter().flatten();
+    flat.flat_map(|entry| match entry["options"].as_array() {
+        Some(grouped) => grouped.iter().collect(),
+        None => vec![entry],
+    })
+    .collect()
 }
 
 /// Tells the user why (Helix drops command errors) and makes it the command's error.

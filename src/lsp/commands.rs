@@ -59,6 +59,7 @@ pub const ADVERTISED: &[&str] = &[
     agent_commands::CANCEL,
     agent_commands::NEW_SESSION,
     agent_commands::SET_MODE,
+    agent_commands::SET_OPTION,
     agent_commands::STATUS,
     super::mcp_commands::TERMINAL_ENV,
 ];

@@ -219,9 +219,9 @@ impl LanguageServer for Backend {
             .unwrap_or_default();
         let mut actions: CodeActionResponse =
             actions.into_iter().map(commands::code_action).collect();
-        // The chat's header line picks the agent's mode.
+        // The chat's header line picks the agent's mode and options.
         if let Some(agent) = chat.filter(|_| range.start.line == 0) {
-            actions.extend(super::chat_commands::mode_actions(
+            actions.extend(super::chat_commands::setting_actions(
                 &self.agents.status(),
                 &agent,
             ));
