@@ -64,6 +64,9 @@ async fn a_conversation_in_a_chat_document_with_code_actions_only() {
     chat_says(&client, &uri, "notes.txt has 2 lines").await;
     chat_says(&client, &uri, "_demo: end_turn").await;
     let after_first = client.document(&uri).text;
+    // The agent's plan is a check list.
+    let plan = "\n\n- [ ] Read the file (doing now)\n- [ ] Propose the change\n- [ ] Write it\n\n";
+    assert!(after_first.contains(plan), "{after_first}");
     // The agent's thoughts are quoted, apart from what it says.
     assert!(
         after_first.contains("\n\n> The user wants me to read notes.txt.\n\n"),

@@ -6,11 +6,11 @@
 use super::link::AgentLink;
 use super::session::Turn;
 use crate::editor::Level;
-use crate::editor::chat::{CallMark, ToolCallLine};
+use crate::editor::chat::{CallMark, PlanStep, Stage, ToolCallLine};
 use crate::editor::effects::ProgressPhase;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, Diff, SessionNotification, SessionUpdate, ToolCall, ToolCallContent,
-    ToolCallStatus, ToolCallUpdateFields, ToolKind,
+    ContentBlock, Diff, PlanEntry, PlanEntryStatus, SessionNotification, SessionUpdate, ToolCall,
+    ToolCallContent, ToolCallStatus, ToolCallUpdateFields, ToolKind,
 };
 
 /// Takes one `session/update` in. Cheap: it only queues effects and updates state.
@@ -40,6 +40,8 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
             (Said::Thought(text), Some(chat)) => editor.append_thought_to_chat(chat, text),
             (Said::Thought(text), None) => editor.log(Level::Log, text),
             (Said::Call(call), Some(chat)) => editor.chat_tool_call(chat, call),
+            (Said::Plan(steps), Some(chat)) => editor.chat_plan(chat, steps),
+            (Said::Plan(_), None) => {} // agentls.status shows it
             (Said::Call(call), None) => {
                 if let Some((level, line)) = call.log_line() {
                     editor.log(level, line);
@@ -60,6 +62,8 @@ enum Said {
     Thought(String),
     /// Where a tool call stands.
     Call(ToolCallLine),
+    /// The agent's plan, whole.
+    Plan(Vec<PlanStep>),
 }
 
 /// What one update changes in the session, and what it says in the chat, log and progress.
@@ -142,7 +146,10 @@ fn update_session(
                 *progress = Some((turn.progress_id.clone(), title));
             }
         }
-        SessionUpdate::Plan(plan) => s.plan = Some(value(plan)),
+        SessionUpdate::Plan(plan) => {
+            s.plan = Some(value(plan));
+            said.push(Said::Plan(plan.entries.iter().map(plan_step).collect()));
+        }
         SessionUpdate::AvailableCommandsUpdate(u) => {
             s.commands = Some(value(&u.available_commands))
         }
@@ -157,6 +164,19 @@ fn update_session(
             ));
         }
         _ => {}
+    }
+}
+
+/// A plan entry as the chat shows it.
+fn plan_step(entry: &PlanEntry) -> PlanStep {
+    let stage = match entry.status {
+        PlanEntryStatus::Completed => Stage::Done,
+        PlanEntryStatus::InProgress => Stage::Doing,
+        _ => Stage::Waiting,
+    };
+    PlanStep {
+        text: entry.content.clone(),
+        stage,
     }
 }
 

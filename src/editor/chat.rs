@@ -49,6 +49,8 @@ struct Chat {
     thought: Option<bool>,
     /// How what was appended last ends.
     ends: Ending,
+    /// The agent's plan as last shown in the running turn.
+    plan: Option<String>,
 }
 
 /// How the text appended to a chat so far ends.
@@ -70,6 +72,15 @@ impl Chat {
             self.blank_line();
         }
         self.push_raw(text);
+    }
+
+    /// Replaces the last `old` of what has not gone out yet with `new`; whether it was there.
+    fn replace_pending(&mut self, old: &str, new: &str) -> bool {
+        let Some(at) = self.pending.rfind(old) else {
+            return false;
+        };
+        self.pending.replace_range(at..at + old.len(), new);
+        true
     }
 
     /// Appends `line` as a paragraph of its own.
@@ -118,6 +129,38 @@ impl Chat {
         };
         self.pending.push_str(text);
         self.ends = ends;
+    }
+}
+
+/// A step of an agent's plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanStep {
+    /// What the step does.
+    pub text: String,
+    /// Where it stands.
+    pub stage: Stage,
+}
+
+/// Where a plan step stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Not started.
+    Waiting,
+    /// Being worked on.
+    Doing,
+    /// Done.
+    Done,
+}
+
+impl PlanStep {
+    /// Its line of a markdown check list.
+    fn line(&self) -> String {
+        let text = &self.text;
+        match self.stage {
+            Stage::Waiting => format!("- [ ] {text}\n"),
+            Stage::Doing => format!("- [ ] {text} (doing now)\n"),
+            Stage::Done => format!("- [x] {text}\n"),
+        }
     }
 }
 
@@ -350,6 +393,7 @@ impl State {
         if let Some(chat) = self.chats.docs.get_mut(path) {
             chat.turn_running = running;
             chat.calls.clear();
+            chat.plan = None;
         }
         if running {
             self.chats.touch(path);
@@ -382,20 +426,35 @@ impl State {
             return;
         };
         let (mark, line) = (call.mark, format!("{} {}", call.mark.glyph(), call.title));
-        match chat.calls.get(&call.id) {
-            Some(last) if *last == line => return,
-            Some(last) => {
-                if let Some(at) = chat.pending.rfind(last.as_str()) {
-                    chat.pending.replace_range(at..at + last.len(), &line);
-                } else if mark == CallMark::Running {
-                    return; // its line is out; a new title alone is not worth another
-                } else {
-                    chat.push_line(&line);
-                }
-            }
-            None => chat.push_line(&line),
+        let last = chat.calls.get(&call.id).cloned();
+        match last {
+            Some(last) if last == line => return,
+            Some(last) if chat.replace_pending(&last, &line) => {}
+            // Its line is out; a new title alone is not worth another.
+            Some(_) if mark == CallMark::Running => return,
+            _ => chat.push_line(&line),
         }
         chat.calls.insert(call.id, line);
+        self.schedule_chat_flush(path, FLUSH_EVERY);
+    }
+
+    /// The agent's plan changed to `steps` (each done or not, and its text): a check list in the
+    /// chat at `path`, changed in place until it goes out, then shown again below when it
+    /// changes.
+    pub fn chat_plan(&mut self, path: &Path, steps: &[PlanStep]) {
+        let Some(chat) = self.chats.docs.get_mut(path) else {
+            return;
+        };
+        let list: String = steps.iter().map(PlanStep::line).collect();
+        let list = list.trim_end().to_owned();
+        let last = chat.plan.clone().unwrap_or_default();
+        if last == list {
+            return;
+        }
+        if last.is_empty() || !chat.replace_pending(&last, &list) {
+            chat.push_line(&list);
+        }
+        chat.plan = Some(list);
         self.schedule_chat_flush(path, FLUSH_EVERY);
     }
 
@@ -674,6 +733,26 @@ mod tests {
             },
         );
         assert_eq!(pending(&state), "✗ Read a.rs\n\n");
+    }
+
+    #[tokio::test]
+    async fn a_plan_is_a_check_list_changed_in_place_until_it_is_out() {
+        let (mut state, _effects) = crate::editor::state::tests::test_state();
+        let path = PathBuf::from("/chats/demo.md");
+        state.chat_opened(path.clone(), "demo".into());
+        let step = |text: &str, stage| PlanStep {
+            text: text.into(),
+            stage,
+        };
+        let pending = |s: &State| s.chats.docs[&path].pending.clone();
+        state.chat_plan(&path, &[step("a", Stage::Doing), step("b", Stage::Waiting)]);
+        state.chat_plan(&path, &[step("a", Stage::Done), step("b", Stage::Doing)]);
+        assert_eq!(pending(&state), "- [x] a\n- [ ] b (doing now)\n\n");
+        state.chats.docs.get_mut(&path).unwrap().pending.clear(); // as if it went out
+        state.chat_plan(&path, &[step("a", Stage::Done), step("b", Stage::Doing)]);
+        assert_eq!(pending(&state), "", "the same plan again adds nothing");
+        state.chat_plan(&path, &[step("a", Stage::Done), step("b", Stage::Done)]);
+        assert_eq!(pending(&state), "- [x] a\n- [x] b\n\n");
     }
 
     #[test]

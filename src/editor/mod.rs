@@ -533,6 +533,12 @@ impl EditorAccess {
             .update(move |s| s.append_thought_to_chat(&path, &text));
     }
 
+    /// The agent's plan in the chat at `path` is now `steps` ([`State::chat_plan`]).
+    pub fn chat_plan(&self, path: &Path, steps: Vec<chat::PlanStep>) {
+        let path = path.to_owned();
+        self.state.update(move |s| s.chat_plan(&path, &steps));
+    }
+
     /// A tool call in the chat at `path` stands where `call` says ([`State::chat_tool_call`]).
     pub fn chat_tool_call(&self, path: &Path, call: chat::ToolCallLine) {
         let path = path.to_owned();
