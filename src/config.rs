@@ -126,6 +126,22 @@ impl Default for ReviewConfig {
     }
 }
 
+/// Conversations with agents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ChatConfig {
+    /// What makes a line comment a comment prompt (default `agent:`; empty: none are).
+    pub comment_marker: String,
+}
+
+impl Default for ChatConfig {
+    fn default() -> Self {
+        Self {
+            comment_marker: crate::editor::comment_prompt::DEFAULT_MARKER.to_owned(),
+        }
+    }
+}
+
 /// Serving terminal agents (their IDE protocol over MCP on a loopback socket).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -154,6 +170,8 @@ pub struct Config {
     pub review: ReviewConfig,
     /// Serving terminal agents.
     pub mcp: McpConfig,
+    /// Conversations with agents.
+    pub chat: ChatConfig,
 }
 
 /// The name of the built-in demo agent, used when no agent is configured.

@@ -583,3 +583,65 @@ async fn a_long_reply_and_fast_typing_both_land_whole() {
     );
     assert!(client.shutdown().await.success());
 }
+
+/// A line comment with `agent:` offers *Send to demo: …* (only on that line); it sends the
+/// instruction with the code under it, the reply shows in the agent's chat, the change comes
+/// as a review, and once it is accepted the comment is gone from the buffer (nothing else is).
+#[tokio::test]
+async fn a_comment_prompt_is_sent_and_goes_once_its_change_is_in() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let before = "fn a() {}\n\n// agent: uppercase the todo\n// TODO a\nfn b() {}\n";
+    let notes = client.open("notes.rs", "rust", before).await;
+    // A hint says what the line is and how to send it.
+    let hint = |p: &Value| {
+        p["uri"] == notes.as_str()
+            && p["diagnostics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["severity"] == 4 && d["range"]["start"]["line"] == 2)
+    };
+    let published = client.take("textDocument/publishDiagnostics", hint).await;
+    let message = published["params"]["diagnostics"][0]["message"].clone();
+    assert!(
+        message.as_str().unwrap().contains("\"uppercase the todo\""),
+        "{message}"
+    );
+    let elsewhere = titles_at(&client, &notes, range(0, 0, 0, 1)).await;
+    assert!(
+        !elsewhere.iter().any(|t| t.starts_with("Send")),
+        "{elsewhere:?}"
+    );
+    client
+        .run_code_action_at(
+            &notes,
+            range(2, 5, 2, 6),
+            "Send to demo: uppercase the todo",
+        )
+        .await;
+    let told = client.take_message("demo answers in").await;
+    let chat = std::path::PathBuf::from(told.rsplit("answers in ").next().unwrap().trim());
+    client
+        .run_code_action_at(&notes, range(3, 0, 3, 0), "Accept")
+        .await;
+    client.take_message("demo: end_turn").await;
+    support::eventually(|| client.document(&notes).text == "fn a() {}\n\n// TODO A\nfn b() {}\n")
+        .await
+        .unwrap_or_else(|| panic!("{:?}", client.document(&notes).text));
+    // With the comment its hint is gone too.
+    let hinted = || {
+        let published = client.received("textDocument/publishDiagnostics");
+        let last = published
+            .iter()
+            .rfind(|m| m["params"]["uri"] == notes.as_str())
+            .unwrap();
+        hint(&last["params"])
+    };
+    support::eventually(|| !hinted())
+        .await
+        .expect("the hint stayed");
+    let said = std::fs::read_to_string(&chat).unwrap();
+    assert!(said.contains("uppercase the todo"), "{said}");
+    assert!(said.contains("line 3 of notes.rs"), "{said}");
+    assert!(client.shutdown().await.success());
+}

@@ -24,6 +24,17 @@ pub struct Prompt {
     pub chat: Option<std::path::PathBuf>,
     /// What agentls tells the agent along with it (e.g. the transcript of a resumed chat).
     pub note: Option<String>,
+    /// The comment prompt it answers, which goes once the turn changed its file.
+    pub comment: Option<AnsweredComment>,
+}
+
+/// A comment prompt a turn answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnsweredComment {
+    /// Its file.
+    pub path: std::path::PathBuf,
+    /// Its line as written.
+    pub line: String,
 }
 
 /// A file, or part of one, sent with a prompt.

@@ -21,6 +21,6 @@ pub mod transport;
 mod turn;
 mod updates;
 
-pub use context::{Prompt, PromptContext};
+pub use context::{AnsweredComment, Prompt, PromptContext};
 pub use error::AgentFailure;
 pub use supervisor::Agents;

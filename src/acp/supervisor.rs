@@ -70,6 +70,8 @@ struct QueuedPrompt {
     chat: Option<std::path::PathBuf>,
     /// What agentls tells the agent along with it.
     note: Option<String>,
+    /// The comment prompt it answers.
+    comment: Option<super::AnsweredComment>,
     cancel: CancellationToken,
 }
 
@@ -131,6 +133,7 @@ impl Agents {
                 context: prompt.context,
                 chat: prompt.chat,
                 note: prompt.note,
+                comment: prompt.comment,
                 cancel,
             }),
         );
@@ -374,6 +377,7 @@ impl Inner {
             context,
             chat,
             note,
+            comment,
             cancel,
         } = queued;
         let progress_id = format!("acp-{name}-{number}");
@@ -393,6 +397,7 @@ impl Inner {
                         context: &context,
                         chat: chat.as_deref(),
                         note: note.as_deref(),
+                        comment: comment.as_ref(),
                     },
                     &progress_id,
                     cancel,

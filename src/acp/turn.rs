@@ -147,6 +147,8 @@ pub struct Asked<'a> {
     pub chat: Option<&'a Path>,
     /// What agentls tells the agent along with it.
     pub note: Option<&'a str>,
+    /// The comment prompt it answers: it goes once the turn changed its file.
+    pub comment: Option<&'a super::AnsweredComment>,
 }
 
 /// Runs a turn with its progress and tells the user how it went, once.
@@ -158,8 +160,16 @@ pub async fn run_and_report(
     sent: oneshot::Sender<()>,
 ) -> Option<AgentFailure> {
     agent.active_turns.fetch_add(1, Ordering::SeqCst);
-    let chat = asked.chat;
+    let (chat, comment) = (asked.chat, asked.comment);
     let (end, turn) = run(agent, asked, progress_id, cancel, sent).await;
+    if let (Some(comment), Some(turn)) = (comment, &turn)
+        && turn.files.contains(&comment.path)
+    {
+        agent
+            .link
+            .editor
+            .remove_comment(&comment.path, comment.line.clone());
+    }
     if matches!(end, TurnEnd::Failed(AgentFailure::ProcessDied { .. })) {
         // Before the count drops: the death watcher then knows it need not tell.
         agent.death_reported.store(true, Ordering::SeqCst);

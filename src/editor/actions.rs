@@ -48,6 +48,15 @@ pub enum ActionCommand {
         /// The review.
         review: u64,
     },
+    /// Send the comment prompt on a line of a file to the agent.
+    SendComment {
+        /// The agent.
+        agent: String,
+        /// The file.
+        path: std::path::PathBuf,
+        /// The comment's line (0-based).
+        line: usize,
+    },
     /// Quote lines of a file in the agent's chat, for a question about them.
     AskAbout {
         /// The agent.

@@ -7,6 +7,7 @@
 pub mod actions;
 pub mod buffer_only;
 pub mod chat;
+pub mod comment_prompt;
 pub mod context;
 pub mod diff;
 pub mod disk_sync;
@@ -539,6 +540,14 @@ impl EditorAccess {
         self.state.update(move |s| s.chat_plan(&path, &steps));
     }
 
+    /// The comment prompt `comment` in `path` was answered with a change there: it goes
+    /// ([`State::remove_comment`]).
+    pub fn remove_comment(&self, path: &Path, comment: String) {
+        let path = path.to_owned();
+        self.state
+            .update(move |s| s.remove_comment(&path, &comment, true));
+    }
+
     /// A tool call in the chat at `path` stands where `call` says ([`State::chat_tool_call`]).
     pub fn chat_tool_call(&self, path: &Path, call: chat::ToolCallLine) {
         let path = path.to_owned();
@@ -655,6 +664,11 @@ impl EditorFeed {
     /// Sets the negotiated position encoding (once, at `initialize`).
     pub fn set_encoding(&self, encoding: PositionEncoding) {
         self.state.update(move |s| s.encoding = encoding);
+    }
+
+    /// Comment prompts are lines with `marker` after a comment start (`chat.commentMarker`).
+    pub fn set_comment_marker(&self, marker: String) {
+        self.state.update(move |s| s.comment_marker = marker);
     }
 
     /// Sets the rules for agents' requests.

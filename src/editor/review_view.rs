@@ -31,12 +31,7 @@ pub struct Hint {
 impl State {
     /// Publishes everything agentls shows on `path` and tells plugins the reviews changed.
     pub fn present(&self, path: &Path) {
-        let version = self.documents.get(path).map(|d| d.version());
-        self.effects.send(Effect::Diagnostics {
-            path: path.to_owned(),
-            version,
-            diagnostics: self.diagnostics(path),
-        });
+        self.publish_diagnostics(path);
         self.effects.send(Effect::RefreshInlayHints);
         self.effects.send(Effect::PluginEvent {
             event: "reviewChanged",
@@ -44,9 +39,20 @@ impl State {
         });
     }
 
-    /// agentls's diagnostics for `path`: one per open hunk of every review on it.
+    /// Publishes agentls's diagnostics for `path`.
+    pub fn publish_diagnostics(&self, path: &Path) {
+        let version = self.documents.get(path).map(|d| d.version());
+        self.effects.send(Effect::Diagnostics {
+            path: path.to_owned(),
+            version,
+            diagnostics: self.diagnostics(path),
+        });
+    }
+
+    /// agentls's diagnostics for `path`: one per open hunk of every review on it, and a hint on
+    /// each comment prompt.
     pub fn diagnostics(&self, path: &Path) -> Vec<Diagnostic> {
-        let mut out = Vec::new();
+        let mut out = self.comment_prompt_hints(path);
         for review in self.reviews.iter().filter(|r| r.path == path) {
             let Some(rope) = self.review_rope(review) else {
                 continue;

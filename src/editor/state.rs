@@ -37,6 +37,10 @@ pub struct State {
     pub next_review_id: u64,
     /// `review.maxPreviewLines`.
     pub review_preview_lines: usize,
+    /// What makes a line comment a comment prompt (`chat.commentMarker`).
+    pub comment_marker: String,
+    /// The comment prompts found in open documents.
+    pub comment_hints: super::comment_prompt::CommentHints,
     /// Forwarded diagnostics and context events for agents.
     pub context: super::context::Context,
     /// What accepted reviews lead us to expect agents to write.
@@ -69,6 +73,8 @@ impl State {
             reviews: Vec::new(),
             next_review_id: 0,
             review_preview_lines: super::review_view::DEFAULT_PREVIEW_LINES,
+            comment_marker: super::comment_prompt::DEFAULT_MARKER.to_owned(),
+            comment_hints: Default::default(),
             expectations: Default::default(),
             landings: Vec::new(),
             unasked: Default::default(),
@@ -87,6 +93,7 @@ impl State {
         self.documents
             .open(path.clone(), Document::new(text, version, language));
         self.reviews_follow_open(&path);
+        self.comment_hints_due(&path);
         self.context.publish(ContextEvent::DocumentsChanged);
     }
 
@@ -103,6 +110,7 @@ impl State {
                 if self.landings.iter().any(|l| l.path() == path) {
                     self.landings_follow_change(path);
                 }
+                self.comment_hints_due(path);
             }
             None => self.effects.log(
                 super::Level::Warning,
@@ -120,6 +128,7 @@ impl State {
             self.reviews_follow_close(path, doc.rope());
         }
         self.buffer_closed(path);
+        self.comment_hints.forget(path);
         self.selections.forget(path);
         self.context.publish(ContextEvent::DocumentsChanged);
     }
@@ -359,8 +368,8 @@ pub(crate) mod tests {
         (State::new(effects, StateHandle { jobs }), rx)
     }
 
-    #[test]
-    fn plan_write_gives_small_edits_against_the_buffer_version() {
+    #[tokio::test]
+    async fn plan_write_gives_small_edits_against_the_buffer_version() {
         let (mut state, _rx) = test_state();
         let path = PathBuf::from("/ws/a.txt");
         state.did_open(path.clone(), "one\ntwo 😀\nthree\n", 7, "text");
@@ -387,8 +396,8 @@ pub(crate) mod tests {
         );
     }
 
-    #[test]
-    fn selection_text_comes_from_the_buffer_when_not_given() {
+    #[tokio::test]
+    async fn selection_text_comes_from_the_buffer_when_not_given() {
         let (mut state, _rx) = test_state();
         let path = PathBuf::from("/ws/a.txt");
         state.did_open(path.clone(), "hello 漢字 world", 1, "text");

@@ -12,10 +12,14 @@ use tower_lsp_server::ls_types::{LSPAny, Range as LspRange, Uri};
 
 use super::convert;
 use super::server::Backend;
-use crate::acp::{AgentFailure, Prompt, PromptContext};
+use crate::acp::{AgentFailure, AnsweredComment, Prompt, PromptContext};
+use crate::editor::Level;
 
 /// Start a turn: `[{"agent"?, "text", "uri"?, "range"?}]`.
 pub const PROMPT: &str = "agentls.prompt";
+/// Send the comment prompt on a line: `[{"agent"?, "uri", "line"}]` (what the code action
+/// *Send to <agent>: …* on it runs).
+pub const PROMPT_COMMENT: &str = "agentls.promptComment";
 /// Cancel the running turn: `[{"agent"?}]`.
 pub const CANCEL: &str = "agentls.cancel";
 /// Open a new session: `[{"agent"?}]`.
@@ -33,6 +37,13 @@ struct PromptArgs {
     text: String,
     uri: Option<Uri>,
     range: Option<LspRange>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CommentArgs {
+    agent: Option<String>,
+    uri: Uri,
+    line: usize,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -62,6 +73,7 @@ pub async fn execute(
     let agents = &backend.agents;
     let result = match command {
         PROMPT => prompt(backend, arguments).await,
+        PROMPT_COMMENT => prompt_comment(backend, arguments).await,
         CANCEL => optional_argument::<AgentArgs>(arguments).and_then(|args| {
             let cancelled = agents.cancel(args.agent.as_deref()).map_err(refused)?;
             Ok(Some(json!({"cancelled": cancelled})))
@@ -101,22 +113,78 @@ async fn prompt(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAn
         // The editor's current selection, as a prompt from a keymap means it.
         None => selection_context(backend).await,
     };
-    let agent = backend
-        .agents
-        .name_of(args.agent.as_deref())
-        .map_err(refused)?;
-    // The reply shows in the agent's chat, with the prompt as the user's message.
+    start(backend, args.agent.as_deref(), args.text, context, None).await
+}
+
+/// The comment prompt on `line` of `uri`, sent with the code under it; its line goes once the
+/// agent's change to the file is in.
+async fn prompt_comment(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAny>> {
+    let args: CommentArgs = argument(arguments)?;
+    let path = convert::path_of(&args.uri)
+        .ok_or_else(|| Error::invalid_params(format!("not a file URI: {}", args.uri.as_str())))?;
+    let (p, line) = (path.clone(), args.line);
+    let found = backend
+        .feed
+        .query(move |s| s.comment_prompt(&p, line))
+        .await
+        .map_err(super::commands::internal)?;
+    let file = crate::editor::file_name(&path);
+    let Some(found) = found else {
+        let why = format!(
+            "agentls: line {} of {file} is no comment prompt (any more)",
+            line + 1
+        );
+        backend.editor.tell_user(Level::Warning, why.clone());
+        return Err(Error::invalid_params(why));
+    };
+    let code = crate::editor::Range::new(
+        crate::editor::Position::new(found.line as u32, 0),
+        crate::editor::Position::new(found.code_end as u32 + 1, 0),
+    );
+    let context = context(backend, path.clone(), Some(code)).await?;
+    let text = format!(
+        "{}\n\n(Asked in a comment on line {} of {file}: `{}`. Take that comment out when \
+         you make the change.)",
+        found.instruction,
+        found.line + 1,
+        found.comment.trim()
+    );
+    let comment = AnsweredComment {
+        path,
+        line: found.comment,
+    };
+    start(
+        backend,
+        args.agent.as_deref(),
+        text,
+        Some(context),
+        Some(comment),
+    )
+    .await
+}
+
+/// Starts a turn of `agent` (the default one when `None`) on `text` with `context`; the reply
+/// shows in the agent's chat, with the prompt as the user's message.
+async fn start(
+    backend: &Backend,
+    agent: Option<&str>,
+    text: String,
+    context: Option<PromptContext>,
+    comment: Option<AnsweredComment>,
+) -> Result<Option<LSPAny>> {
+    let agent = backend.agents.name_of(agent).map_err(refused)?;
     let folders = backend.editor.workspace_folders().await;
-    let said = super::chat_commands::describe_prompt(&args.text, context.as_ref(), &folders);
+    let said = super::chat_commands::describe_prompt(&text, context.as_ref(), &folders);
     let context = context.into_iter().collect();
     let chat = super::chat_commands::chat_for_prompt(backend, &agent, &said).await?;
     backend.editor.chat_turn(&chat, true);
     let sent = backend.agents.prompt(Prompt {
         agent: Some(agent),
-        text: args.text,
+        text,
         context,
         chat: Some(chat.clone()),
         note: None,
+        comment,
     });
     match sent {
         Ok(agent) => Ok(Some(json!({"agent": agent, "chat": chat}))),

@@ -318,6 +318,7 @@ async fn send(backend: &Backend, uri: Option<Uri>) -> Result<Option<LSPAny>> {
         note: resumed
             .then(|| text.as_deref().and_then(transcript))
             .flatten(),
+        comment: None,
     });
     if let Err(e) = sent {
         backend.editor.chat_turn(&path, false);

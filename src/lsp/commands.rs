@@ -53,6 +53,7 @@ pub const ADVERTISED: &[&str] = &[
     ANSWER,
     MENTION,
     agent_commands::PROMPT,
+    agent_commands::PROMPT_COMMENT,
     super::chat_commands::OPEN_CHAT,
     super::chat_commands::SEND,
     super::chat_commands::ASK_ABOUT,
@@ -91,6 +92,10 @@ pub fn code_action(action: UserAction) -> CodeActionOrCommand {
         ),
         ActionCommand::Stop { agent } => (agent_commands::CANCEL, json!({"agent": agent})),
         ActionCommand::ShowReview { review } => (SHOW_REVIEW, json!({"review": review})),
+        ActionCommand::SendComment { agent, path, line } => (
+            agent_commands::PROMPT_COMMENT,
+            json!({"agent": agent, "uri": crate::file_uri::from_path(path), "line": line}),
+        ),
         ActionCommand::AskAbout { agent, path, range } => (
             super::chat_commands::ASK_ABOUT,
             json!({"agent": agent, "uri": crate::file_uri::from_path(path),
@@ -312,7 +317,8 @@ struct WriteArgs {
     text: String,
 }
 
-fn internal(e: impl std::fmt::Display) -> Error {
+/// A failure inside agentls, as a JSON-RPC error.
+pub fn internal(e: impl std::fmt::Display) -> Error {
     Error {
         code: ErrorCode::InternalError,
         message: e.to_string().into(),

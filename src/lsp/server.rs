@@ -107,6 +107,8 @@ impl Backend {
                 .collect(),
             max_preview_lines: config.review.max_preview_lines,
         });
+        self.feed
+            .set_comment_marker(config.chat.comment_marker.clone());
         self.agent_config.send_replace(loaded.config);
     }
 }
@@ -212,7 +214,10 @@ impl LanguageServer for Backend {
             .feed
             .query(move |s| {
                 let mut actions = s.actions(&path, range);
-                actions.extend(agent.and_then(|a| s.ask_action(&path, range, &a)));
+                if let Some(agent) = &agent {
+                    actions.extend(s.comment_action(&path, range, agent));
+                    actions.extend(s.ask_action(&path, range, agent));
+                }
                 (actions, s.chats.agent_of(&path).map(str::to_owned))
             })
             .await
