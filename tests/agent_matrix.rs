@@ -11,7 +11,8 @@
 //! each agent: its edit tool on an open file, accepted; the same on a closed file; a two-hunk
 //! change partly accepted (its whole-file write tool where the edit tool makes one change a
 //! call); a rejected edit; a new file; and, in its mode that edits without asking, the change
-//! shown after the fact and undone. An open file's disk is checked before and after the test
+//! shown after the fact and undone; and a conversation of two messages in a chat document, sent
+//! as a Helix user sends them, whose second request to the model must carry the first exchange. An open file's disk is checked before and after the test
 //! client saves it: an agent writing through `fs/write_text_file` leaves it untouched until then.
 //!
 //! Built only with `--features real-peers` (scripts/test.sh turns it on); the agents come from
@@ -678,6 +679,7 @@ enum Scenario {
     Rejected,
     NewFile,
     EditsWithoutAsking,
+    Conversation,
 }
 
 /// The editor the test client plays.
@@ -693,13 +695,14 @@ enum Shape {
 /// The scenarios run with the dialogs client too.
 const DIALOG_SCENARIOS: [Scenario; 2] = [Scenario::OpenFileAccepted, Scenario::PartlyAccepted];
 
-const SCENARIOS: [Scenario; 6] = [
+const SCENARIOS: [Scenario; 7] = [
     Scenario::OpenFileAccepted,
     Scenario::ClosedFileAccepted,
     Scenario::PartlyAccepted,
     Scenario::Rejected,
     Scenario::NewFile,
     Scenario::EditsWithoutAsking,
+    Scenario::Conversation,
 ];
 
 impl Scenario {
@@ -711,6 +714,7 @@ impl Scenario {
             Self::Rejected => "edit tool, rejected",
             Self::NewFile => "new file, accepted",
             Self::EditsWithoutAsking => "auto mode, open file, undone after the fact",
+            Self::Conversation => "two messages in a chat document",
         }
     }
 
@@ -723,6 +727,7 @@ impl Scenario {
             Self::Rejected => "reject",
             Self::NewFile => "new file",
             Self::EditsWithoutAsking => "auto mode",
+            Self::Conversation => "chat",
         }
     }
 
@@ -734,11 +739,15 @@ impl Scenario {
             Self::Rejected => "reject",
             Self::NewFile => "new",
             Self::EditsWithoutAsking => "auto",
+            Self::Conversation => "chat",
         }
     }
 }
 
 const NOTES: &str = "first line\nsecond line\nthird line\n";
+/// The conversation of the chat scenario: two messages, two answers.
+const ASKED: [&str; 2] = ["What is two plus two?", "And three more?"];
+const ANSWERED: [&str; 2] = ["Two plus two is four.", "Four and three are seven."];
 const OLD_LINE: &str = "second line";
 const NEW_LINE: &str = "second line, edited by the model";
 const TODOS: &str = "// TODO a\nx\nx\nx\nx\nx\nx\n// TODO b\n";
@@ -823,6 +832,60 @@ impl<'r> Run<'r> {
         self.recipe
             .wire
             .play(&self.script, (self.recipe.script)(task));
+    }
+
+    /// Two messages in a chat document, as a Helix user sends them (the code action, then the
+    /// command alone): both answers stream into the chat, and the model heard the first
+    /// exchange with the second message (the agent keeps the conversation).
+    async fn converse(&self) {
+        let (client, name) = (&self.client, self.recipe.name);
+        let opened = client
+            .execute("agentls.openChat", json!({"agent": name}))
+            .await
+            .expect("agentls.openChat");
+        let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let uri = client.open_unsaved(&path, "markdown", &text).await;
+        let ended = format!("_{name}: end_turn");
+        for (turn, (asked, answered)) in ASKED.iter().zip(ANSWERED).enumerate() {
+            self.recipe.wire.play(&self.script, ToolTurn::say(answered));
+            let now = client.document(&uri).text;
+            let line = now.matches('\n').count() as u32;
+            client.edit(&uri, range(line, 0, line, 0), asked).await;
+            if turn == 0 {
+                client
+                    .run_code_action(&uri, &format!("Send to {name}"))
+                    .await;
+            } else {
+                client
+                    .execute("agentls.send", serde_json::Value::Null)
+                    .await
+                    .expect("agentls.send");
+            }
+            let done = || {
+                let text = client.document(&uri).text;
+                text.contains(answered) && text.matches(&ended).count() == turn + 1
+            };
+            support::eventually(done).await.unwrap_or_else(|| {
+                panic!(
+                    "no answer {answered:?} in the chat:\n{}\nthe model was sent:\n{}",
+                    client.document(&uri).text,
+                    self.mock.summary()
+                )
+            });
+        }
+        let heard_all = self.mock.requests().iter().any(|r| {
+            let body = String::from_utf8_lossy(&r.body);
+            [ASKED[0], ANSWERED[0], ASKED[1]]
+                .iter()
+                .all(|said| body.contains(said))
+        });
+        assert!(
+            heard_all,
+            "the second request lacks the first exchange:\n{}",
+            self.mock.summary()
+        );
+        eprintln!("matrix chat: {name}: {:?}", client.document(&uri).text);
     }
 
     /// Starts the agent (spawn, `initialize`, `session/new`, its mode); returns the seconds.
@@ -1208,6 +1271,12 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             client.save(&uri).await;
             disk_holds(&notes, NOTES).await;
             (start, turn)
+        }
+        Scenario::Conversation => {
+            let start = run.start_agent().await;
+            let began = Instant::now();
+            run.converse().await;
+            (start, began.elapsed().as_secs_f64())
         }
         Scenario::NewFile => {
             let path = client.workspace.join("hello.txt");
