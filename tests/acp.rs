@@ -511,6 +511,25 @@ async fn a_permission_without_a_diff_offers_the_agents_options_and_runs_a_termin
     assert!(client.shutdown().await.success());
 }
 
+/// An editor that advertises dialogs and then answers `window/showMessageRequest` with "method
+/// not found" (Helix): the question is not taken as rejected; it waits for a code action, and
+/// the answer given there runs the command.
+#[tokio::test]
+async fn a_dialog_that_fails_leaves_the_question_to_a_code_action() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    client.answer("window/showMessageRequest", Answer::Error(-32601));
+    let notes = client.open("notes.txt", "text", "one\n").await;
+    client.prompt("@run echo hi").await;
+    client.take("window/showMessageRequest", |_| true).await;
+    client
+        .take_message("answer with a code action (Allow… / Reject…)")
+        .await;
+    client.run_code_action(&notes, "Allow (Run it)").await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(summary.contains("The command printed \"hi\""), "{summary}");
+    assert!(client.shutdown().await.success());
+}
+
 /// A command's output is kept to 1 MiB (the newest bytes) when the agent sets no limit, and a
 /// command that does not exist is "resource not found" (-32002), not an internal error.
 #[tokio::test]

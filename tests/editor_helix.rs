@@ -207,6 +207,34 @@ fn helix_accepts_one_change_rejects_the_other_and_keeps_an_unsaved_line() {
     helix.keys(&["Enter"]);
 }
 
+/// Writes `message` at the end of the chat in view and sends it with `space a` → *Send to demo*.
+fn send_from_chat(helix: &Helix, message: &str) {
+    // The last line, under `## You`.
+    helix.keys(&["g", "e", "i"]);
+    helix.type_text(message);
+    // Typed (insert mode) before the Escape, so that "NOR" below is the mode after it.
+    helix.wait_for(" INS ");
+    helix.keys(&["Escape"]);
+    helix.wait_for(" NOR ");
+    helix.keys(&["Space", "a"]);
+    menu_offers(helix, "Send to demo");
+    helix.keys(&["Enter"]);
+}
+
+/// Opens the code action menu and runs its entry `title`, the `index`th (from 0) as agentls
+/// lists them (Helix keeps the order of actions of one kind).
+fn run_action(helix: &Helix, title: &str, index: usize) {
+    let before = helix.screen().matches(title).count();
+    helix.keys(&["Space", "a"]);
+    helix.wait_until(&format!("the menu offering {title:?}"), |screen| {
+        screen.matches(title).count() > before
+    });
+    for _ in 0..index {
+        helix.keys(&["Down"]);
+    }
+    helix.keys(&["Enter"]);
+}
+
 /// Waits for the code action menu to offer `title` (the chat's own text names it once).
 fn menu_offers(helix: &Helix, title: &str) {
     helix.wait_until(&format!("the menu offering {title:?}"), |screen| {
@@ -214,18 +242,19 @@ fn menu_offers(helix: &Helix, title: &str) {
     });
 }
 
-/// A conversation in a chat document in a real Helix with no plugin: `agentls.openChat` from
-/// the command line opens the chat, the message is typed under `## You` and sent with `space a`,
-/// the reply appears on screen, `:w` saves the chat; after Helix restarts on the chat file, the
-/// next message goes the same way.
-#[test]
-fn helix_holds_a_conversation_in_a_chat_document() {
-    let Some(hx) = peers::binary("AGENTLS_TEST_HELIX", "Helix") else {
-        return;
-    };
-    let Some(tmux) = peers::binary("AGENTLS_TEST_TMUX", "tmux") else {
-        return;
-    };
+/// A real Helix in a new chat, and what it runs from.
+struct InChat {
+    hx: PathBuf,
+    tmux: PathBuf,
+    sandbox: Sandbox,
+    helix: Helix,
+}
+
+/// Helix on `notes.rs` with agentls attached, in a chat it opened with `agentls.openChat`;
+/// `None` (a failure under CI) when Helix or tmux is missing.
+fn in_a_new_chat() -> Option<InChat> {
+    let hx = peers::binary("AGENTLS_TEST_HELIX", "Helix")?;
+    let tmux = peers::binary("AGENTLS_TEST_TMUX", "tmux")?;
     let sandbox = Sandbox::create();
     std::fs::write(sandbox.workspace.join("notes.rs"), NOTES).unwrap();
     let helix = Helix::start(&tmux, &hx, &sandbox, "notes.rs");
@@ -234,16 +263,30 @@ fn helix_holds_a_conversation_in_a_chat_document() {
     helix.type_text(":lsp-workspace-command agentls.openChat");
     helix.keys(&["Enter"]);
     helix.wait_for("# Chat with demo");
-    // The last line, under `## You`.
-    helix.keys(&["g", "e", "i"]);
-    helix.type_text("read notes.rs");
-    // Typed (insert mode) before the Escape, so that "NOR" below is the mode after it.
-    helix.wait_for(" INS ");
-    helix.keys(&["Escape"]);
-    helix.wait_for(" NOR ");
-    helix.keys(&["Space", "a"]);
-    menu_offers(&helix, "Send to demo");
-    helix.keys(&["Enter"]);
+    Some(InChat {
+        hx,
+        tmux,
+        sandbox,
+        helix,
+    })
+}
+
+/// A conversation in a chat document in a real Helix with no plugin: `agentls.openChat` from
+/// the command line opens the chat, the message is typed under `## You` and sent with `space a`,
+/// the reply appears on screen, `:w` saves the chat; after Helix restarts on the chat file, the
+/// next message goes the same way.
+#[test]
+fn helix_holds_a_conversation_in_a_chat_document() {
+    let Some(InChat {
+        hx,
+        tmux,
+        sandbox,
+        helix,
+    }) = in_a_new_chat()
+    else {
+        return;
+    };
+    send_from_chat(&helix, "read notes.rs");
     // In the document, not only in the one-line summary at the bottom.
     let screen = helix.wait_for("_demo: end_turn");
     eprintln!("the chat in Helix after the first reply:\n{screen}");
@@ -281,15 +324,7 @@ fn helix_holds_a_conversation_in_a_chat_document() {
     // Helix again, on the chat file: the conversation goes on.
     let helix = Helix::start(&tmux, &hx, &sandbox, chat.to_str().unwrap());
     helix.wait_for("# Chat with demo");
-    helix.keys(&["g", "e", "i"]);
-    helix.type_text("read notes.rs again");
-    // Typed (insert mode) before the Escape, so that "NOR" below is the mode after it.
-    helix.wait_for(" INS ");
-    helix.keys(&["Escape"]);
-    helix.wait_for(" NOR ");
-    helix.keys(&["Space", "a"]);
-    menu_offers(&helix, "Send to demo");
-    helix.keys(&["Enter"]);
+    send_from_chat(&helix, "read notes.rs again");
     // The new session is told the conversation so far, and the reply ends.
     let screen = helix.wait_until("the second reply's end", |screen| {
         // Its end, after the first turn's and that one's copy in the transcript.
@@ -307,5 +342,56 @@ fn helix_holds_a_conversation_in_a_chat_document() {
     eprintln!("the chat in Helix after a restart:\n{screen}");
     assert!(screen.contains("read notes.rs again"), "{screen}");
     helix.type_text(":wq");
+    helix.keys(&["Enter"]);
+}
+
+/// From a chat in a real Helix, with `space a` only: a permission the agent asks is allowed
+/// there, a turn is stopped there, and a proposal is followed to its file (*Show…* opens it at
+/// the change).
+#[test]
+fn helix_answers_stops_and_follows_a_proposal_from_a_chat() {
+    // The sandbox is bound: it must outlive the Helix working in it.
+    let Some(InChat {
+        helix,
+        sandbox: _sandbox,
+        ..
+    }) = in_a_new_chat()
+    else {
+        return;
+    };
+
+    // Helix 25.07 shows the question as a dialog (`window/showMessageRequest`): Enter on its
+    // first answer.
+    send_from_chat(&helix, "@run echo hi");
+    helix.wait_for("demo asks:");
+    helix.wait_until("the dialog", |screen| {
+        screen.lines().any(|line| line.trim() == "Don't run it")
+    });
+    helix.keys(&["Enter"]);
+    helix.wait_for("> → Run it");
+    helix.wait_for("The command printed \"hi\"");
+    helix.wait_for("_demo: end_turn");
+
+    // While the turn runs: Send, then Stop.
+    send_from_chat(&helix, "@hang");
+    helix.wait_for("Waiting until you cancel");
+    run_action(&helix, "Stop demo", 1);
+    helix.wait_for("_demo: cancelled");
+
+    // The proposal: agentls shows its file at once (one showDocument per burst of reviews).
+    send_from_chat(&helix, "uppercase notes.rs");
+    let in_file = |screen: &str| screen.contains("1  keep") && !screen.contains("# Chat with demo");
+    helix.wait_until("notes.rs shown with the proposal", in_file);
+    // Back in the chat (`ga`: the file before), its menu while the proposal waits: Send, Stop,
+    // then Show, Accept all, Reject all. Show goes to the file again.
+    helix.keys(&["g", "a"]);
+    helix.wait_for("demo proposes** changes to `notes.rs`");
+    run_action(&helix, "Show demo's change to notes.rs", 2);
+    // At the change: line 2, where the cursor is (the status line's `2:1`).
+    let screen = helix.wait_until("notes.rs shown again at its change", |screen| {
+        in_file(screen) && screen.contains(" 2:1")
+    });
+    eprintln!("Helix after Show… in the chat:\n{screen}");
+    helix.type_text(":qa!");
     helix.keys(&["Enter"]);
 }

@@ -428,7 +428,16 @@ impl EditorAccess {
             .await;
         match dialog {
             Ok(answer) => answer,
-            Err(EffectError::Unsupported(_)) => {
+            // No dialog (an editor that has none, or one that advertises it and then answers
+            // "method not found", as Helix does): the question waits for a code action. It is
+            // never decided without the user.
+            Err(e) => {
+                if !matches!(e, EffectError::Unsupported(_)) {
+                    self.log(
+                        Level::Warning,
+                        format!("no dialog ({e}); the question waits for a code action\n"),
+                    );
+                }
                 let (reply, answer) = tokio::sync::oneshot::channel();
                 let (origin, question) = (origin.clone(), question.to_owned());
                 self.state.update(move |s| {
@@ -439,10 +448,6 @@ impl EditorAccess {
                     format!("{text} — answer with a code action (Allow… / Reject…)"),
                 );
                 answer.await.ok().flatten()
-            }
-            Err(e) => {
-                self.log(Level::Warning, format!("could not ask the user: {e}\n"));
-                None
             }
         }
     }

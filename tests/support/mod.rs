@@ -42,6 +42,9 @@ pub enum Answer {
     With(Value),
     /// Pick the first of the actions offered (`window/showMessageRequest`).
     FirstAction,
+    /// Answer with a JSON-RPC error of this code (Helix's "method not found" for a request it
+    /// advertises but does not serve).
+    Error(i64),
 }
 
 /// Options for starting the server.
@@ -589,6 +592,14 @@ async fn dispatch(shared: &Arc<Shared>, message: Value) {
         .unwrap_or(Answer::Normally);
     let result = match answer {
         Answer::Never => return,
+        Answer::Error(code) => {
+            let error =
+                json!({"code": code, "message": format!("{method}: refused by the test client")});
+            let response = json!({"jsonrpc": "2.0", "id": id, "error": error});
+            let shared = Arc::clone(shared);
+            tokio::spawn(async move { write_message(&shared, &response).await });
+            return;
+        }
         Answer::With(value) => value,
         Answer::FirstAction => message["params"]["actions"][0].clone(),
         Answer::Normally => answer_normally(shared, &method, &message["params"]).await,
