@@ -530,6 +530,30 @@ async fn a_dialog_that_fails_leaves_the_question_to_a_code_action() {
     assert!(client.shutdown().await.success());
 }
 
+/// A command run with no arguments from a picker when it needs some (Helix drops command
+/// errors): the user is told what it needs, once.
+#[tokio::test]
+async fn a_command_missing_its_arguments_says_so_where_the_user_looks() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    let result = client
+        .execute("agentls.setMode", serde_json::Value::Null)
+        .await;
+    assert!(result.is_err(), "{result:?}");
+    let told = client.take_message("agentls.setMode").await;
+    assert!(
+        told.contains("needs arguments and was run with none"),
+        "{told}"
+    );
+    let empty = client
+        .execute("agentls.send", serde_json::Value::Null)
+        .await;
+    assert!(empty.is_err(), "{empty:?}");
+    client.take_message("agentls.send").await;
+    // Once each: one message per refusal.
+    assert_eq!(client.count(Some("window/showMessage")), 2);
+    assert!(client.shutdown().await.success());
+}
+
 /// A command's output is kept to 1 MiB (the newest bytes) when the agent sets no limit, and a
 /// command that does not exist is "resource not found" (-32002), not an internal error.
 #[tokio::test]

@@ -13,7 +13,6 @@ use tower_lsp_server::ls_types::{LSPAny, Range as LspRange, Uri};
 use super::convert;
 use super::server::Backend;
 use crate::acp::{AgentFailure, AnsweredComment, Prompt, PromptContext};
-use crate::editor::Level;
 
 /// Start a turn: `[{"agent"?, "text", "uri"?, "range"?}]`.
 pub const PROMPT: &str = "agentls.prompt";
@@ -134,7 +133,6 @@ async fn prompt_comment(backend: &Backend, arguments: Vec<Value>) -> Result<Opti
             "agentls: line {} of {file} is no comment prompt (any more)",
             line + 1
         );
-        backend.editor.tell_user(Level::Warning, why.clone());
         return Err(Error::invalid_params(why));
     };
     let code = crate::editor::Range::new(
@@ -255,6 +253,11 @@ fn refused(failure: AgentFailure) -> Error {
 /// The first argument, parsed.
 fn argument<T: DeserializeOwned>(arguments: Vec<Value>) -> Result<T> {
     let first = arguments.into_iter().next().unwrap_or(Value::Null);
+    if first.is_null() {
+        return Err(Error::invalid_params(
+            "it needs arguments and was run with none (README → Commands lists them)",
+        ));
+    }
     serde_json::from_value(first).map_err(|e| Error::invalid_params(format!("bad arguments: {e}")))
 }
 

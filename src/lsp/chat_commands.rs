@@ -67,7 +67,7 @@ pub async fn execute(
         },
         ASK_ABOUT => match serde_json::from_value::<AskArgs>(first) {
             Ok(args) => ask_about(backend, args).await,
-            Err(e) => Err(refuse(backend, &format!("{ASK_ABOUT}: bad arguments: {e}"))),
+            Err(e) => Err(refuse(&format!("{ASK_ABOUT}: bad arguments: {e}"))),
         },
         _ => return None,
     })
@@ -129,7 +129,6 @@ async fn create(backend: &Backend, agent: &str, first: &str) -> Result<PathBuf> 
     };
     if let Err(e) = written.await {
         let message = format!("agentls: could not create a chat in {}: {e}", dir.display());
-        backend.editor.tell_user(Level::Error, message.clone());
         return Err(Error::invalid_params(message));
     }
     backend.feed.chat_opened(path.clone(), agent.to_owned());
@@ -225,9 +224,9 @@ async fn ask_about(backend: &Backend, args: AskArgs) -> Result<Option<LSPAny>> {
     let agent = backend
         .agents
         .name_of(args.agent.as_deref())
-        .map_err(|e| refuse(backend, &e.to_string()))?;
+        .map_err(|e| refuse(&e.to_string()))?;
     let path = convert::path_of(&args.uri)
-        .ok_or_else(|| refuse(backend, &format!("not a file URI: {}", args.uri.as_str())))?;
+        .ok_or_else(|| refuse(&format!("not a file URI: {}", args.uri.as_str())))?;
     let range = convert::range(args.range);
     let (p, a) = (path.clone(), agent.clone());
     let (quoted, chat, open) = backend
@@ -242,12 +241,8 @@ async fn ask_about(backend: &Backend, args: AskArgs) -> Result<Option<LSPAny>> {
         })
         .await
         .map_err(|e| Error::invalid_params(e.to_string()))?;
-    let quoted = quoted.ok_or_else(|| {
-        refuse(
-            backend,
-            &format!("agentls: {} is not open", file_name(&path)),
-        )
-    })?;
+    let quoted =
+        quoted.ok_or_else(|| refuse(&format!("agentls: {} is not open", file_name(&path))))?;
     let chat = match chat {
         Some(chat) if open => {
             backend.editor.append_to_chat(&chat, quoted);
@@ -260,7 +255,7 @@ async fn ask_about(backend: &Backend, args: AskArgs) -> Result<Option<LSPAny>> {
             };
             appended
                 .await
-                .map_err(|e| refuse(backend, &format!("agentls: {}: {e}", chat.display())))?;
+                .map_err(|e| refuse(&format!("agentls: {}: {e}", chat.display())))?;
             chat
         }
         None => create(backend, &agent, &quoted).await?,
@@ -281,7 +276,7 @@ async fn send(backend: &Backend, uri: Option<Uri>) -> Result<Option<LSPAny>> {
             .await
             .ok()
             .flatten()
-            .ok_or_else(|| refuse(backend, "agentls.send: no chat document is focused"))?,
+            .ok_or_else(|| refuse("agentls.send: no chat document is focused"))?,
     };
     let p = path.clone();
     let (agent, text, resumed) = backend
@@ -298,11 +293,11 @@ async fn send(backend: &Backend, uri: Option<Uri>) -> Result<Option<LSPAny>> {
         .map_err(|e| Error::invalid_params(e.to_string()))?;
     let Some(agent) = agent else {
         let why = format!("agentls.send: {} is not a chat document", file_name(&path));
-        return Err(refuse(backend, &why));
+        return Err(refuse(&why));
     };
     let Some(message) = text.as_deref().and_then(message_to_send) else {
         let why = format!("agentls: write your message under the last `{YOU}` heading first");
-        return Err(refuse(backend, &why));
+        return Err(refuse(&why));
     };
     let context = mentioned(backend, &message).await;
     let gap = blank_line_after(text.as_deref().unwrap_or_default());
@@ -322,7 +317,7 @@ async fn send(backend: &Backend, uri: Option<Uri>) -> Result<Option<LSPAny>> {
     });
     if let Err(e) = sent {
         backend.editor.chat_turn(&path, false);
-        return Err(refuse(backend, &e.to_string()));
+        return Err(refuse(&e.to_string()));
     }
     Ok(Some(json!({"agent": agent})))
 }
@@ -449,9 +444,8 @@ fn select_choices(options: &Value) -> Vec<&Value> {
     .collect()
 }
 
-/// Tells the user why (Helix drops command errors) and makes it the command's error.
-fn refuse(backend: &Backend, why: &str) -> Error {
-    backend.editor.tell_user(Level::Warning, why.to_owned());
+/// A command refused for `why`, which the user is told (the executeCommand handler says it).
+fn refuse(why: &str) -> Error {
     Error::invalid_params(why.to_owned())
 }
 

@@ -207,11 +207,7 @@ pub async fn execute(
                 .await
                 .map_err(internal)?;
             if let Err(e) = outcome {
-                // Say it where the user looks: Helix and eglot drop command errors quietly.
-                backend
-                    .editor
-                    .tell_user(Level::Warning, format!("agentls: {e}"));
-                return Err(Error::invalid_params(e.to_string()));
+                return Err(Error::invalid_params(format!("agentls: {e}")));
             }
             Ok(None)
         }
@@ -222,12 +218,7 @@ pub async fn execute(
                 .query(move |s| s.show_review(args.review))
                 .await
                 .map_err(internal)?
-                .map_err(|e| {
-                    backend
-                        .editor
-                        .tell_user(Level::Warning, format!("agentls: {e}"));
-                    Error::invalid_params(e.to_string())
-                })?;
+                .map_err(|e| Error::invalid_params(format!("agentls: {e}")))?;
             Ok(None)
         }
         ANSWER => {

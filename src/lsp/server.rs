@@ -256,7 +256,18 @@ impl LanguageServer for Backend {
     }
 
     async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<LSPAny>> {
-        commands::execute(self, &params.command, params.arguments).await
+        let result = commands::execute(self, &params.command, params.arguments).await;
+        if let Err(e) = &result {
+            // Said where the user looks: Helix and eglot drop command errors quietly, and a
+            // command run from a picker with no arguments must say what it needs.
+            let said = if e.message.starts_with("agentls") {
+                e.message.to_string()
+            } else {
+                format!("agentls: {}: {}", params.command, e.message)
+            };
+            self.editor.tell_user(Level::Warning, said);
+        }
+        result
     }
 }
 
