@@ -132,12 +132,16 @@ impl Default for ReviewConfig {
 pub struct ChatConfig {
     /// What makes a line comment a comment prompt (default `agent:`; empty: none are).
     pub comment_marker: String,
+    /// Where chat documents live, a folder per workspace in it (default
+    /// `$XDG_STATE_HOME/agentls/chats`, outside every repository).
+    pub directory: Option<PathBuf>,
 }
 
 impl Default for ChatConfig {
     fn default() -> Self {
         Self {
             comment_marker: crate::editor::comment_prompt::DEFAULT_MARKER.to_owned(),
+            directory: None,
         }
     }
 }

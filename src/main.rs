@@ -115,7 +115,7 @@ fn serve() -> ExitCode {
 fn demo_agent() -> ExitCode {
     let result = run_async(
         "demo-agent",
-        agentls::demo_agent::run(tokio::io::stdin(), tokio::io::stdout()),
+        agentls::demo_agent::run(tokio::io::stdin(), agentls::demo_agent::DirectStdout::new()),
     );
     match result {
         Some(Ok(())) => ExitCode::SUCCESS,

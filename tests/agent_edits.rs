@@ -165,15 +165,7 @@ async fn demo_agent_configured(delay: &str, more: &str) -> TestClient {
     let config = format!(
         "defaultAgent = \"demo2\"\n[agents.demo2]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\n{more}"
     );
-    let client = TestClient::start(support::Options {
-        config_toml: Some(config),
-        ..support::Options::default()
-    })
-    .await;
-    client
-        .initialize(capabilities_without_dialogs(), None)
-        .await;
-    client
+    TestClient::configured(&config, capabilities_without_dialogs()).await
 }
 
 /// `setMode` then `prompt` at once, while the agent is still starting: the prompt runs in the

@@ -645,3 +645,26 @@ async fn a_comment_prompt_is_sent_and_goes_once_its_change_is_in() {
     assert!(said.contains("line 3 of notes.rs"), "{said}");
     assert!(client.shutdown().await.success());
 }
+
+/// `chat.directory` puts the chats elsewhere; a chat there is known as one when opened again
+/// by another agentls.
+#[tokio::test]
+async fn chats_live_where_the_config_says() {
+    let place = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(place.path())
+        .unwrap()
+        .join("my chats");
+    let config = format!("[chat]\ndirectory = {:?}\n", root.display().to_string());
+    let start = || TestClient::configured(&config, capabilities_without_dialogs());
+    let client = start().await;
+    let (path, _, _) = open_chat(&client).await;
+    assert!(path.starts_with(&root), "{}", path.display());
+    assert!(client.shutdown().await.success());
+
+    let again = start().await;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let uri = again.open_unsaved(&path, "markdown", &text).await;
+    let offered = titles_at(&again, &uri, range(2, 0, 2, 0)).await;
+    assert!(offered.contains(&"Send to demo".to_owned()), "{offered:?}");
+    assert!(again.shutdown().await.success());
+}

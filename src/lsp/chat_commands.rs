@@ -81,12 +81,23 @@ fn optional<T: serde::de::DeserializeOwned + Default>(value: Value) -> Result<T>
     serde_json::from_value(value).map_err(|e| Error::invalid_params(format!("bad arguments: {e}")))
 }
 
-/// Where this workspace's chats live: `$XDG_STATE_HOME/agentls/chats/<folder>-<hash>`.
-fn chat_dir(folder: Option<&Path>) -> PathBuf {
+/// Where all chats live: `chat.directory`, else `$XDG_STATE_HOME/agentls/chats`.
+fn chats_root(backend: &Backend) -> PathBuf {
+    if let Some(dir) = backend.agent_config.borrow().chat.directory.clone() {
+        return match (dir.strip_prefix("~"), std::env::var_os("HOME")) {
+            (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+            _ => dir,
+        };
+    }
     let state = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
         .unwrap_or_else(std::env::temp_dir);
+    state.join("agentls").join("chats")
+}
+
+/// Where this workspace's chats live: `<root>/<folder>-<hash>`.
+fn chat_dir(root: &Path, folder: Option<&Path>) -> PathBuf {
     let key = match folder {
         Some(folder) => {
             use std::hash::{Hash, Hasher};
@@ -96,7 +107,7 @@ fn chat_dir(folder: Option<&Path>) -> PathBuf {
         }
         None => "no-workspace".to_owned(),
     };
-    state.join("agentls").join("chats").join(key)
+    root.join(key)
 }
 
 async fn open(backend: &Backend, agent: Option<String>) -> Result<Option<LSPAny>> {
@@ -114,7 +125,7 @@ async fn open(backend: &Backend, agent: Option<String>) -> Result<Option<LSPAny>
 /// Creates a chat document with `agent`, ending with `first` under the `## You` heading.
 async fn create(backend: &Backend, agent: &str, first: &str) -> Result<PathBuf> {
     let folder = backend.editor.workspace_folders().await.into_iter().next();
-    let dir = chat_dir(folder.as_deref());
+    let dir = chat_dir(&chats_root(backend), folder.as_deref());
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
@@ -451,10 +462,11 @@ fn refuse(why: &str) -> Error {
 
 /// A document opened: when it is a chat document of this workspace, it is known as one again.
 pub fn follow_open(backend: &Backend, path: &Path, text: &str) {
+    let root = chats_root(backend);
     let in_chats = path
         .parent()
         .and_then(Path::parent)
-        .is_some_and(|p| p.ends_with("agentls/chats"));
+        .is_some_and(|p| p == root || p.ends_with("agentls/chats"));
     if let (true, Some(agent)) = (
         in_chats,
         text.lines()

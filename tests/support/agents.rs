@@ -76,7 +76,16 @@ pub fn path_of(uri: &str) -> std::path::PathBuf {
 impl TestClient {
     /// A server initialized with `capabilities`, with the default options (the demo agent).
     pub async fn started(capabilities: Value) -> Self {
-        let client = Self::start(super::Options::default()).await;
+        Self::configured("", capabilities).await
+    }
+
+    /// Started with `config` as the user's config file, and initialized with `capabilities`.
+    pub async fn configured(config: &str, capabilities: Value) -> Self {
+        let client = Self::start(super::Options {
+            config_toml: (!config.is_empty()).then(|| config.to_owned()),
+            ..super::Options::default()
+        })
+        .await;
         client.initialize(capabilities, None).await;
         client
     }
