@@ -115,7 +115,7 @@ fn serve() -> ExitCode {
 fn demo_agent() -> ExitCode {
     let result = run_async(
         "demo-agent",
-        agentls::demo_agent::run(tokio::io::stdin(), agentls::demo_agent::DirectStdout::new()),
+        agentls::demo_agent::run(tokio::io::stdin(), DirectStdout(std::io::stdout())),
     );
     match result {
         Some(Ok(())) => ExitCode::SUCCESS,
@@ -154,4 +154,33 @@ fn init_logging(log_file: Option<&std::path::Path>, filter_var: &str) -> anyhow:
         .with(file)
         .try_init()
         .context("cannot install the logger")
+}
+
+/// The process's stdout, written in place: a write blocks its thread only while the pipe to
+/// agentls is full. tokio's `Stdout` hands every write to a blocking thread instead (three per
+/// line here), which made a flood of 100,000 chunks take 20 s rather than well under one.
+struct DirectStdout(std::io::Stdout);
+
+impl tokio::io::AsyncWrite for DirectStdout {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::task::Poll::Ready(std::io::Write::write(&mut self.get_mut().0, buf))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(std::io::Write::flush(&mut self.get_mut().0))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.poll_flush(cx)
+    }
 }

@@ -7,48 +7,6 @@
 
 pub mod script;
 
-/// The process's stdout, written in place: a write blocks its thread only while the pipe to
-/// agentls is full. tokio's `Stdout` hands every write to a blocking thread instead (three per
-/// line here), which made a flood of 100,000 chunks take 20 s rather than well under one.
-pub struct DirectStdout(std::io::Stdout);
-
-impl DirectStdout {
-    /// The process's stdout.
-    pub fn new() -> Self {
-        Self(std::io::stdout())
-    }
-}
-
-impl Default for DirectStdout {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl AsyncWrite for DirectStdout {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::task::Poll::Ready(std::io::Write::write(&mut self.get_mut().0, buf))
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(std::io::Write::flush(&mut self.get_mut().0))
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        self.poll_flush(cx)
-    }
-}
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
