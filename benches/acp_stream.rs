@@ -119,6 +119,7 @@ async fn through_agentls(config: Option<String>, agent: &str) -> Run {
         config_toml: config,
         // The default log level, as users run it (the test client asks for `debug`).
         env: vec![("AGENTLS_LOG".into(), "info".into())],
+        workspace: None,
     })
     .await;
     client

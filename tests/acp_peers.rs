@@ -46,6 +46,7 @@ async fn started(toml: String, capabilities: Value) -> TestClient {
     let client = TestClient::start(Options {
         config_toml: Some(toml),
         env: Vec::new(),
+        workspace: None,
     })
     .await;
     client.initialize(capabilities, None).await;

@@ -191,6 +191,9 @@ struct Recipe {
     told: Told,
     /// How its turn ends after a rejected edit.
     stop_after_reject: &'static str,
+    /// Whether a later agentls goes on in its sessions (`session/load` of them works), so it
+    /// is not told a resumed chat's transcript; `None`: either may happen.
+    resumes: Option<bool>,
 }
 
 /// A path as a JSON string argument.
@@ -246,6 +249,7 @@ fn recipes() -> Vec<Recipe> {
                 created: "File created successfully",
                 rejected: Some("User refused permission"),
             },
+            resumes: Some(true),
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -302,6 +306,10 @@ fn recipes() -> Vec<Recipe> {
                 created: "Successfully overwrote file",
                 rejected: Some("was canceled by the user"),
             },
+            // Gemini CLI 0.61 names a session's file by the minute it began, and a load in
+            // that minute starts the file anew: the conversation is gone, and agentls tells the
+            // new session the transcript. A load in a later minute goes on in the session.
+            resumes: None,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -358,6 +366,7 @@ fn recipes() -> Vec<Recipe> {
                 // A rejection ends its loop: the model hears nothing more.
                 rejected: None,
             },
+            resumes: Some(true),
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -436,6 +445,7 @@ fn recipes() -> Vec<Recipe> {
                 // Its reject option is "abort": the turn ends cancelled, the model hears nothing.
                 rejected: None,
             },
+            resumes: Some(true),
             stop_after_reject: "cancelled",
         },
         Recipe {
@@ -495,6 +505,7 @@ fn recipes() -> Vec<Recipe> {
                 // A rejection ends its loop: the model hears nothing more.
                 rejected: None,
             },
+            resumes: Some(true),
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -542,6 +553,7 @@ fn recipes() -> Vec<Recipe> {
                 created: "Successfully wrote",
                 rejected: Some("The user has declined permission to use this tool"),
             },
+            resumes: Some(true),
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -592,6 +604,7 @@ fn recipes() -> Vec<Recipe> {
                 created: "\"file_existed\":false",
                 rejected: Some("Tool execution denied by approval callback"),
             },
+            resumes: Some(true),
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -664,6 +677,7 @@ fn recipes() -> Vec<Recipe> {
                 // A rejection ends its loop: the model hears nothing more.
                 rejected: None,
             },
+            resumes: Some(true),
             stop_after_reject: "end_turn",
         },
     ]
@@ -680,6 +694,7 @@ enum Scenario {
     NewFile,
     EditsWithoutAsking,
     Conversation,
+    Resumed,
 }
 
 /// The editor the test client plays.
@@ -695,7 +710,7 @@ enum Shape {
 /// The scenarios run with the dialogs client too.
 const DIALOG_SCENARIOS: [Scenario; 2] = [Scenario::OpenFileAccepted, Scenario::PartlyAccepted];
 
-const SCENARIOS: [Scenario; 7] = [
+const SCENARIOS: [Scenario; 8] = [
     Scenario::OpenFileAccepted,
     Scenario::ClosedFileAccepted,
     Scenario::PartlyAccepted,
@@ -703,6 +718,7 @@ const SCENARIOS: [Scenario; 7] = [
     Scenario::NewFile,
     Scenario::EditsWithoutAsking,
     Scenario::Conversation,
+    Scenario::Resumed,
 ];
 
 impl Scenario {
@@ -715,6 +731,7 @@ impl Scenario {
             Self::NewFile => "new file, accepted",
             Self::EditsWithoutAsking => "auto mode, open file, undone after the fact",
             Self::Conversation => "two messages in a chat document",
+            Self::Resumed => "a chat opened again after a restart",
         }
     }
 
@@ -728,6 +745,7 @@ impl Scenario {
             Self::NewFile => "new file",
             Self::EditsWithoutAsking => "auto mode",
             Self::Conversation => "chat",
+            Self::Resumed => "resumed",
         }
     }
 
@@ -740,6 +758,7 @@ impl Scenario {
             Self::NewFile => "new",
             Self::EditsWithoutAsking => "auto",
             Self::Conversation => "chat",
+            Self::Resumed => "resumed",
         }
     }
 }
@@ -759,6 +778,11 @@ struct Run<'r> {
     client: TestClient,
     mock: MockLlm,
     script: LateScript,
+    /// agentls's config, for a restart.
+    toml: String,
+    shape: Shape,
+    /// Clients stopped by a restart, kept for their homes (the chat documents live there).
+    retired: Vec<TestClient>,
     _home: tempfile::TempDir,
 }
 
@@ -797,24 +821,7 @@ impl<'r> Run<'r> {
             _ => recipe.table,
         };
         let toml = agent_toml(recipe.name, &wire_name, &argv_refs, &env_refs, table);
-        let client = TestClient::start(Options {
-            config_toml: Some(toml),
-            env: Vec::new(),
-        })
-        .await;
-        match shape {
-            Shape::CodeActions => {
-                client
-                    .initialize(capabilities_without_dialogs(), None)
-                    .await;
-            }
-            Shape::Dialogs => {
-                client
-                    .initialize(TestClient::rich_capabilities(false), None)
-                    .await;
-                client.answer("window/showMessageRequest", support::Answer::FirstAction);
-            }
-        }
+        let client = agentls(&toml, shape, None).await;
         for (relative, text) in &launched.workspace {
             std::fs::write(client.workspace.join(relative), text).unwrap();
         }
@@ -823,8 +830,19 @@ impl<'r> Run<'r> {
             client,
             mock,
             script,
+            toml,
+            shape,
+            retired: Vec::new(),
             _home: home,
         }
+    }
+
+    /// Stops agentls and starts it again in the same workspace, as after an editor restart.
+    async fn restart(&mut self) {
+        assert!(self.client.stop().await.success());
+        let workspace = Some(self.client.workspace.clone());
+        let next = agentls(&self.toml, self.shape, workspace).await;
+        self.retired.push(std::mem::replace(&mut self.client, next));
     }
 
     /// The model will carry out `task`.
@@ -838,42 +856,102 @@ impl<'r> Run<'r> {
     /// command alone): both answers stream into the chat, and the model heard the first
     /// exchange with the second message (the agent keeps the conversation).
     async fn converse(&self) {
-        let (client, name) = (&self.client, self.recipe.name);
-        let opened = client
-            .execute("agentls.openChat", json!({"agent": name}))
+        let (_, uri) = self.open_chat().await;
+        self.say_in_chat(&uri, 0, Send::CodeAction).await;
+        self.say_in_chat(&uri, 1, Send::Command).await;
+        self.the_model_heard_the_first_exchange();
+        eprintln!(
+            "matrix chat: {}: {:?}",
+            self.recipe.name,
+            self.client.document(&uri).text
+        );
+    }
+
+    /// One message in a chat, agentls restarted, the chat opened again, a second message:
+    /// the model heard the first exchange with it, through the agent's own session
+    /// (`session/load`) or, where the agent cannot load it, the transcript agentls told.
+    /// Returns the seconds from opening the chat again to the second answer.
+    async fn resume(&mut self) -> f64 {
+        let (path, uri) = self.open_chat().await;
+        self.say_in_chat(&uri, 0, Send::CodeAction).await;
+        self.client.save(&uri).await;
+        self.restart().await;
+        let began = Instant::now();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let uri = self.client.open_unsaved(&path, "markdown", &text).await;
+        self.say_in_chat(&uri, 1, Send::CodeAction).await;
+        let seconds = began.elapsed().as_secs_f64();
+        self.the_model_heard_the_first_exchange();
+        let told =
+            self.mock.requests().iter().any(|r| {
+                String::from_utf8_lossy(&r.body).contains("goes on from an earlier session")
+            });
+        let how = if told {
+            "told the transcript"
+        } else {
+            "loaded its session"
+        };
+        eprintln!("matrix resume: {}: {how}", self.recipe.name);
+        assert!(
+            self.recipe.resumes.is_none_or(|resumes| resumes != told),
+            "{}: {how}; the model was sent:\n{}",
+            self.recipe.name,
+            self.mock.summary()
+        );
+        seconds
+    }
+
+    /// Opens a new chat with the agent in the editor: its path and URI.
+    async fn open_chat(&self) -> (std::path::PathBuf, String) {
+        let opened = self
+            .client
+            .execute("agentls.openChat", json!({"agent": self.recipe.name}))
             .await
             .expect("agentls.openChat");
         let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
         let text = std::fs::read_to_string(&path).unwrap();
-        let uri = client.open_unsaved(&path, "markdown", &text).await;
-        let ended = format!("_{name}: end_turn");
-        for (turn, (asked, answered)) in ASKED.iter().zip(ANSWERED).enumerate() {
-            self.recipe.wire.play(&self.script, ToolTurn::say(answered));
-            let now = client.document(&uri).text;
-            let line = now.matches('\n').count() as u32;
-            client.edit(&uri, range(line, 0, line, 0), asked).await;
-            if turn == 0 {
+        let uri = self.client.open_unsaved(&path, "markdown", &text).await;
+        (path, uri)
+    }
+
+    /// The user writes message `turn` of [`ASKED`] at the end of the chat at `uri` and sends
+    /// it `how`; waits until its answer and the turn's end are in the chat.
+    async fn say_in_chat(&self, uri: &str, turn: usize, how: Send) {
+        let (client, name) = (&self.client, self.recipe.name);
+        let (asked, answered) = (ASKED[turn], ANSWERED[turn]);
+        self.recipe.wire.play(&self.script, ToolTurn::say(answered));
+        let now = client.document(uri).text;
+        let line = now.matches('\n').count() as u32;
+        client.edit(uri, range(line, 0, line, 0), asked).await;
+        match how {
+            Send::CodeAction => {
                 client
-                    .run_code_action(&uri, &format!("Send to {name}"))
+                    .run_code_action(uri, &format!("Send to {name}"))
                     .await;
-            } else {
+            }
+            Send::Command => {
                 client
                     .execute("agentls.send", serde_json::Value::Null)
                     .await
                     .expect("agentls.send");
             }
-            let done = || {
-                let text = client.document(&uri).text;
-                text.contains(answered) && text.matches(&ended).count() == turn + 1
-            };
-            support::eventually(done).await.unwrap_or_else(|| {
-                panic!(
-                    "no answer {answered:?} in the chat:\n{}\nthe model was sent:\n{}",
-                    client.document(&uri).text,
-                    self.mock.summary()
-                )
-            });
         }
+        let ended = format!("_{name}: end_turn");
+        let done = || {
+            let text = client.document(uri).text;
+            text.contains(answered) && text.matches(&ended).count() == turn + 1
+        };
+        support::eventually(done).await.unwrap_or_else(|| {
+            panic!(
+                "no answer {answered:?} in the chat:\n{}\nthe model was sent:\n{}",
+                client.document(uri).text,
+                self.mock.summary()
+            )
+        });
+    }
+
+    /// Some request to the model carried the first exchange and the second message.
+    fn the_model_heard_the_first_exchange(&self) {
         let heard_all = self.mock.requests().iter().any(|r| {
             let body = String::from_utf8_lossy(&r.body);
             [ASKED[0], ANSWERED[0], ASKED[1]]
@@ -885,7 +963,6 @@ impl<'r> Run<'r> {
             "the second request lacks the first exchange:\n{}",
             self.mock.summary()
         );
-        eprintln!("matrix chat: {name}: {:?}", client.document(&uri).text);
     }
 
     /// Starts the agent (spawn, `initialize`, `session/new`, its mode); returns the seconds.
@@ -1070,6 +1147,40 @@ impl<'r> Run<'r> {
     }
 }
 
+/// How the user sends a chat message.
+#[derive(Debug, Clone, Copy)]
+enum Send {
+    /// The code action *Send to <agent>*.
+    CodeAction,
+    /// `agentls.send` with no arguments (the focused chat).
+    Command,
+}
+
+/// agentls with `toml` as its config, initialized as a `shape` editor, in `workspace` (a new
+/// one when `None`).
+async fn agentls(toml: &str, shape: Shape, workspace: Option<std::path::PathBuf>) -> TestClient {
+    let client = TestClient::start(Options {
+        config_toml: Some(toml.to_owned()),
+        env: Vec::new(),
+        workspace,
+    })
+    .await;
+    match shape {
+        Shape::CodeActions => {
+            client
+                .initialize(capabilities_without_dialogs(), None)
+                .await;
+        }
+        Shape::Dialogs => {
+            client
+                .initialize(TestClient::rich_capabilities(false), None)
+                .await;
+            client.answer("window/showMessageRequest", support::Answer::FirstAction);
+        }
+    }
+    client
+}
+
 /// How the test decides a review.
 #[derive(Debug, Clone, Copy)]
 enum Decision {
@@ -1118,7 +1229,7 @@ async fn buffer_holds(client: &TestClient, uri: &str, expected: &str) {
 
 /// One cell: `recipe` in `scenario`; returns what it took (start, turn) in seconds.
 async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
-    let run = Run::start(recipe, scenario, shape).await;
+    let mut run = Run::start(recipe, scenario, shape).await;
     let client = &run.client;
     let notes = client.workspace.join("notes.txt");
     let (start, turn) = match scenario {
@@ -1277,6 +1388,10 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             let began = Instant::now();
             run.converse().await;
             (start, began.elapsed().as_secs_f64())
+        }
+        Scenario::Resumed => {
+            let start = run.start_agent().await;
+            (start, run.resume().await)
         }
         Scenario::NewFile => {
             let path = client.workspace.join("hello.txt");

@@ -345,19 +345,11 @@ async fn a_chat_completes_slash_commands_and_file_mentions() {
     assert!(client.shutdown().await.success());
 }
 
-/// A chat opened again by a new agentls (the editor restarted) goes on: its first message takes
-/// the conversation so far along, since the agent's new session never saw it.
-#[tokio::test]
-async fn a_chat_reopened_after_a_restart_tells_the_agent_the_conversation() {
+/// The first run of a chat reopened after a restart: "my name is Ada" sent and answered, the
+/// document saved. Returns the state dir (shared by both runs) and the chat's path.
+async fn a_chat_of_an_earlier_run() -> (tempfile::TempDir, std::path::PathBuf) {
     let state = tempfile::tempdir().unwrap();
-    let options = || support::Options {
-        env: vec![(
-            "XDG_STATE_HOME".to_owned(),
-            state.path().display().to_string(),
-        )],
-        ..support::Options::default()
-    };
-    let first = TestClient::start(options()).await;
+    let first = TestClient::start(in_state(&state)).await;
     first.initialize(capabilities_without_dialogs(), None).await;
     let (path, text, uri) = open_chat(&first).await;
     first.edit(&uri, end_of(&text), "my name is Ada").await;
@@ -365,41 +357,83 @@ async fn a_chat_reopened_after_a_restart_tells_the_agent_the_conversation() {
     chat_says(&first, &uri, "_demo: end_turn").await;
     first.save(&uri).await;
     assert!(first.shutdown().await.success());
+    (state, path)
+}
 
-    let second = TestClient::start(options()).await;
+/// agentls (and the demo agent) keeping their state in `state`.
+fn in_state(state: &tempfile::TempDir) -> support::Options {
+    support::Options {
+        env: vec![(
+            "XDG_STATE_HOME".to_owned(),
+            state.path().display().to_string(),
+        )],
+        ..support::Options::default()
+    }
+}
+
+/// A new agentls opens the chat at `path` again and sends "what is my name?" from it, then
+/// "thanks"; returns the client and the chat's URI once both are answered.
+async fn go_on_in(state: &tempfile::TempDir, path: &std::path::Path) -> (TestClient, String) {
+    let second = TestClient::start(in_state(state)).await;
     second
         .initialize(capabilities_without_dialogs(), None)
         .await;
-    let text = std::fs::read_to_string(&path).unwrap();
-    let uri = second.open_unsaved(&path, "markdown", &text).await;
-    second.edit(&uri, end_of(&text), "what is my name?").await;
-    second.run_code_action(&uri, "Send to demo").await;
-    chat_says(
-        &second,
-        &uri,
-        "agentls told me: this conversation goes on from an earlier session",
-    )
-    .await;
-    chat_says(&second, &uri, "my name is Ada").await;
-    chat_says(&second, &uri, "_demo: end_turn").await;
-    // Told once: the next message goes on in the same session.
-    let now = second.document(&uri).text;
-    second.edit(&uri, end_of(&now), "thanks").await;
-    second.run_code_action(&uri, "Send to demo").await;
-    let after_thanks = || {
-        let text = second.document(&uri).text;
-        text.split_once("\nthanks")
-            .is_some_and(|(_, after)| after.contains("_demo: end_turn"))
-    };
-    support::eventually(after_thanks)
-        .await
-        .expect("the third turn's end");
-    let told = second
-        .document(&uri)
-        .text
-        .matches("\nagentls told me: this conversation")
-        .count();
-    assert_eq!(told, 1, "{}", second.document(&uri).text);
+    let text = std::fs::read_to_string(path).unwrap();
+    let uri = second.open_unsaved(path, "markdown", &text).await;
+    for message in ["what is my name?", "thanks"] {
+        let now = second.document(&uri).text;
+        second.edit(&uri, end_of(&now), message).await;
+        second.run_code_action(&uri, "Send to demo").await;
+        let answered = || {
+            let text = second.document(&uri).text;
+            let after = text.rsplit_once(&format!("\n{message}\n"));
+            after.is_some_and(|(_, after)| after.contains("_demo: end_turn"))
+        };
+        support::eventually(answered)
+            .await
+            .unwrap_or_else(|| panic!("{message:?} unanswered: {}", second.document(&uri).text));
+    }
+    (second, uri)
+}
+
+/// A chat opened again by a new agentls (the editor restarted) goes on in the agent's session
+/// of the earlier run (`session/load`): the agent recalls the conversation, and the history it
+/// replays is not appended to the chat again.
+#[tokio::test]
+async fn a_chat_reopened_after_a_restart_goes_on_in_its_session() {
+    let (state, path) = a_chat_of_an_earlier_run().await;
+    let (second, uri) = go_on_in(&state, &path).await;
+    let text = second.document(&uri).text;
+    assert!(
+        text.contains(
+            "I recall this session: 1 earlier messages; the first was \"my name is Ada\""
+        ),
+        "{text}"
+    );
+    // Said once (the summary quotes it), and the replay went nowhere.
+    assert_eq!(text.matches("\nI recall this session").count(), 1, "{text}");
+    assert_eq!(
+        text.matches("\nHello from the demo agent.").count(),
+        3,
+        "{text}"
+    );
+    assert!(!text.contains("agentls told me"), "{text}");
+    assert!(second.shutdown().await.success());
+}
+
+/// A chat whose session the agent no longer has goes on in a new session, which is told the
+/// conversation so far, once.
+#[tokio::test]
+async fn a_chat_whose_session_is_gone_tells_the_agent_the_conversation() {
+    let (state, path) = a_chat_of_an_earlier_run().await;
+    std::fs::remove_dir_all(state.path().join("agentls/demo-agent")).unwrap();
+    let (second, uri) = go_on_in(&state, &path).await;
+    let text = second.document(&uri).text;
+    let told = "\nagentls told me: this conversation goes on from an earlier session";
+    assert_eq!(text.matches(told).count(), 1, "{text}");
+    let (_, after) = text.split_once(told).unwrap();
+    assert!(after.contains("my name is Ada"), "{text}");
+    assert!(!text.contains("I recall"), "{text}");
     assert!(second.shutdown().await.success());
 }
 
@@ -667,4 +701,48 @@ async fn chats_live_where_the_config_says() {
     let offered = titles_at(&again, &uri, range(2, 0, 2, 0)).await;
     assert!(offered.contains(&"Send to demo".to_owned()), "{offered:?}");
     assert!(again.shutdown().await.success());
+}
+
+/// Two chats with one agent are two conversations: each talks to a session of its own, also
+/// when the other was used in between.
+#[tokio::test]
+async fn each_chat_talks_to_a_session_of_its_own() {
+    let client = TestClient::start(support::Options::default()).await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    let (first, first_text, first_uri) = open_chat(&client).await;
+    client.edit(&first_uri, end_of(&first_text), "one").await;
+    client.run_code_action(&first_uri, "Send to demo").await;
+    turns_ended(&client, &first_uri, 1).await;
+    let (second, second_text, second_uri) = open_chat(&client).await;
+    client.edit(&second_uri, end_of(&second_text), "two").await;
+    client.run_code_action(&second_uri, "Send to demo").await;
+    turns_ended(&client, &second_uri, 1).await;
+    let now = client.document(&first_uri).text;
+    client.edit(&first_uri, end_of(&now), "three").await;
+    client.run_code_action(&first_uri, "Send to demo").await;
+    turns_ended(&client, &first_uri, 2).await;
+
+    let status = client.agent_status().await;
+    let demo = &status["agents"][0];
+    let chats = &demo["chats"];
+    let (of_first, of_second) = (
+        &chats[first.to_str().unwrap()],
+        &chats[second.to_str().unwrap()],
+    );
+    assert!(of_first.is_string() && of_second.is_string(), "{demo:#}");
+    assert_ne!(of_first, of_second, "{demo:#}");
+    let turns = |id: &Value| {
+        demo["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| &s["id"] == id)
+            .map(|s| s["turns"].clone())
+    };
+    assert_eq!(turns(of_first), Some(json!(2)), "{demo:#}");
+    assert_eq!(turns(of_second), Some(json!(1)), "{demo:#}");
+    assert_eq!(demo["currentSession"], *of_first);
+    assert!(client.shutdown().await.success());
 }

@@ -274,7 +274,7 @@ fn in_a_new_chat() -> Option<InChat> {
 /// A conversation in a chat document in a real Helix with no plugin: `agentls.openChat` from
 /// the command line opens the chat, the message is typed under `## You` and sent with `space a`,
 /// the reply appears on screen, `:w` saves the chat; after Helix restarts on the chat file, the
-/// next message goes the same way.
+/// next message goes the same way, to the agent's session of the first run.
 #[test]
 fn helix_holds_a_conversation_in_a_chat_document() {
     let Some(InChat {
@@ -309,7 +309,7 @@ fn helix_holds_a_conversation_in_a_chat_document() {
         .unwrap()
         .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
         .map(|f| f.unwrap().path())
-        .next()
+        .find(|path| path.extension().is_some_and(|e| e == "md"))
         .expect("the chat file");
     let saved = std::fs::read_to_string(&chat).unwrap();
     assert!(
@@ -325,19 +325,19 @@ fn helix_holds_a_conversation_in_a_chat_document() {
     let helix = Helix::start(&tmux, &hx, &sandbox, chat.to_str().unwrap());
     helix.wait_for("# Chat with demo");
     send_from_chat(&helix, "read notes.rs again");
-    // The new session is told the conversation so far, and the reply ends.
+    // The agent's session of the first run goes on (`session/load`): it recalls the first
+    // message, and the reply ends.
     let screen = helix.wait_until("the second reply's end", |screen| {
-        // Its end, after the first turn's and that one's copy in the transcript.
         // In the document (a numbered line), not only in the status line.
-        let told = screen.lines().any(|line| {
+        let recalled = screen.lines().any(|line| {
             line.trim_start()
                 .split_once("  ")
                 .is_some_and(|(number, text)| {
                     number.parse::<u32>().is_ok()
-                        && text.starts_with("agentls told me: this conversation goes on")
+                        && text.starts_with("I recall this session: 1 earlier messages")
                 })
         });
-        told && screen.matches("  _demo: end_turn").count() == 3
+        recalled && screen.matches("  _demo: end_turn").count() == 2
     });
     eprintln!("the chat in Helix after a restart:\n{screen}");
     assert!(screen.contains("read notes.rs again"), "{screen}");

@@ -2,6 +2,7 @@
 //! sessions. Every request to it races the process's exit and a deadline, so a dead or silent
 //! agent becomes a classed [`AgentFailure`] instead of a hang.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,7 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, FileSystemCapabilities, Implementation,
-    InitializeRequest, InitializeResponse, NewSessionRequest, SessionId,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, NewSessionRequest, SessionId,
 };
 use agent_client_protocol::{
     Agent, ErrorCode, JsonRpcRequest, is_connection_terminated, is_incoming_transport_closed,
@@ -41,6 +42,8 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 pub struct AgentInfo {
     /// Whether prompts may embed resources.
     pub embedded_context: bool,
+    /// Whether it can load a session of an earlier run (`session/load`).
+    pub load_session: bool,
     /// Its capabilities, as sent.
     pub capabilities: Value,
     /// Its authentication methods, as sent.
@@ -65,7 +68,7 @@ pub struct RunningAgent {
     /// A turn already told the user that the process died.
     pub death_reported: AtomicBool,
     cx: ConnectionTo<Agent>,
-    current: Mutex<Option<String>>,
+    sessions: Mutex<Sessions>,
     stop: Mutex<Option<oneshot::Sender<()>>>,
     spec: AgentSpec,
 }
@@ -115,6 +118,7 @@ impl RunningAgent {
             process,
             info: AgentInfo {
                 embedded_context: false,
+                load_session: false,
                 capabilities: Value::Null,
                 auth_methods: Vec::new(),
                 implementation: None,
@@ -123,7 +127,7 @@ impl RunningAgent {
             stopping: AtomicBool::new(false),
             death_reported: AtomicBool::new(false),
             cx,
-            current: Mutex::new(None),
+            sessions: Mutex::default(),
             stop: Mutex::new(Some(stop)),
             spec: spec.clone(),
         };
@@ -148,6 +152,7 @@ impl RunningAgent {
         };
         agent.info = AgentInfo {
             embedded_context: init.agent_capabilities.prompt_capabilities.embedded_context,
+            load_session: init.agent_capabilities.load_session,
             capabilities: serde_json::to_value(&init.agent_capabilities).unwrap_or_default(),
             auth_methods: init
                 .auth_methods
@@ -233,12 +238,58 @@ impl RunningAgent {
         self.new_session().await
     }
 
+    /// The session a prompt from the chat document `chat` goes to, made current: the one the
+    /// chat talks to; else `earlier`, the chat's session of an earlier run, loaded where the
+    /// agent can; else the current session when no chat has it yet; else a new one.
+    pub async fn session_for(
+        &self,
+        chat: &Path,
+        earlier: Option<&str>,
+    ) -> Result<ChatSession, AgentFailure> {
+        if let Some(id) = self.lock_sessions().take_up(chat) {
+            return Ok(ChatSession {
+                id,
+                how: Claimed::Already,
+            });
+        }
+        if let Some(earlier) = earlier.filter(|_| self.info.load_session) {
+            match self.load_session(earlier).await {
+                Ok(()) => {
+                    self.lock_sessions().claim(chat, earlier);
+                    return Ok(ChatSession {
+                        id: earlier.to_owned(),
+                        how: Claimed::Loaded,
+                    });
+                }
+                Err(failure) => self.link.editor.log(
+                    Level::Warning,
+                    format!(
+                        "{}: the chat's earlier session did not load ({failure}); a new one \
+                         is told the conversation\n",
+                        self.name()
+                    ),
+                ),
+            }
+        }
+        let unclaimed = self.lock_sessions().unclaimed();
+        let id = match unclaimed {
+            Some(id) => id,
+            None => self.new_session().await?,
+        };
+        self.lock_sessions().claim(chat, &id);
+        Ok(ChatSession {
+            id,
+            how: Claimed::Given,
+        })
+    }
+
     /// The current session, if there is one.
     pub fn current_session(&self) -> Option<String> {
-        self.current
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.lock_sessions().current.clone()
+    }
+
+    fn lock_sessions(&self) -> std::sync::MutexGuard<'_, Sessions> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Opens a new session in the workspace and makes it current.
@@ -249,20 +300,43 @@ impl RunningAgent {
             .await?;
         let id = response.session_id.to_string();
         let mut session = SessionState::new(self.name(), id.clone());
-        if let Some(modes) = &response.modes {
-            session.current_mode = Some(modes.current_mode_id.to_string());
-            session.modes = serde_json::to_value(modes).ok();
-        }
-        session.config_options = response
-            .config_options
-            .as_ref()
-            .and_then(|o| serde_json::to_value(o).ok());
+        session.take_settings(response.modes.as_ref(), response.config_options.as_ref());
         for early in self.link.add_session(session) {
             super::updates::apply(&self.link, early);
         }
-        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(id.clone());
+        self.lock_sessions().current = Some(id.clone());
         session_defaults::apply(self, &id).await;
         Ok(id)
+    }
+
+    /// Loads session `id` of an earlier run (`session/load`) and makes it current. The history
+    /// the agent replays meanwhile updates the session's state but is not told again: the chat
+    /// already shows it.
+    async fn load_session(&self, id: &str) -> Result<(), AgentFailure> {
+        let mut session = SessionState::new(self.name(), id.to_owned());
+        session.replaying = true;
+        for early in self.link.add_session(session) {
+            super::updates::apply(&self.link, early);
+        }
+        let request = LoadSessionRequest::new(SessionId::new(id), self.link.cwd.clone())
+            .mcp_servers(Vec::new());
+        let loaded = self
+            .request(request, "session/load", Some(HANDSHAKE_TIMEOUT))
+            .await;
+        let response = match loaded {
+            Ok(response) => response,
+            Err(failure) => {
+                self.link.remove_session(id);
+                return Err(failure);
+            }
+        };
+        self.link.with_session(id, |s| {
+            s.replaying = false;
+            s.take_settings(response.modes.as_ref(), response.config_options.as_ref());
+        });
+        self.lock_sessions().current = Some(id.to_owned());
+        session_defaults::apply(self, id).await;
+        Ok(())
     }
 
     /// Switches the current session to `mode`, one of the modes it offers.
@@ -389,7 +463,10 @@ impl RunningAgent {
 
     /// The agent as `agentls.status` shows it.
     pub fn describe(&self) -> Value {
-        let current = self.current_session();
+        let (current, chats) = {
+            let sessions = self.lock_sessions();
+            (sessions.current.clone(), sessions.chats.clone())
+        };
         json!({
             "pid": self.process.pid,
             "agentInfo": self.info.implementation,
@@ -397,6 +474,56 @@ impl RunningAgent {
             "authMethods": self.info.auth_methods,
             "currentSession": current,
             "sessions": self.link.describe_sessions(current.as_deref()),
+            "chats": chats,
         })
+    }
+}
+
+/// The session a chat's prompt goes to, and how the chat came by it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatSession {
+    /// The session id.
+    pub id: String,
+    /// How the chat came by it.
+    pub how: Claimed,
+}
+
+/// How a chat came by its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claimed {
+    /// It talked to it before in this run.
+    Already,
+    /// Its session of an earlier run, loaded: the agent remembers the conversation.
+    Loaded,
+    /// A session new to the conversation (the current one no chat had, or a new one).
+    Given,
+}
+
+/// Which session is whose: the current one (prompts from outside a chat, the pickers, new
+/// sessions) and the one each chat document talks to.
+#[derive(Debug, Default)]
+struct Sessions {
+    current: Option<String>,
+    chats: HashMap<PathBuf, String>,
+}
+
+impl Sessions {
+    /// The session `chat` talks to, made current.
+    fn take_up(&mut self, chat: &Path) -> Option<String> {
+        let id = self.chats.get(chat)?.clone();
+        self.current = Some(id.clone());
+        Some(id)
+    }
+
+    /// `chat` talks to session `id` from now on, which is current.
+    fn claim(&mut self, chat: &Path, id: &str) {
+        self.chats.insert(chat.to_path_buf(), id.to_owned());
+        self.current = Some(id.to_owned());
+    }
+
+    /// The current session when no chat talks to it.
+    fn unclaimed(&self) -> Option<String> {
+        let current = self.current.as_ref()?;
+        (!self.chats.values().any(|id| id == current)).then(|| current.clone())
     }
 }

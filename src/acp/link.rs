@@ -74,6 +74,11 @@ impl AgentLink {
         }
     }
 
+    /// Forgets session `id` (its `session/load` failed).
+    pub fn remove_session(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
     /// Keeps `note`, an update for a session id not known yet, until its session is added
     /// (bounded: beyond that, it is dropped with a warning). Returns `false` when the session
     /// is known after all (apply the update).

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
-use agent_client_protocol::v1::schema::Diff;
+use agent_client_protocol::v1::schema::{Diff, SessionConfigOption, SessionModeState};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -48,6 +48,9 @@ pub struct SessionState {
     /// A cancelled turn ended without the agent's answer (after the grace): whatever it still
     /// asks before the next turn belongs to it and is answered `cancelled`.
     pub cancelled_unanswered: bool,
+    /// The agent is replaying the session's history (`session/load`): what it says was told
+    /// before and is not told again.
+    pub replaying: bool,
 }
 
 /// The tally of a running turn.
@@ -99,6 +102,23 @@ impl SessionState {
             permissions: BTreeMap::new(),
             withdraw: CancellationToken::new(),
             cancelled_unanswered: false,
+            replaying: false,
+        }
+    }
+
+    /// Takes the modes and config options the agent answered `session/new` or `session/load`
+    /// with.
+    pub fn take_settings(
+        &mut self,
+        modes: Option<&SessionModeState>,
+        config_options: Option<&Vec<SessionConfigOption>>,
+    ) {
+        if let Some(modes) = modes {
+            self.current_mode = Some(modes.current_mode_id.to_string());
+            self.modes = serde_json::to_value(modes).ok();
+        }
+        if let Some(options) = config_options {
+            self.config_options = serde_json::to_value(options).ok();
         }
     }
 

@@ -11,11 +11,12 @@ use tokio_util::sync::CancellationToken;
 
 use agent_client_protocol::v1::schema::{PromptRequest, SessionId, StopReason};
 
-use super::agent::RunningAgent;
+use super::agent::{Claimed, RunningAgent};
 use super::context::{self, PromptContext};
 use super::error::AgentFailure;
 use super::session::Turn;
 use crate::editor::Level;
+use crate::editor::chat_sessions;
 use crate::editor::effects::ProgressPhase;
 
 /// How long a turn may go on after `session/cancel` before agentls ends it as cancelled.
@@ -46,8 +47,8 @@ pub async fn run(
     if cancel.is_cancelled() {
         return cancelled_early();
     }
-    let session = match agent.session().await {
-        Ok(session) => session,
+    let (session, note) = match session_of(agent, &asked).await {
+        Ok(chosen) => chosen,
         Err(failure) => return (TurnEnd::Failed(failure), None),
     };
     let started = agent.link.with_session(&session, |s| {
@@ -77,7 +78,7 @@ pub async fn run(
         .link
         .with_session(&session, |s| std::mem::take(&mut s.notes))
         .unwrap_or_default();
-    notes.extend(asked.note.map(str::to_owned));
+    notes.extend(note.map(str::to_owned));
     let mut blocks = context::blocks(asked.text, asked.context, agent.info.embedded_context);
     if !notes.is_empty() {
         let note = format!("(From agentls) {}", notes.join("\n"));
@@ -134,6 +135,26 @@ pub async fn run(
             Err(failure) => TurnEnd::Failed(failure),
         };
     (end, turn)
+}
+
+/// The session `asked` goes to (a chat's own), and what agentls tells the agent along with it:
+/// a resumed chat's transcript is not told to the session that remembers the conversation.
+async fn session_of<'a>(
+    agent: &RunningAgent,
+    asked: &Asked<'a>,
+) -> Result<(String, Option<&'a str>), AgentFailure> {
+    let Some(chat) = asked.chat else {
+        return Ok((agent.session().await?, asked.note));
+    };
+    let earlier = chat_sessions::remembered(chat, agent.name()).await;
+    let chosen = agent.session_for(chat, earlier.as_deref()).await?;
+    if chosen.how == Claimed::Given
+        && let Err(e) = chat_sessions::remember(chat, agent.name(), &chosen.id).await
+    {
+        tracing::warn!(chat = %chat.display(), "its session is not kept for a restart: {e}");
+    }
+    let note = asked.note.filter(|_| chosen.how != Claimed::Loaded);
+    Ok((chosen.id, note))
 }
 
 /// What the user asked for a turn.

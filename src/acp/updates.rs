@@ -23,10 +23,15 @@ pub fn apply(link: &AgentLink, note: SessionNotification) {
     let mut said = Vec::new();
     let mut progress = None;
     let mut chat = None;
+    let mut replaying = false;
     link.with_session(&session, |s| {
         chat = s.turn.as_ref().and_then(|t| t.chat.clone());
+        replaying = s.replaying;
         update_session(s, &note.update, link, &mut said, &mut progress)
     });
+    if replaying {
+        return; // the history of a loaded session: its chat shows it already
+    }
     link.plugin_updates.push(&session, note.update);
     for said in said {
         // The agent's words, thoughts and tool calls go to its chat (and only there: the

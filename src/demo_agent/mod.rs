@@ -3,8 +3,10 @@
 //! `fs/read_text_file`), proposes a deterministic change to it as a diff through
 //! `session/request_permission`, and writes it through `fs/write_text_file` if allowed. The
 //! prompt language is in [`script`]. It honours `session/cancel`, and repeats what agentls told
-//! it (the `(From agentls)` notes of a prompt) at the start of its answer.
+//! it (the `(From agentls)` notes of a prompt) at the start of its answer. Its sessions are kept
+//! on disk (`history`): `session/load` replays one, and its next answer says what it recalls.
 
+mod history;
 pub mod script;
 
 use std::collections::HashMap;
@@ -15,15 +17,16 @@ use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AvailableCommand, AvailableCommandsUpdate,
     CancelNotification, ContentBlock, ContentChunk, CreateTerminalRequest, Diff,
     EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
-    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
-    PlanEntryPriority, PlanEntryStatus, PromptCapabilities, PromptRequest, PromptResponse,
-    ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, SessionConfigOption, SessionConfigOptionValue,
-    SessionConfigSelectOption, SessionId, SessionMode, SessionModeState, SessionNotification,
-    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse, StopReason, TerminalOutputRequest, ToolCall,
-    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind, UsageUpdate, WaitForTerminalExitRequest, WriteTextFileRequest,
+    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse,
+    PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    PromptCapabilities, PromptRequest, PromptResponse, ReadTextFileRequest, ReleaseTerminalRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, SessionConfigOption,
+    SessionConfigOptionValue, SessionConfigSelectOption, SessionId, SessionMode, SessionModeState,
+    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    TerminalOutputRequest, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate, WaitForTerminalExitRequest,
+    WriteTextFileRequest,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
@@ -63,6 +66,30 @@ const BIG_LINE: usize = 10 * 1024 * 1024;
 /// The protocol output, shared so that test hooks can write raw lines between messages.
 type SharedStdout = Arc<tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>>;
 type Turns = Arc<Mutex<HashMap<String, CancellationToken>>>;
+/// What each loaded session held, until its next turn recalls it.
+type Recalled = Arc<Mutex<HashMap<String, Vec<history::Exchange>>>>;
+
+/// The modes and config options of a session as it opens.
+fn new_settings() -> (SessionModeState, Vec<SessionConfigOption>) {
+    let modes = SessionModeState::new(
+        "ask",
+        vec![
+            SessionMode::new("ask", "Ask").description("propose edits for review".to_owned()),
+            SessionMode::new("read-only", "Read only")
+                .description("never propose edits".to_owned()),
+        ],
+    );
+    (modes, vec![model_option(MODELS[0].0)])
+}
+
+/// Its slash commands, as agents advertise them once a session exists.
+fn announce_commands(cx: &ConnectionTo<Client>, session: String) -> Result<(), Error> {
+    let commands = vec![AvailableCommand::new("help", "What the demo agent can do")];
+    cx.send_notification(SessionNotification::new(
+        session,
+        SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands)),
+    ))
+}
 
 /// Serves ACP on `input`/`output` (the process's stdin/stdout) until the input closes.
 pub async fn run(
@@ -81,7 +108,8 @@ pub async fn run(
     let turns: Turns = Arc::default();
     let modes: PerSession = Arc::default();
     let models: PerSession = Arc::default();
-    let sessions = Arc::new(std::sync::atomic::AtomicU64::new(1));
+    let history = Arc::new(history::History::from_env());
+    let recalled: Recalled = Arc::default();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     Agent
         .v1()
@@ -89,6 +117,7 @@ pub async fn run(
         .on_receive_request(
             async move |init: InitializeRequest, responder: Responder<InitializeResponse>, _cx| {
                 let capabilities = AgentCapabilities::new()
+                    .load_session(true)
                     .prompt_capabilities(PromptCapabilities::new().embedded_context(true));
                 let mut response = InitializeResponse::new(init.protocol_version)
                     .agent_capabilities(capabilities)
@@ -106,34 +135,58 @@ pub async fn run(
             on_receive_request!(),
         )
         .on_receive_request(
-            async move |_request: NewSessionRequest,
-                        responder: Responder<NewSessionResponse>,
-                        cx: ConnectionTo<Client>| {
-                if requires_login() {
-                    return responder.respond_with_error(Error::auth_required());
+            {
+                let history = Arc::clone(&history);
+                async move |_request: NewSessionRequest,
+                            responder: Responder<NewSessionResponse>,
+                            cx: ConnectionTo<Client>| {
+                    if requires_login() {
+                        return responder.respond_with_error(Error::auth_required());
+                    }
+                    let id = history.new_session();
+                    let (modes, options) = new_settings();
+                    let response = NewSessionResponse::new(id.clone())
+                        .modes(modes)
+                        .config_options(options);
+                    responder.respond(response)?;
+                    announce_commands(&cx, id)
                 }
-                let n = sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let modes = SessionModeState::new(
-                    "ask",
-                    vec![
-                        SessionMode::new("ask", "Ask")
-                            .description("propose edits for review".to_owned()),
-                        SessionMode::new("read-only", "Read only")
-                            .description("never propose edits".to_owned()),
-                    ],
-                );
-                let id = format!("demo-{n}");
-                let model = model_option(MODELS[0].0);
-                let response = NewSessionResponse::new(id.clone())
-                    .modes(modes)
-                    .config_options(vec![model]);
-                responder.respond(response)?;
-                // Its slash commands, as agents advertise them once a session exists.
-                let commands = vec![AvailableCommand::new("help", "What the demo agent can do")];
-                cx.send_notification(SessionNotification::new(
-                    id,
-                    SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands)),
-                ))
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let (history, recalled) = (Arc::clone(&history), Arc::clone(&recalled));
+                async move |request: LoadSessionRequest,
+                            responder: Responder<LoadSessionResponse>,
+                            cx: ConnectionTo<Client>| {
+                    let id = request.session_id.to_string();
+                    let Some(exchanges) = history.load(&id) else {
+                        let why = format!("the demo agent keeps no session {id}");
+                        return responder.respond_with_error(Error::invalid_params().data(why));
+                    };
+                    for exchange in &exchanges {
+                        for (text, user) in [(&exchange.user, true), (&exchange.agent, false)] {
+                            let chunk = ContentChunk::new(ContentBlock::from(text.as_str()));
+                            let update = if user {
+                                SessionUpdate::UserMessageChunk(chunk)
+                            } else {
+                                SessionUpdate::AgentMessageChunk(chunk)
+                            };
+                            cx.send_notification(SessionNotification::new(id.clone(), update))?;
+                        }
+                    }
+                    recalled
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(id.clone(), exchanges);
+                    let (modes, options) = new_settings();
+                    let response = LoadSessionResponse::new()
+                        .modes(modes)
+                        .config_options(options);
+                    responder.respond(response)?;
+                    announce_commands(&cx, id)
+                }
             },
             on_receive_request!(),
         )
@@ -201,15 +254,22 @@ pub async fn run(
                         .unwrap_or_else(|e| e.into_inner())
                         .get(session.0.as_ref())
                         .cloned();
+                    let recalled = recalled
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(session.0.as_ref());
                     let prompt = prompt_text(&request.prompt);
                     let mut script = script::parse(&prompt.text, &prompt.uris, &cwd);
                     if read_only {
                         script.action = Action::Read;
                     }
                     let (turns, stdout) = (Arc::clone(&turns), Arc::clone(&stdout));
+                    let history = Arc::clone(&history);
                     cx.clone().spawn(async move {
                         let turn = Turn {
                             model,
+                            recalled,
+                            said: Mutex::default(),
                             cx: &cx,
                             session: session.clone(),
                             cancel: token.clone(),
@@ -227,6 +287,7 @@ pub async fn run(
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .remove(session.0.as_ref());
+                        history.append(&session.0, &prompt.text, &turn.said());
                         let _ = responder.respond_with_result(result.map(PromptResponse::new));
                         if script.late {
                             turn.late_tool_call().await?;
@@ -274,6 +335,13 @@ async fn run_turn(
     }
     if let Some(model) = &turn.model {
         turn.say(&format!("I think with the {model} model.\n"))?;
+    }
+    if let Some(recalled) = &turn.recalled {
+        let first = recalled.first().map_or("", |e| e.user.as_str());
+        turn.say(&format!(
+            "I recall this session: {} earlier messages; the first was \"{first}\".\n",
+            recalled.len()
+        ))?;
     }
     if script.help {
         turn.say(script::HELP)?;
@@ -379,6 +447,10 @@ fn prompt_text(prompt: &[ContentBlock]) -> PromptText {
 struct Turn<'a> {
     /// The model the user chose for the session (`None`: the default).
     model: Option<String>,
+    /// What the session held when it was loaded, for its first turn since.
+    recalled: Option<Vec<history::Exchange>>,
+    /// What it said in this turn (its start).
+    said: Mutex<String>,
     cx: &'a ConnectionTo<Client>,
     session: SessionId,
     /// Cancelled by `session/cancel`.
@@ -386,12 +458,22 @@ struct Turn<'a> {
 }
 
 impl Turn<'_> {
+    /// What it said in this turn (its start).
+    fn said(&self) -> String {
+        self.said.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     fn update(&self, update: SessionUpdate) -> Result<(), Error> {
         self.cx
             .send_notification(SessionNotification::new(self.session.clone(), update))
     }
 
     fn say(&self, text: &str) -> Result<(), Error> {
+        let mut said = self.said.lock().unwrap_or_else(|e| e.into_inner());
+        if said.len() < 2_000 {
+            said.push_str(text);
+        }
+        drop(said);
         self.update(SessionUpdate::AgentMessageChunk(ContentChunk::new(
             ContentBlock::from(text),
         )))

@@ -7,6 +7,7 @@
 pub mod actions;
 pub mod buffer_only;
 pub mod chat;
+pub mod chat_sessions;
 pub mod comment_prompt;
 pub mod context;
 pub mod diff;

@@ -54,6 +54,8 @@ pub struct Options {
     pub config_toml: Option<String>,
     /// Extra environment variables.
     pub env: Vec<(String, String)>,
+    /// The workspace folder (that of an earlier run, say); a new one in the home when `None`.
+    pub workspace: Option<PathBuf>,
 }
 
 /// A document as the test client holds it.
@@ -100,7 +102,10 @@ impl TestClient {
         if let Some(toml) = &options.config_toml {
             std::fs::write(config_dir.join("agentls/config.toml"), toml).unwrap();
         }
-        let workspace = home.path().join("workspace");
+        let workspace = options
+            .workspace
+            .clone()
+            .unwrap_or_else(|| home.path().join("workspace"));
         std::fs::create_dir_all(&workspace).unwrap();
         let workspace = std::fs::canonicalize(workspace).unwrap();
         let stderr_path = home.path().join("agentls.stderr");
@@ -417,6 +422,11 @@ impl TestClient {
 
     /// `shutdown` then `exit`; returns how the process ended.
     pub async fn shutdown(mut self) -> ExitStatus {
+        self.stop().await
+    }
+
+    /// [`TestClient::shutdown`], keeping the home and workspace (for a restart in them).
+    pub async fn stop(&mut self) -> ExitStatus {
         self.request("shutdown", Value::Null)
             .await
             .expect("shutdown");

@@ -1,0 +1,58 @@
+//! Which agent session each chat document continues, kept on disk beside it
+//! (`.<file>.session`, `{"agent", "session"}`), so that a chat opened again after a restart
+//! goes on in the session that remembers it (`session/load`).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Remembered {
+    agent: String,
+    session: String,
+}
+
+/// Where the session of the chat at `chat` is kept.
+fn record_of(chat: &Path) -> Option<PathBuf> {
+    let name = chat.file_name()?.to_str()?;
+    Some(chat.with_file_name(format!(".{name}.session")))
+}
+
+/// The session of `agent` the chat at `chat` talked to last, when one is kept.
+pub async fn remembered(chat: &Path, agent: &str) -> Option<String> {
+    let text = tokio::fs::read_to_string(record_of(chat)?).await.ok()?;
+    let kept: Remembered = serde_json::from_str(&text).ok()?;
+    (kept.agent == agent).then_some(kept.session)
+}
+
+/// The chat at `chat` talks to `agent`'s session `session` from now on.
+pub async fn remember(chat: &Path, agent: &str, session: &str) -> std::io::Result<()> {
+    let Some(record) = record_of(chat) else {
+        return Ok(());
+    };
+    let kept = Remembered {
+        agent: agent.to_owned(),
+        session: session.to_owned(),
+    };
+    tokio::fs::write(record, serde_json::to_string(&kept)?).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_session_is_kept_per_chat_and_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let chat = dir.path().join("chat-1.md");
+        assert_eq!(remembered(&chat, "demo").await, None);
+        remember(&chat, "demo", "s1").await.unwrap();
+        assert!(dir.path().join(".chat-1.md.session").exists());
+        assert_eq!(remembered(&chat, "demo").await.as_deref(), Some("s1"));
+        assert_eq!(remembered(&chat, "other").await, None);
+        assert_eq!(
+            remembered(&dir.path().join("chat-2.md"), "demo").await,
+            None
+        );
+    }
+}
