@@ -746,3 +746,43 @@ async fn each_chat_talks_to_a_session_of_its_own() {
     assert_eq!(demo["currentSession"], *of_first);
     assert!(client.shutdown().await.success());
 }
+
+/// A chat kept inside the workspace (`chat.directory`) and not open in the editor: the reply is
+/// appended to its file while the turn runs, and that is agentls's own write, never taken for
+/// a change the agent made without asking.
+#[tokio::test]
+async fn a_reply_appended_to_a_chat_in_the_workspace_is_not_an_unasked_change() {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = std::fs::canonicalize(home.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let config = format!(
+        "[chat]\ndirectory = {:?}\n",
+        workspace.join("chats").display().to_string()
+    );
+    let client = TestClient::start(support::Options {
+        config_toml: Some(config),
+        workspace: Some(workspace.clone()),
+        ..support::Options::default()
+    })
+    .await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    // A long reply, so that appends land while the turn runs.
+    client.prompt("@flood 2000 @chunk 100").await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(!summary.contains("without asking"), "{summary}");
+    let chats = workspace.join("chats");
+    let chat = std::fs::read_dir(&chats)
+        .unwrap()
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "md"))
+        .expect("the chat file");
+    let ended =
+        || std::fs::read_to_string(&chat).is_ok_and(|text| text.contains("\n_demo: end_turn"));
+    support::eventually(ended)
+        .await
+        .expect("the reply's end in the chat file");
+    assert!(client.shutdown().await.success());
+}

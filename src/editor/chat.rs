@@ -264,23 +264,17 @@ fn take_front(text: &mut String, most: usize) -> String {
     std::mem::replace(text, rest)
 }
 
-/// Appends `text` to the chat file at `path` (made again if it went); a file that cannot be
-/// read is left as it is.
-async fn append_to_file(
-    me: &super::state::StateHandle,
-    path: &Path,
-    text: &str,
-) -> Result<(), super::files::FileError> {
-    let now = match super::files::read(path).await {
-        Ok(now) => now,
-        Err(super::files::FileError::Io { source, .. })
-            if source.kind() == std::io::ErrorKind::NotFound =>
-        {
-            String::new()
-        }
-        Err(e) => return Err(e),
-    };
-    me.write_file(path, &format!("{now}{text}")).await
+/// Appends `text` to the chat file at `path` (made again if it went), writing only the new text:
+/// a long reply into a chat that is not open costs what it adds, never a rewrite of the file.
+async fn append_to_file(path: &Path, text: &str) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt as _;
+    let mut file = tokio::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .await?;
+    file.write_all(text.as_bytes()).await?;
+    file.flush().await
 }
 
 /// The most of a resumed chat's transcript told to the agent (its end).
@@ -488,15 +482,16 @@ impl State {
             // Not open: the file gets it.
             let (me, owned) = (self.me.clone(), path.to_owned());
             tokio::spawn(async move {
-                let result = append_to_file(&me, &owned, &text).await;
+                let result = append_to_file(&owned, &text)
+                    .await
+                    .map_err(|e| format!("agentls: cannot append to {}: {e}", owned.display()));
                 me.update(move |s| {
                     if result.is_err()
                         && let Some(chat) = s.chats.docs.get_mut(&owned)
                     {
                         chat.pending.insert_str(0, &text);
                     }
-                    let result = result.map_err(|e| EffectError::Refused(e.to_string()));
-                    s.chat_flushed(&owned, result, false);
+                    s.chat_flushed(&owned, result.map_err(EffectError::Refused), false);
                 });
             });
             return;

@@ -18,6 +18,13 @@ fn record_of(chat: &Path) -> Option<PathBuf> {
     Some(chat.with_file_name(format!(".{name}.session")))
 }
 
+/// The chat whose session `record` keeps, when it is such a record.
+pub fn chat_of(record: &Path) -> Option<PathBuf> {
+    let name = record.file_name()?.to_str()?;
+    let chat = name.strip_prefix('.')?.strip_suffix(".session")?;
+    Some(record.with_file_name(chat))
+}
+
 /// The session of `agent` the chat at `chat` talked to last, when one is kept.
 pub async fn remembered(chat: &Path, agent: &str) -> Option<String> {
     let text = tokio::fs::read_to_string(record_of(chat)?).await.ok()?;
@@ -47,7 +54,10 @@ mod tests {
         let chat = dir.path().join("chat-1.md");
         assert_eq!(remembered(&chat, "demo").await, None);
         remember(&chat, "demo", "s1").await.unwrap();
-        assert!(dir.path().join(".chat-1.md.session").exists());
+        let record = dir.path().join(".chat-1.md.session");
+        assert!(record.exists());
+        assert_eq!(chat_of(&record), Some(chat.clone()));
+        assert_eq!(chat_of(&chat), None);
         assert_eq!(remembered(&chat, "demo").await.as_deref(), Some("s1"));
         assert_eq!(remembered(&chat, "other").await, None);
         assert_eq!(

@@ -7,6 +7,7 @@
 pub mod actions;
 pub mod buffer_only;
 pub mod chat;
+pub mod chat_inbox;
 pub mod chat_sessions;
 pub mod comment_prompt;
 pub mod context;
@@ -162,6 +163,7 @@ pub struct EditorAccess {
     effects: EffectSender,
     policy: std::sync::Arc<std::sync::RwLock<AccessPolicy>>,
     writing: path_locks::PathLocks,
+    chat_inbox: chat_inbox::ChatInbox,
 }
 
 /// The host's side: what the editor did. Every method queues synchronously, so calling them in
@@ -170,6 +172,7 @@ pub struct EditorAccess {
 pub struct EditorFeed {
     state: StateHandle,
     policy: std::sync::Arc<std::sync::RwLock<AccessPolicy>>,
+    chat_inbox: chat_inbox::ChatInbox,
 }
 
 /// Starts the state task; effects for the editor arrive on the returned receiver.
@@ -179,13 +182,20 @@ pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
     let watch = disk_watch::DiskWatch::start(state.clone());
     state.update(move |s| s.disk_watch = Some(watch));
     let policy = std::sync::Arc::default();
+    let chat_inbox = chat_inbox::ChatInbox::default();
     let access = EditorAccess {
         state: state.clone(),
         effects,
         policy: std::sync::Arc::clone(&policy),
         writing: path_locks::PathLocks::default(),
+        chat_inbox: chat_inbox.clone(),
     };
-    (access, EditorFeed { state, policy }, receiver)
+    let feed = EditorFeed {
+        state,
+        policy,
+        chat_inbox,
+    };
+    (access, feed, receiver)
 }
 
 impl EditorAccess {
@@ -529,21 +539,32 @@ impl EditorAccess {
 
     /// Appends `text` to the chat document at `path` (coalesced; never touching the user's text).
     pub fn append_to_chat(&self, path: &Path, text: impl Into<String>) {
-        let (path, text) = (path.to_owned(), text.into());
-        self.state.update(move |s| s.append_to_chat(&path, &text));
+        self.to_chat(path, chat_inbox::ChatItem::Text(text.into()));
     }
 
     /// Appends the agent's thought `text` to the chat document at `path`, quoted.
     pub fn append_thought_to_chat(&self, path: &Path, text: String) {
-        let path = path.to_owned();
-        self.state
-            .update(move |s| s.append_thought_to_chat(&path, &text));
+        self.to_chat(path, chat_inbox::ChatItem::Thought(text));
     }
 
     /// The agent's plan in the chat at `path` is now `steps` ([`State::chat_plan`]).
     pub fn chat_plan(&self, path: &Path, steps: Vec<chat::PlanStep>) {
-        let path = path.to_owned();
-        self.state.update(move |s| s.chat_plan(&path, &steps));
+        self.to_chat(path, chat_inbox::ChatItem::Plan(steps));
+    }
+
+    /// A tool call in the chat at `path` stands where `call` says ([`State::chat_tool_call`]).
+    pub fn chat_tool_call(&self, path: &Path, call: chat::ToolCallLine) {
+        self.to_chat(path, chat_inbox::ChatItem::Call(call));
+    }
+
+    /// A message from the chat at `path` went to its agent (`running`), or its answer ended.
+    pub fn chat_turn(&self, path: &Path, running: bool) {
+        self.to_chat(path, chat_inbox::ChatItem::Turn(running));
+    }
+
+    /// `item` goes to the chat at `path` ([`chat_inbox::ChatInbox::send`]).
+    fn to_chat(&self, path: &Path, item: chat_inbox::ChatItem) {
+        self.chat_inbox.send(&self.state, path, item);
     }
 
     /// The comment prompt `comment` in `path` was answered with a change there: it goes
@@ -552,18 +573,6 @@ impl EditorAccess {
         let path = path.to_owned();
         self.state
             .update(move |s| s.remove_comment(&path, &comment, true));
-    }
-
-    /// A tool call in the chat at `path` stands where `call` says ([`State::chat_tool_call`]).
-    pub fn chat_tool_call(&self, path: &Path, call: chat::ToolCallLine) {
-        let path = path.to_owned();
-        self.state.update(move |s| s.chat_tool_call(&path, call));
-    }
-
-    /// A message from the chat at `path` went to its agent (`running`), or its answer ended.
-    pub fn chat_turn(&self, path: &Path, running: bool) {
-        let path = path.to_owned();
-        self.state.update(move |s| s.chat_turn(&path, running));
     }
 
     /// `origin`'s turn began: files changed on disk meanwhile with no review are its doing,
@@ -719,12 +728,14 @@ impl EditorFeed {
 
     /// `path` is a chat document with `agent`.
     pub fn chat_opened(&self, path: PathBuf, agent: String) {
-        self.state.update(move |s| s.chat_opened(path, agent));
+        let item = chat_inbox::ChatItem::Opened(agent);
+        self.chat_inbox.send(&self.state, &path, item);
     }
 
     /// `path`, a chat document with `agent` (maybe from an earlier run), was opened.
     pub fn chat_reopened(&self, path: PathBuf, agent: String) {
-        self.state.update(move |s| s.chat_reopened(path, agent));
+        let item = chat_inbox::ChatItem::Reopened(agent);
+        self.chat_inbox.send(&self.state, &path, item);
     }
 
     /// The user saved a document: the disk says what its buffer says.

@@ -101,7 +101,11 @@ impl State {
                 .reviews
                 .iter()
                 .any(|r| r.path == path && r.kind == super::review::ReviewKind::Proposal);
-            if reviewed || !self.within_folders(&path) {
+            // A chat document and the record of its session are agentls's own, written while
+            // a reply streams.
+            let chat_path = super::chat_sessions::chat_of(&path).unwrap_or_else(|| path.clone());
+            let chat = self.chats.agent_of(&chat_path).is_some();
+            if reviewed || chat || !self.within_folders(&path) {
                 continue;
             }
             let me = self.me.clone();

@@ -1,0 +1,124 @@
+//! What goes to chat documents, on its way to the state task. A streamed reply is thousands of
+//! small pieces a second; one state job each would queue the user's keystrokes behind all of
+//! them. The pieces wait here in arrival order (adjacent text for one chat merged), and one job
+//! takes all that arrived before it ran.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::chat::{PlanStep, ToolCallLine};
+use super::state::{State, StateHandle};
+
+/// One thing for a chat document.
+#[derive(Debug)]
+pub enum ChatItem {
+    /// It is a chat with this agent ([`State::chat_opened`]).
+    Opened(String),
+    /// It is a chat with this agent, maybe from an earlier run ([`State::chat_reopened`]).
+    Reopened(String),
+    /// Text at its end ([`State::append_to_chat`]).
+    Text(String),
+    /// The agent's thought, quoted ([`State::append_thought_to_chat`]).
+    Thought(String),
+    /// Where a tool call stands ([`State::chat_tool_call`]).
+    Call(ToolCallLine),
+    /// The agent's plan, whole ([`State::chat_plan`]).
+    Plan(Vec<PlanStep>),
+    /// A message from it went to its agent (`true`), or its answer ended ([`State::chat_turn`]).
+    Turn(bool),
+}
+
+/// The items waiting for the state task; clones share them.
+#[derive(Debug, Default, Clone)]
+pub struct ChatInbox {
+    items: Arc<Mutex<Vec<(PathBuf, ChatItem)>>>,
+}
+
+impl ChatInbox {
+    /// `item` goes to the chat at `path` through `state`, in order with every other item (a
+    /// chat is known before what goes to it), one state job for all that arrive before it runs.
+    pub fn send(&self, state: &StateHandle, path: &Path, item: ChatItem) {
+        if self.put(path, item) {
+            let inbox = self.clone();
+            state.update(move |s| {
+                for (path, item) in inbox.take() {
+                    s.chat_item(&path, item);
+                }
+            });
+        }
+    }
+
+    /// Adds `item` for the chat at `path`; `true` when the inbox was empty, so that a job must
+    /// be queued to take it.
+    fn put(&self, path: &Path, item: ChatItem) -> bool {
+        let mut items = self.lock();
+        let was_empty = items.is_empty();
+        if let (ChatItem::Text(more), Some((last, ChatItem::Text(text)))) =
+            (&item, items.last_mut())
+            && last == path
+        {
+            text.push_str(more);
+        } else {
+            items.push((path.to_owned(), item));
+        }
+        was_empty
+    }
+
+    /// Takes everything waiting, in arrival order.
+    fn take(&self) -> Vec<(PathBuf, ChatItem)> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(PathBuf, ChatItem)>> {
+        self.items.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl State {
+    /// Carries out `item` for the chat at `path`.
+    pub fn chat_item(&mut self, path: &Path, item: ChatItem) {
+        match item {
+            ChatItem::Text(text) => self.append_to_chat(path, &text),
+            ChatItem::Thought(text) => self.append_thought_to_chat(path, &text),
+            ChatItem::Call(call) => self.chat_tool_call(path, call),
+            ChatItem::Plan(steps) => self.chat_plan(path, &steps),
+            ChatItem::Turn(running) => self.chat_turn(path, running),
+            ChatItem::Opened(agent) => self.chat_opened(path.to_owned(), agent),
+            ChatItem::Reopened(agent) => self.chat_reopened(path.to_owned(), agent),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_for_one_chat_merges_and_the_order_holds() {
+        let inbox = ChatInbox::default();
+        let (a, b) = (Path::new("/a.md"), Path::new("/b.md"));
+        assert!(inbox.put(a, ChatItem::Turn(true)));
+        assert!(!inbox.put(a, ChatItem::Text("Hel".into())));
+        assert!(!inbox.put(a, ChatItem::Text("lo".into())));
+        assert!(!inbox.put(b, ChatItem::Text("other".into())));
+        assert!(!inbox.put(a, ChatItem::Text("!".into())));
+        assert!(!inbox.put(a, ChatItem::Turn(false)));
+        let taken: Vec<String> = inbox
+            .take()
+            .into_iter()
+            .map(|(path, item)| format!("{} {item:?}", path.display()))
+            .collect();
+        assert_eq!(
+            taken,
+            [
+                "/a.md Turn(true)",
+                "/a.md Text(\"Hello\")",
+                "/b.md Text(\"other\")",
+                "/a.md Text(\"!\")",
+                "/a.md Turn(false)",
+            ]
+        );
+        // Empty again: the next item needs a job.
+        assert!(inbox.put(a, ChatItem::Text("x".into())));
+    }
+}
