@@ -514,6 +514,29 @@ async fn a_proposal_is_shown_and_decided_from_the_chat() {
         .take("window/showDocument", |p| p["uri"] == notes_uri.as_str())
         .await;
     assert_eq!(shown["params"]["selection"]["start"]["line"], 1, "{shown}");
+    // Each hunk is a link; goto-definition on its line leads to it.
+    let link = format!("> - [notes.txt:2]({notes_uri}#L2) (−1 +1)");
+    chat_says(&client, &uri, &link).await;
+    let text = client.document(&uri).text;
+    let line = text.lines().position(|l| l == link).unwrap() as u32;
+    let found = client
+        .request(
+            "textDocument/definition",
+            json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": 3}}),
+        )
+        .await
+        .expect("textDocument/definition");
+    assert_eq!(found["uri"], notes_uri.as_str(), "{found}");
+    assert_eq!(found["range"]["start"]["line"], 1, "{found}");
+    // Anywhere else in the chat: nothing.
+    let nothing = client
+        .request(
+            "textDocument/definition",
+            json!({"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}}),
+        )
+        .await
+        .expect("textDocument/definition");
+    assert!(nothing.is_null(), "{nothing}");
     client
         .run_code_action(&uri, "Accept all changes (1) from demo to notes.txt")
         .await;

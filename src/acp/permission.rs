@@ -19,6 +19,7 @@ use agent_client_protocol::{Agent, Error};
 use super::link::AgentLink;
 use super::review::{Proposal, proposals, review_proposed_edit};
 use super::updates::diffs_in;
+use crate::editor::chat_links::hunk_links;
 use crate::editor::review::Verdict;
 use crate::editor::{Choice, ChoiceKind, FileError, Level, Origin, file_name};
 
@@ -209,13 +210,22 @@ async fn decide_edits(
             .iter()
             .map(|p| format!("`{}`", file_name(&p.path)))
             .collect();
+        // Each hunk a link to where it is (goto-definition on its line opens it there).
+        let links: Vec<String> = proposals
+            .iter()
+            .filter_map(|p| p.text.as_ref().ok().map(|text| (p, text)))
+            .flat_map(|(p, text)| hunk_links(&p.path, &p.before, text))
+            .map(|line| format!("> {line}\n"))
+            .collect();
         link.editor.append_to_chat(
             chat,
             format!(
                 "\n> **{} proposes** changes to {}: review them in the file, or from here with \
-                 the code actions *Show…*, *Accept all…*, *Reject all…*.\n\n",
+                 the code actions *Show…*, *Accept all…*, *Reject all…*; go to a change \
+                 (goto-definition on its line):\n>\n{}\n",
                 link.agent,
-                files.join(", ")
+                files.join(", "),
+                links.concat()
             ),
         );
     }

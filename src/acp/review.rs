@@ -15,6 +15,8 @@ use crate::editor::{EditorAccess, FileError, Origin, Terms};
 pub struct Proposal {
     /// The file.
     pub path: PathBuf,
+    /// Its text as the user sees it now (the buffer, else the disk; empty when it is new).
+    pub before: String,
     /// Its whole new text, or why the agent's diff could not be turned into one.
     pub text: Result<String, String>,
 }
@@ -34,10 +36,12 @@ pub async fn proposals(
         let index = match proposals.iter().position(|p| p.path == diff.path) {
             Some(index) => index,
             None => {
-                let current = editor.read_text_file(&diff.path, None, None).await.ok();
+                let current = editor.read_text_file(&diff.path, None, None).await;
+                let current = current.unwrap_or_default();
                 proposals.push(Proposal {
                     path: diff.path.clone(),
-                    text: Ok(current.unwrap_or_default()),
+                    text: Ok(current.clone()),
+                    before: current,
                 });
                 proposals.len() - 1
             }

@@ -8,6 +8,7 @@ pub mod actions;
 pub mod buffer_only;
 pub mod chat;
 pub mod chat_inbox;
+pub mod chat_links;
 pub mod chat_sessions;
 pub mod comment_prompt;
 pub mod context;

@@ -14,11 +14,12 @@ use tower_lsp_server::ls_types::{
     CodeActionResponse, CompletionOptions, CompletionParams, CompletionResponse,
     DidChangeConfigurationParams, DidChangeTextDocumentParams, DidChangeWorkspaceFoldersParams,
     DidCloseTextDocumentParams, DidOpenTextDocumentParams, DidSaveTextDocumentParams,
-    ExecuteCommandOptions, ExecuteCommandParams, InitializeParams, InitializeResult,
-    InitializedParams, InlayHint, InlayHintParams, LSPAny, OneOf, Range as LspRange, SaveOptions,
-    ServerCapabilities, ServerInfo, TextDocumentIdentifier, TextDocumentSyncCapability,
-    TextDocumentSyncKind, TextDocumentSyncOptions, TextDocumentSyncSaveOptions,
-    WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
+    ExecuteCommandOptions, ExecuteCommandParams, GotoDefinitionParams, GotoDefinitionResponse,
+    InitializeParams, InitializeResult, InitializedParams, InlayHint, InlayHintParams, LSPAny,
+    Location, OneOf, Range as LspRange, SaveOptions, ServerCapabilities, ServerInfo,
+    TextDocumentIdentifier, TextDocumentSyncCapability, TextDocumentSyncKind,
+    TextDocumentSyncOptions, TextDocumentSyncSaveOptions, WorkspaceFoldersServerCapabilities,
+    WorkspaceServerCapabilities,
 };
 
 use super::capabilities::ClientFeatures;
@@ -242,6 +243,31 @@ impl LanguageServer for Backend {
         Ok(super::chat_completion::complete(self, path, place.position).await)
     }
 
+    async fn goto_definition(
+        &self,
+        params: GotoDefinitionParams,
+    ) -> Result<Option<GotoDefinitionResponse>> {
+        let place = params.text_document_position_params;
+        let Some(path) = convert::path_of(&place.text_document.uri) else {
+            return Ok(None);
+        };
+        let at = convert::position(place.position);
+        let target = self
+            .feed
+            .query(move |s| s.chat_link(&path, at))
+            .await
+            .ok()
+            .flatten();
+        Ok(target.and_then(|(file, line)| {
+            let start = convert::lsp_position(crate::editor::Position::new(line, 0));
+            let uri = convert::uri_of(&file)?;
+            Some(GotoDefinitionResponse::Scalar(Location::new(
+                uri,
+                LspRange::new(start, start),
+            )))
+        }))
+    }
+
     async fn inlay_hint(&self, params: InlayHintParams) -> Result<Option<Vec<InlayHint>>> {
         let Some(path) = convert::path_of(&params.text_document.uri) else {
             return Ok(None);
@@ -302,6 +328,8 @@ fn server_capabilities(features: &ClientFeatures) -> ServerCapabilities {
             ..Default::default()
         })),
         inlay_hint_provider: features.inlay_hints.then_some(OneOf::Left(true)),
+        // In chat documents: a proposal's hunks, each a link to its file and line.
+        definition_provider: Some(OneOf::Left(true)),
         // In chat documents: the agent's slash commands and `@` file mentions.
         completion_provider: Some(CompletionOptions {
             trigger_characters: Some(vec!["/".into(), "@".into()]),
