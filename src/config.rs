@@ -363,6 +363,7 @@ impl Layers {
                     problems.push(problem(source, "", message));
                     continue;
                 }
+                drop_client_owned(&mut value);
                 refuse_from_editor(&source, &mut value, mcp_off_by_file, &mut problems);
                 // Whatever the encoding (serde also reads a struct from an array), what is left
                 // must not define agents or loosen a guard rail.
@@ -457,6 +458,20 @@ fn looser_than(config: &Config, limits: &Config) -> Option<String> {
 /// from a workspace file, and a workspace must not be able to turn reviews or the workspace
 /// boundary off; nor turn the terminal-agent server on when the file turned it off
 /// (`mcp_off_by_file`). Tightening (setting them false) is fine.
+/// Settings under the `agentls` section that belong to the editor's client, not to agentls
+/// (`agentls.trace.server`, which VS Code's language client reads): left out of the layer, so
+/// that the rest of it still counts.
+const CLIENT_OWNED: [&str; 1] = ["trace"];
+
+/// Leaves out of an editor layer what its client owns ([`CLIENT_OWNED`]).
+fn drop_client_owned(value: &mut Value) {
+    if let Some(map) = value.as_object_mut() {
+        for key in CLIENT_OWNED {
+            map.remove(key);
+        }
+    }
+}
+
 fn refuse_from_editor(
     source: &Source,
     value: &mut Value,
@@ -630,6 +645,16 @@ mod tests {
             "tightening is allowed"
         );
         assert_eq!(loaded.config.agents.len(), 2);
+    }
+
+    #[test]
+    fn settings_the_client_owns_leave_the_rest_in_force() {
+        let mut layers = Layers::default();
+        layers.set_editor_settings(json!({"agentls": {"trace": {"server": "verbose"},
+                                                      "review": {"maxPreviewLines": 3}}}));
+        let loaded = layers.load();
+        assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+        assert_eq!(loaded.config.review.max_preview_lines, 3);
     }
 
     #[test]
