@@ -910,3 +910,41 @@ async fn a_proposal_the_agent_takes_back_is_withdrawn() {
     );
     assert!(client.received("workspace/applyEdit").is_empty());
 }
+
+/// A session nothing can reach any more (a newer one is current, no chat talks to it) is
+/// forgotten: starting over and over does not grow agentls's state or `agentls.status`.
+#[tokio::test]
+async fn sessions_nothing_can_reach_are_forgotten() {
+    let client = started(TestClient::rich_capabilities(false)).await;
+    for n in 1..=5 {
+        client
+            .execute("agentls.newSession", json!({"agent": "demo"}))
+            .await
+            .unwrap();
+        client
+            .take_message(&format!("demo: new session demo-{n}"))
+            .await;
+    }
+    let status = client.agent_status().await;
+    let sessions = status["agents"][0]["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "{status:#}");
+    assert_eq!(sessions[0]["id"], "demo-5");
+    // The current one takes the next prompt, whose chat then talks to it; the next new
+    // session leaves it in place.
+    client.prompt("hello").await;
+    client.take_message("demo: end_turn").await;
+    client
+        .execute("agentls.newSession", json!({"agent": "demo"}))
+        .await
+        .unwrap();
+    client.take_message("demo: new session demo-6").await;
+    let status = client.agent_status().await;
+    let ids: Vec<&str> = status["agents"][0]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["demo-5", "demo-6"], "{status:#}");
+    assert!(client.shutdown().await.success());
+}

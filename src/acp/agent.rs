@@ -304,7 +304,12 @@ impl RunningAgent {
         for early in self.link.add_session(session) {
             super::updates::apply(&self.link, early);
         }
-        self.lock_sessions().current = Some(id.clone());
+        let replaced = self.lock_sessions().make_current(&id);
+        // Nothing can reach it any more (no chat talks to it, no command goes back to it):
+        // its state goes, unless a turn or a question of it is still open.
+        if let Some(replaced) = replaced {
+            self.link.forget_if_idle(&replaced);
+        }
         session_defaults::apply(self, &id).await;
         Ok(id)
     }
@@ -519,6 +524,13 @@ impl Sessions {
     fn claim(&mut self, chat: &Path, id: &str) {
         self.chats.insert(chat.to_path_buf(), id.to_owned());
         self.current = Some(id.to_owned());
+    }
+
+    /// Makes `id` current; returns the session it replaces when no chat talks to that one.
+    fn make_current(&mut self, id: &str) -> Option<String> {
+        let replaced = self.current.replace(id.to_owned())?;
+        let claimed = self.chats.values().any(|c| *c == replaced);
+        (replaced != id && !claimed).then_some(replaced)
     }
 
     /// The current session when no chat talks to it.

@@ -79,6 +79,17 @@ impl AgentLink {
         self.lock().remove(id);
     }
 
+    /// Forgets session `id` unless a turn of it runs or a permission of it waits.
+    pub fn forget_if_idle(&self, id: &str) {
+        let mut sessions = self.lock();
+        if let Some(SessionSlot::Open(session)) = sessions.get(id)
+            && session.turn.is_none()
+            && session.permissions.is_empty()
+        {
+            sessions.remove(id);
+        }
+    }
+
     /// Keeps `note`, an update for a session id not known yet, until its session is added
     /// (bounded: beyond that, it is dropped with a warning). Returns `false` when the session
     /// is known after all (apply the update).
