@@ -613,3 +613,59 @@ async fn a_blind_write_does_not_replace_an_unsaved_new_buffer() {
     assert_eq!(client.document(&uri).text, "my draft\n");
     assert!(!path.exists());
 }
+
+/// A proposal its agent already wrote to disk before the user decided (a careless agent's tool
+/// does), then rejected: the user is told; a file that is not open gets back what was there
+/// (the file goes when it was new); an open one keeps it in the buffer, for its next save.
+#[tokio::test]
+async fn a_rejected_proposal_already_on_disk_is_taken_back() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let original = "keep\n// TODO a\n";
+    let proposal = "keep\n// TODO A\n";
+    let uri = client.open("notes.txt", "text", original).await;
+    let notes = client.workspace.join("notes.txt");
+    propose(&client, &uri, proposal, "gemini").await;
+    client.wait_for_review(&uri).await;
+    std::fs::write(&notes, proposal).unwrap();
+    client.run_code_action(&uri, "Reject all changes (1)").await;
+    assert_eq!(verdict(&client).await["verdict"], "rejected");
+    // Open: agentls never writes an open file; the buffer keeps what was there, and saving
+    // puts it back.
+    client
+        .take_message("gemini wrote its proposal to notes.txt before you decided; the buffer")
+        .await;
+    assert_eq!(client.document(&uri).text, original);
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), proposal);
+
+    // Not open: what was there goes back.
+    let closed = client.workspace.join("closed.txt");
+    std::fs::write(&closed, original).unwrap();
+    let closed_uri = file_uri(&closed);
+    propose(&client, &closed_uri, proposal, "gemini").await;
+    client.wait_for_review(&closed_uri).await;
+    std::fs::write(&closed, proposal).unwrap();
+    client
+        .run_code_action(&closed_uri, "Reject all changes (1)")
+        .await;
+    assert_eq!(verdict(&client).await["verdict"], "rejected");
+    client
+        .take_message("gemini wrote its proposal to closed.txt before you decided; your Reject")
+        .await;
+    assert_eq!(std::fs::read_to_string(&closed).unwrap(), original);
+
+    // A new file it proposed, written first: rejected, it goes.
+    let fresh = client.workspace.join("fresh.txt");
+    let fresh_uri = file_uri(&fresh);
+    propose(&client, &fresh_uri, "made up\n", "gemini").await;
+    client.wait_for_review(&fresh_uri).await;
+    std::fs::write(&fresh, "made up\n").unwrap();
+    client
+        .run_code_action(&fresh_uri, "Reject all changes (1)")
+        .await;
+    assert_eq!(verdict(&client).await["verdict"], "rejected");
+    client
+        .take_message("gemini wrote its proposal to fresh.txt before you decided")
+        .await;
+    assert!(!fresh.exists());
+    assert!(client.shutdown().await.success());
+}

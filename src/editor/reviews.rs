@@ -391,7 +391,7 @@ impl State {
         }
         let any_accepted = review.hunks.iter().any(|h| h.state == HunkState::Accepted);
         if !any_accepted {
-            self.resolve(id, Verdict::Rejected { reason: None });
+            self.reject_restoring(id);
             return;
         }
         let (path, applied_after) = (review.path.clone(), review.applied_after);
@@ -417,6 +417,76 @@ impl State {
                 Err(_) => None,
             };
             me.update(move |s| s.finish_closed(id, disk));
+        });
+    }
+
+    /// Rejects review `id`. A proposal its agent already wrote to disk before the verdict (the
+    /// disk holds exactly the proposal) is taken back when the file is not open: what was there
+    /// goes back (the file goes, when it was new). An open file's buffer still holds what was
+    /// there, and agentls never writes an open file: its next save puts it back. Either way the
+    /// user is told. The review stays open until then, so no watcher takes the write for an
+    /// agent's.
+    fn reject_restoring(&mut self, id: u64) {
+        let Ok(review) = self.review_mut(id) else {
+            return;
+        };
+        if review.kind != ReviewKind::Proposal {
+            self.resolve(id, Verdict::Rejected { reason: None });
+            return;
+        }
+        let (path, proposal, agent) = (
+            review.path.clone(),
+            review.proposal.clone(),
+            review.origin.label.clone(),
+        );
+        let base_if_closed = review.file_existed.then(|| review.base.clone());
+        let (was_there, open) = match self.documents.get(&path) {
+            Some(doc) => (Some(doc.saved_text()), true),
+            None => (base_if_closed, false),
+        };
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            let disk = files::read(&path).await.ok();
+            let written_early = disk.as_deref() == Some(proposal.as_str()) && disk != was_there;
+            let file = file_name(&path);
+            let told = match (written_early, open, &was_there) {
+                (false, _, _) => None,
+                (true, true, _) => Some(Ok(format!(
+                    "agentls: {agent} wrote its proposal to {file} before you decided; the \
+                     buffer keeps what was there: save it to put it back on disk"
+                ))),
+                (true, false, Some(text)) => Some(me.write_file(&path, text).await.map_err(|e| e.to_string()).map(|()| {
+                    format!(
+                        "agentls: {agent} wrote its proposal to {file} before you decided; your \
+                         Reject put back what was there"
+                    )
+                })),
+                (true, false, None) => Some(
+                    tokio::fs::remove_file(&path)
+                        .await
+                        .map_err(|e| e.to_string())
+                        .map(|()| {
+                            format!(
+                                "agentls: {agent} wrote its proposal to {file} before you \
+                                 decided; your Reject removed the file it made"
+                            )
+                        }),
+                ),
+            };
+            me.update(move |s| {
+                match told {
+                    None => {}
+                    Some(Ok(message)) => s.effects.message(Level::Warning, message),
+                    Some(Err(e)) => s.effects.message(
+                        Level::Error,
+                        format!(
+                            "agentls: {agent} wrote its proposal to {file} before you decided, \
+                             and putting back what was there failed: {e}"
+                        ),
+                    ),
+                }
+                s.resolve(id, Verdict::Rejected { reason: None });
+            });
         });
     }
 
