@@ -301,3 +301,34 @@ fn neovim_holds_a_conversation_in_a_chat_document() {
     // more empty line than the server wrote.
     assert!(chat.trim_end().ends_with("\n## You"), "{chat:?}");
 }
+
+/// The shipped plugin's user commands, typed as a user does: a chat opened and sent from, a
+/// prompt about two lines of a file answered in the chat, mode and model picked from the
+/// agent's lists, the status told, and a pending proposal in the quickfix list.
+#[test]
+fn neovim_user_commands_drive_the_conversation() {
+    let Some((out, notes, ctx)) = run_on_file("commands.lua", "notes.txt", NOTES) else {
+        return;
+    };
+    let chat = out["chat"].as_str().unwrap();
+    assert!(chat.contains("## You\n\nread notes.txt\n"), "{chat}\n{ctx}");
+    assert!(chat.contains("\nnotes.txt has 6 lines.\n"), "{chat}");
+    // The prompt from the file went to the chat with its two lines as the context.
+    assert!(
+        chat.contains("what are these lines?\n\n_about notes.txt lines 1–2_"),
+        "{chat}"
+    );
+    assert!(chat.contains("I was given file://"), "{chat}");
+    assert_eq!(
+        out["picked_from"][0],
+        json!(["Ask (current)", "Read only"]),
+        "{ctx}"
+    );
+    assert_eq!(out["picked_from"][1], json!(["Quick", "Careful"]), "{ctx}");
+    let status = out["status"].as_str().unwrap();
+    assert!(status.starts_with("demo (default) · "), "{status}");
+    assert!(status.contains("mode read-only"), "{status}");
+    // One entry per change: the demo agent uppercases both TODO lines.
+    assert_eq!(out["reviews"], 2, "{out}\n{ctx}");
+    assert_eq!(out["review_file"], json!(notes), "{ctx}");
+}

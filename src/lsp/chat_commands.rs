@@ -152,13 +152,16 @@ pub fn describe_prompt(text: &str, context: Option<&PromptContext>, folders: &[P
     let Some(context) = context else {
         return text.trim().to_owned();
     };
+    // A range that ends at the start of a line (whole lines selected) does not take that line.
+    let last = |r: crate::editor::Range| {
+        let before_end = r.end.character == 0 && r.end.line > r.start.line;
+        u64::from(r.end.line) + 1 - u64::from(before_end)
+    };
     let place = match context.range {
-        Some(r) if r.start.line == r.end.line => format!(" line {}", u64::from(r.start.line) + 1),
-        Some(r) => format!(
-            " lines {}–{}",
-            u64::from(r.start.line) + 1,
-            u64::from(r.end.line) + 1
-        ),
+        Some(r) if last(r) == u64::from(r.start.line) + 1 => {
+            format!(" line {}", u64::from(r.start.line) + 1)
+        }
+        Some(r) => format!(" lines {}–{}", u64::from(r.start.line) + 1, last(r)),
         None => String::new(),
     };
     let shown = folders

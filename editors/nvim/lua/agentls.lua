@@ -34,6 +34,8 @@ M.defaults = {
   selection = { debounce_ms = 100 },
   -- Forward the other servers' diagnostics (so agents see them): false turns it off.
   diagnostics = { debounce_ms = 200 },
+  -- The user commands (:AgentChat, :AgentPrompt, …; see README.md): false leaves them out.
+  commands = true,
 }
 
 local function get_clients(filter)
@@ -388,6 +390,9 @@ function M.setup(opts)
   if opts.diagnostics ~= false then
     local diagnostics = opts.diagnostics or {}
     enable_diagnostics(diagnostics.debounce_ms or M.defaults.diagnostics.debounce_ms)
+  end
+  if opts.commands ~= false then
+    require('agentls.commands').setup()
   end
 end
 
