@@ -405,9 +405,7 @@ async fn a_chat_reopened_after_a_restart_goes_on_in_its_session() {
     let (second, uri) = go_on_in(&state, &path).await;
     let text = second.document(&uri).text;
     assert!(
-        text.contains(
-            "I recall this session: 1 earlier messages; the first was \"my name is Ada\""
-        ),
+        text.contains("I recall this session: 1 earlier message; the first was \"my name is Ada\""),
         "{text}"
     );
     // Said once (the summary quotes it), and the replay went nowhere.

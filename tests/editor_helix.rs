@@ -334,7 +334,7 @@ fn helix_holds_a_conversation_in_a_chat_document() {
                 .split_once("  ")
                 .is_some_and(|(number, text)| {
                     number.parse::<u32>().is_ok()
-                        && text.starts_with("I recall this session: 1 earlier messages")
+                        && text.starts_with("I recall this session: 1 earlier message;")
                 })
         });
         recalled && screen.matches("  _demo: end_turn").count() == 2

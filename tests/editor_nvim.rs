@@ -304,7 +304,8 @@ fn neovim_holds_a_conversation_in_a_chat_document() {
 
 /// The shipped plugin's user commands, typed as a user does: a chat opened and sent from, a
 /// prompt about two lines of a file answered in the chat, mode and model picked from the
-/// agent's lists, the status told, and a pending proposal in the quickfix list.
+/// agent's lists, the status told, a pending proposal in the quickfix list, and
+/// `:checkhealth agentls`.
 #[test]
 fn neovim_user_commands_drive_the_conversation() {
     let Some((out, notes, ctx)) = run_on_file("commands.lua", "notes.txt", NOTES) else {
@@ -331,4 +332,16 @@ fn neovim_user_commands_drive_the_conversation() {
     // One entry per change: the demo agent uppercases both TODO lines.
     assert_eq!(out["reviews"], 2, "{out}\n{ctx}");
     assert_eq!(out["review_file"], json!(notes), "{ctx}");
+    let health = out["health"].as_str().unwrap();
+    eprintln!("checkhealth agentls:\n{health}");
+    assert!(health.contains("agentls 0.1.0 ("), "{health}");
+    assert!(
+        health.contains("agent demo (default): prompting")
+            || health.contains("agent demo (default): running"),
+        "{health}"
+    );
+    assert!(
+        health.contains("agentls: config (agentls doctor)"),
+        "{health}"
+    );
 }

@@ -338,9 +338,12 @@ async fn run_turn(
     }
     if let Some(recalled) = &turn.recalled {
         let first = recalled.first().map_or("", |e| e.user.as_str());
+        let count = match recalled.len() {
+            1 => "1 earlier message".to_owned(),
+            n => format!("{n} earlier messages"),
+        };
         turn.say(&format!(
-            "I recall this session: {} earlier messages; the first was \"{first}\".\n",
-            recalled.len()
+            "I recall this session: {count}; the first was \"{first}\".\n"
         ))?;
     }
     if script.help {

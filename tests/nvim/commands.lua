@@ -3,7 +3,8 @@
 -- written there, :1,2AgentPrompt asks about two lines of a file (the reply goes to the chat),
 -- :AgentMode and :AgentModel pick from the agent's own lists (vim.ui.select answered here),
 -- :AgentStatus tells the agents, and :AgentReviews lists a pending proposal in the quickfix
--- list. Prints what happened as ONE JSON line on stdout.
+-- list; :checkhealth agentls reports the binary and the agents. Prints what happened as ONE
+-- JSON line on stdout.
 --
 --   nvim --headless --clean -l commands.lua <plugin dir> <agentls binary> <log file> <notes file>
 
@@ -126,6 +127,9 @@ local ok, err = xpcall(function()
   output.reviews = #list
   output.review_file = list[1] and vim.api.nvim_buf_get_name(list[1].bufnr)
   output.chat = helpers.buffer_text(chat)
+
+  vim.cmd('checkhealth agentls')
+  output.health = helpers.buffer_text(vim.api.nvim_get_current_buf())
 end, debug.traceback)
 
 helpers.finish(ok, err, output)
