@@ -14,6 +14,9 @@ use super::review::{Hunk, HunkState, Review, ReviewKind};
 use super::state::State;
 use super::{Level, file_name};
 
+/// How often reviews are shown again while the user types in their file (at most).
+pub const PRESENT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Default for `review.maxPreviewLines`.
 pub const DEFAULT_PREVIEW_LINES: usize = 8;
 
@@ -37,6 +40,24 @@ impl State {
             event: "reviewChanged",
             payload: json!({ "reviews": self.reviews_summary() }),
         });
+    }
+
+    /// Shows the reviews on `path` again within [`PRESENT_EVERY`]: what the user types in a file
+    /// with a review is shown once per burst, not once per keystroke.
+    pub fn present_soon(&mut self, path: &Path) {
+        let first = self.present_due.is_empty();
+        self.present_due.insert(path.to_owned());
+        if first {
+            let me = self.me.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(PRESENT_EVERY).await;
+                me.update(|s| {
+                    for path in std::mem::take(&mut s.present_due) {
+                        s.present(&path);
+                    }
+                });
+            });
+        }
     }
 
     /// Publishes agentls's diagnostics for `path`.

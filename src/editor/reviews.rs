@@ -576,7 +576,7 @@ impl State {
             self.finish_if_decided(id);
         }
         if self.reviews.iter().any(|r| r.path == path) {
-            self.present(path);
+            self.present_soon(path);
         }
     }
 

@@ -53,6 +53,8 @@ pub struct State {
     pub chats: super::chat::Chats,
     /// Open buffers holding agents' changes their files lack.
     pub buffer_only: super::buffer_only::BufferOnlyChanges,
+    /// Files whose reviews are shown again soon (the user typed in them).
+    pub present_due: std::collections::BTreeSet<PathBuf>,
     /// The workspace watcher (once the state task runs).
     pub disk_watch: Option<super::disk_watch::DiskWatch>,
     /// Where effects for the editor go.
@@ -81,6 +83,7 @@ impl State {
             disk_watch: None,
             chats: Default::default(),
             buffer_only: Default::default(),
+            present_due: Default::default(),
             context: Default::default(),
             effects,
             me,
