@@ -104,7 +104,7 @@ impl RunningAgent {
         let lines = transport::lines(pipes.stdin, pipes.stdout, on_skipped);
         let connected = tokio::select! {
             connected = connection::connect(Arc::clone(&link), lines) => connected,
-            status = process.wait() => return Err(process.died(status)),
+            status = process.wait() => return Err(process.died(status).await),
         };
         let Some(Connection { cx, stop }) = connected else {
             // Not left running: nothing would ever stop or reap it.
@@ -203,7 +203,7 @@ impl RunningAgent {
         };
         let outcome = tokio::select! {
             answer = answer => answer,
-            status = self.process.wait() => return Err(self.process.died(status)),
+            status = self.process.wait() => return Err(self.process.died(status).await),
             () = deadline => {
                 return Err(AgentFailure::Timeout { what, secs: limit.unwrap_or_default().as_secs() })
             }
@@ -212,7 +212,7 @@ impl RunningAgent {
             Ok(response) => Ok(response),
             Err(e) if is_incoming_transport_closed(&e) || is_connection_terminated(&e) => {
                 match self.process.wait_for(EXIT_GRACE).await {
-                    Some(status) => Err(self.process.died(status)),
+                    Some(status) => Err(self.process.died(status).await),
                     None => {
                         // It lives on but cannot be talked to: stop it, so that the death
                         // watcher frees its slot and the next prompt starts it afresh. (This

@@ -21,6 +21,8 @@ use crate::config::AgentSpec;
 const STDERR_LINES: usize = 20;
 /// Longest stderr line kept (the log gets it whole).
 const STDERR_LINE_CHARS: usize = 500;
+/// The longest a death report waits for the rest of the agent's stderr.
+const STDERR_GRACE: Duration = Duration::from_millis(500);
 
 /// A running (or exited) process and what agentls keeps about it.
 #[derive(Debug, Clone)]
@@ -29,6 +31,8 @@ pub struct ChildProcess {
     pub pid: u32,
     exit: watch::Receiver<Option<ExitStatus>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
+    /// Set once its stderr reached its end (everything it wrote there is in `stderr`).
+    stderr_read: Arc<watch::Sender<bool>>,
 }
 
 /// The pipes of an agent process.
@@ -71,6 +75,7 @@ pub fn spawn_agent(
         agent.to_owned(),
         stderr,
         Arc::clone(&process.stderr),
+        Arc::clone(&process.stderr_read),
     ));
     tracing::info!(agent, pid = process.pid, ?spec, cwd = %cwd.display(), "agent started");
     Ok((process, pipes))
@@ -92,6 +97,7 @@ impl ChildProcess {
             pid,
             exit,
             stderr: Arc::default(),
+            stderr_read: Arc::new(watch::channel(false).0),
         }
     }
 
@@ -145,8 +151,12 @@ impl ChildProcess {
         self.wait().await
     }
 
-    /// The failure to report for its exit.
-    pub fn died(&self, status: ExitStatus) -> AgentFailure {
+    /// The failure to report for its exit, with the last lines it wrote to stderr, read to
+    /// their end first (the exit status may come before the reader has the last line; a
+    /// descendant holding the pipe open delays it by [`STDERR_GRACE`] at most).
+    pub async fn died(&self, status: ExitStatus) -> AgentFailure {
+        let mut read = self.stderr_read.subscribe();
+        let _ = tokio::time::timeout(STDERR_GRACE, read.wait_for(|done| *done)).await;
         AgentFailure::ProcessDied {
             status: describe_status(status),
             stderr: self.stderr_tail(),
@@ -185,13 +195,17 @@ async fn keep_stderr(
     agent: String,
     stderr: impl AsyncRead + Unpin,
     tail: Arc<Mutex<VecDeque<String>>>,
+    read: Arc<watch::Sender<bool>>,
 ) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     loop {
         line.clear();
         match reader.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => break,
+            Ok(0) | Err(_) => {
+                read.send_replace(true);
+                break;
+            }
             Ok(_) => {}
         }
         let text = String::from_utf8_lossy(&line);
@@ -223,16 +237,13 @@ mod tests {
         let (process, _pipes) = spawn_agent("t", &spec, Path::new("/")).unwrap();
         let status = process.wait().await;
         assert_eq!(describe_status(status), "exit code 3");
-        // The stderr task may lag the exit a little.
-        for _ in 0..100 {
-            if process.stderr_tail().last().map(String::as_str) == Some("line30") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let tail = process.stderr_tail();
-        assert_eq!(tail.len(), STDERR_LINES);
-        assert_eq!(tail.last().unwrap(), "line30");
+        // The failure has the whole tail, though the exit may come before its last line.
+        let AgentFailure::ProcessDied { status, stderr } = process.died(status).await else {
+            panic!("not a death");
+        };
+        assert_eq!(status, "exit code 3");
+        assert_eq!(stderr.len(), STDERR_LINES);
+        assert_eq!(stderr.last().unwrap(), "line30");
     }
 
     #[tokio::test]

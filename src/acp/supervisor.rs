@@ -512,7 +512,7 @@ async fn watch_death(inner: Arc<Inner>, slot: Arc<Slot>, agent: Arc<RunningAgent
     if on_purpose {
         return;
     }
-    let failure = agent.process.died(status);
+    let failure = agent.process.died(status).await;
     slot.crashed(&failure);
     tracing::warn!(agent = agent.name(), "{failure}");
     let quiet = agent.active_turns.load(Ordering::SeqCst) > 0
