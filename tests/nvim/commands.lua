@@ -106,6 +106,10 @@ local ok, err = xpcall(function()
     end
   end)
 
+  -- Before the proposal below: its showDocument must not land in the report's tab.
+  vim.cmd('checkhealth agentls')
+  output.health = helpers.buffer_text(vim.api.nvim_get_current_buf())
+
   -- A proposal, listed in the quickfix list (back in the mode that proposes).
   want = 'Ask'
   vim.cmd('AgentMode')
@@ -128,8 +132,6 @@ local ok, err = xpcall(function()
   output.review_file = list[1] and vim.api.nvim_buf_get_name(list[1].bufnr)
   output.chat = helpers.buffer_text(chat)
 
-  vim.cmd('checkhealth agentls')
-  output.health = helpers.buffer_text(vim.api.nvim_get_current_buf())
 end, debug.traceback)
 
 helpers.finish(ok, err, output)
