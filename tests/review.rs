@@ -5,7 +5,7 @@ mod support;
 
 use serde_json::{Value, json};
 use support::reviews::{propose, verdict};
-use support::{Answer, Options, TestClient, file_uri, range};
+use support::{Answer, Options, TestClient, file_uri, file_uri_to_path, range};
 
 const BASE: &str = "fn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n\nfn other() {}\n";
 const PROPOSAL: &str =
@@ -276,6 +276,51 @@ async fn an_origin_that_goes_away_withdraws_its_reviews() {
         })
         .await;
     assert_eq!(client.document(&uri).text, BASE);
+}
+
+/// `agentls/reviewChanged` carries the reviews of the file that changed, not every open review:
+/// deciding one file's review tells plugins that file has none left, and nothing of the other.
+#[tokio::test]
+async fn review_changes_are_told_per_file() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let first = client.open("a.rs", "rust", BASE).await;
+    let second = client.open("b.rs", "rust", BASE).await;
+    propose(&client, &first, PROPOSAL, "agent").await;
+    propose(&client, &second, PROPOSAL, "agent").await;
+    diagnostics(&client, &first, 2).await;
+    diagnostics(&client, &second, 2).await;
+    // The messages about `uri`; with `empty`, only those saying no review is left there.
+    let about = |uri: &str, empty: bool| {
+        let uri = uri.to_owned();
+        move |p: &Value| {
+            p["uri"] == uri.as_str()
+                && (!empty || p["reviews"].as_array().is_some_and(Vec::is_empty))
+        }
+    };
+    let shown = client
+        .take("agentls/reviewChanged", about(&second, false))
+        .await;
+    let reviews = shown["params"]["reviews"].as_array().unwrap();
+    assert_eq!(reviews.len(), 1, "{shown}");
+    assert_eq!(reviews[0]["uri"], second.as_str());
+    assert_eq!(reviews[0]["hunks"].as_array().unwrap().len(), 2);
+
+    let actions = client.code_actions_at(&first, range(0, 0, 0, 0)).await;
+    run(&client, titled(&actions, "Reject all changes (2)"))
+        .await
+        .unwrap();
+    verdict(&client).await;
+    let gone = client
+        .take("agentls/reviewChanged", about(&first, true))
+        .await;
+    assert_eq!(gone["params"]["path"], file_uri_to_path(&first));
+    assert!(
+        client
+            .received("agentls/reviewChanged")
+            .iter()
+            .all(|m| m["params"]["reviews"].as_array().unwrap().len() <= 1),
+        "a message listed reviews of other files"
+    );
 }
 
 #[tokio::test]

@@ -32,13 +32,19 @@ pub struct Hint {
 }
 
 impl State {
-    /// Publishes everything agentls shows on `path` and tells plugins the reviews changed.
+    /// Publishes everything agentls shows on `path` and tells plugins the reviews on that file
+    /// changed: only that file's reviews travel (an empty list: none left there), so the message
+    /// stays the size of one file's changes however many reviews are open elsewhere.
     pub fn present(&self, path: &Path) {
         self.publish_diagnostics(path);
         self.effects.send(Effect::RefreshInlayHints);
         self.effects.send(Effect::PluginEvent {
             event: "reviewChanged",
-            payload: json!({ "reviews": self.reviews_summary() }),
+            payload: json!({
+                "uri": crate::file_uri::from_path(path),
+                "path": path,
+                "reviews": self.reviews_summary(Some(path)),
+            }),
         });
     }
 
@@ -236,11 +242,13 @@ impl State {
         per_hunk
     }
 
-    /// Every open review as JSON (for `agentls/reviewChanged` and `agentls.status`).
-    pub fn reviews_summary(&self) -> Value {
+    /// The open reviews as JSON, on `path` or everywhere (for `agentls/reviewChanged` and
+    /// `agentls.status`).
+    pub fn reviews_summary(&self, path: Option<&Path>) -> Value {
         let reviews: Vec<Value> = self
             .reviews
             .iter()
+            .filter(|review| path.is_none_or(|path| review.path == path))
             .map(|review| summarize(review, self.review_rope(review), self))
             .collect();
         Value::Array(reviews)
@@ -270,6 +278,7 @@ fn summarize(review: &Review, rope: Option<Rope>, state: &State) -> Value {
         "kind": review.kind,
         "origin": review.origin,
         "path": review.path,
+        "uri": crate::file_uri::from_path(&review.path),
         "title": review.title,
         "version": review.version,
         "fileExisted": review.file_existed,

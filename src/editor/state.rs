@@ -279,7 +279,7 @@ impl State {
             "currentSelection": self.selections.current(),
             "latestSelection": self.selections.latest(),
             "diagnostics": self.all_diagnostics(None),
-            "reviews": self.reviews_summary(),
+            "reviews": self.reviews_summary(None),
         })
     }
 }
