@@ -289,7 +289,22 @@ pub fn file_path() -> Option<PathBuf> {
 }
 
 impl Layers {
-    /// Reads the user's config file at `path` (a missing file is no problem).
+    /// Reads the user's config file ([`file_path`]). A missing file is no problem, unless
+    /// `AGENTLS_CONFIG` named it: then the user meant a file that is not there.
+    pub fn user() -> Self {
+        let path = file_path();
+        let mut layers = Self::with_file(path.as_deref());
+        if let Some(path) = path.filter(|_| std::env::var_os("AGENTLS_CONFIG").is_some())
+            && layers.file.is_none()
+            && layers.file_problem.is_none()
+        {
+            let message = "AGENTLS_CONFIG names this file, which does not exist; using defaults";
+            layers.file_problem = Some(problem(Source::File(path), "", message.to_owned()));
+        }
+        layers
+    }
+
+    /// Reads the config file at `path` (a missing file is no problem).
     pub fn with_file(path: Option<&Path>) -> Self {
         let mut layers = Self::default();
         let Some(path) = path else { return layers };

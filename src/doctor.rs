@@ -1,18 +1,28 @@
 //! `agentls doctor`: what agentls would run with, in words a user can check — the config file it
 //! read and from where, the problems in it, whether each agent's command can be found, and the
 //! discovery files terminal agents would find (ours and other IDEs', with whether their process
-//! is alive).
+//! is alive). It exits non-zero when something would stop agentls from working as configured.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::config::{self, Layers};
 
-/// The report, as text for a terminal.
-pub fn report() -> String {
+/// What the doctor found.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The report, as text for a terminal.
+    pub text: String,
+    /// How many things are wrong: config problems, and the default agent's command not found.
+    pub troubles: usize,
+}
+
+/// Looks at the config, the agents' commands and the discovery files.
+pub fn report() -> Report {
     let path = config::file_path();
-    let layers = Layers::with_file(path.as_deref());
+    let layers = Layers::user();
     let loaded = layers.load();
+    let mut troubles = loaded.problems.len();
     let mut out = String::new();
     let _ = writeln!(out, "agentls {}", env!("CARGO_PKG_VERSION"));
     match (&path, layers.file()) {
@@ -34,7 +44,8 @@ pub fn report() -> String {
         let _ = writeln!(out, "problem: {problem}");
     }
     let config = &loaded.config;
-    let _ = writeln!(out, "default agent: {}", config.effective_default_agent());
+    let default_agent = config.effective_default_agent();
+    let _ = writeln!(out, "default agent: {default_agent}");
     let _ = writeln!(
         out,
         "fs.allowOutsideWorkspace: {}",
@@ -43,6 +54,10 @@ pub fn report() -> String {
     for (name, spec) in config.effective_agents() {
         let found = match find_command(&spec.command) {
             Some(path) => format!("found at {}", path.display()),
+            None if name == default_agent => {
+                troubles += 1;
+                "NOT FOUND on PATH: commands that name no agent will fail".to_owned()
+            }
             None => "NOT FOUND on PATH".to_owned(),
         };
         let builtin = if config.agents.contains_key(&name) {
@@ -61,7 +76,17 @@ pub fn report() -> String {
     }
     let _ = writeln!(out, "mcp.enabled: {}", config.mcp.enabled);
     write_discovery_files(&mut out, &crate::mcp::discovery_files());
-    out
+    match troubles {
+        0 => out.push_str("no problems found\n"),
+        1 => out.push_str("1 problem found\n"),
+        n => {
+            let _ = writeln!(out, "{n} problems found");
+        }
+    }
+    Report {
+        text: out,
+        troubles,
+    }
 }
 
 /// One line per discovery file: where, whose, for which folders, and whether it is live.
@@ -70,16 +95,8 @@ fn write_discovery_files(out: &mut String, found: &[crate::mcp::Found]) {
         let _ = writeln!(out, "terminal-agent lockfiles: none");
     }
     for file in found {
-        let name = file.contents["ideName"].as_str().unwrap_or("?");
-        let folders = file.contents["workspaceFolders"]
-            .as_array()
-            .map(|f| {
-                f.iter()
-                    .filter_map(|v| v.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_default();
+        let name = ide_name(&file.contents).unwrap_or("?");
+        let folders = workspace_folders(&file.contents).join(", ");
         let pid = file.pid.map_or("?".to_owned(), |p| p.to_string());
         let state = match (file.alive, file.ours) {
             (true, _) => "alive",
@@ -92,6 +109,28 @@ fn write_discovery_files(out: &mut String, found: &[crate::mcp::Found]) {
             file.path.display()
         );
     }
+}
+
+/// Who wrote a discovery file: `ideName` (lockfiles) or `ideInfo` (the other kind, whose
+/// `displayName` is the readable one).
+fn ide_name(contents: &serde_json::Value) -> Option<&str> {
+    let info = &contents["ideInfo"];
+    contents["ideName"]
+        .as_str()
+        .or_else(|| info["displayName"].as_str())
+        .or_else(|| info["name"].as_str())
+}
+
+/// The folders a discovery file serves: a `workspaceFolders` list (lockfiles) or a
+/// `workspacePath` joined with the path separator (the other kind).
+fn workspace_folders(contents: &serde_json::Value) -> Vec<&str> {
+    if let Some(list) = contents["workspaceFolders"].as_array() {
+        return list.iter().filter_map(|v| v.as_str()).collect();
+    }
+    contents["workspacePath"]
+        .as_str()
+        .map(|joined| joined.split(':').filter(|f| !f.is_empty()).collect())
+        .unwrap_or_default()
 }
 
 /// Where `command` would be found: itself if it contains a slash, else the first match on PATH.
@@ -114,6 +153,20 @@ fn is_executable(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn both_kinds_of_discovery_file_say_who_and_which_folders() {
+        let lockfile = serde_json::json!({"ideName": "agentls", "workspaceFolders": ["/a", "/b"]});
+        assert_eq!(ide_name(&lockfile), Some("agentls"));
+        assert_eq!(workspace_folders(&lockfile), ["/a", "/b"]);
+        let other = serde_json::json!({
+            "port": 1, "workspacePath": "/a:/b", "authToken": "t",
+            "ideInfo": {"name": "agentls", "displayName": "agentls (LSP)"},
+        });
+        assert_eq!(ide_name(&other), Some("agentls (LSP)"));
+        assert_eq!(workspace_folders(&other), ["/a", "/b"]);
+        assert_eq!(ide_name(&serde_json::json!({})), None);
+    }
 
     #[test]
     fn finds_sh_on_path_and_not_nonsense() {

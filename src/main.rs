@@ -54,8 +54,13 @@ fn main() -> ExitCode {
     }
     match cli.command.unwrap_or(Command::Serve) {
         Command::Doctor => {
-            print!("{}", agentls::doctor::report());
-            ExitCode::SUCCESS
+            let report = agentls::doctor::report();
+            print!("{}", report.text);
+            if report.troubles == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
         }
         Command::Serve => serve(),
         Command::DemoAgent => demo_agent(),

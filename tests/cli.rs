@@ -3,13 +3,26 @@
 use std::process::Command;
 
 fn agentls(home: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_agentls"))
+    agentls_with(home, args, None)
+}
+
+/// Runs agentls with `HOME` and `XDG_CONFIG_HOME` in `home` and `AGENTLS_CONFIG` as given.
+fn agentls_with(
+    home: &std::path::Path,
+    args: &[&str],
+    config: Option<&std::path::Path>,
+) -> (bool, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentls"));
+    command
         .args(args)
         .env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join("config"))
-        .env_remove("AGENTLS_CONFIG")
-        .output()
-        .expect("run agentls");
+        .env_remove("XDG_STATE_HOME")
+        .env_remove("AGENTLS_CONFIG");
+    if let Some(config) = config {
+        command.env("AGENTLS_CONFIG", config);
+    }
+    let out = command.output().expect("run agentls");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -42,7 +55,10 @@ fn doctor_reports_the_file_agents_on_path_and_problems() {
     )
     .unwrap();
     let (ok, out) = agentls(home.path(), &["doctor"]);
-    assert!(ok);
+    assert!(
+        !ok,
+        "a default agent that cannot be found is a problem:\n{out}"
+    );
     assert!(
         out.contains(&format!(
             "config file: {} (read)",
@@ -55,9 +71,12 @@ fn doctor_reports_the_file_agents_on_path_and_problems() {
         "{out}"
     );
     assert!(
-        out.contains("agent ghost: agentls-no-such-agent [] (NOT FOUND on PATH)"),
+        out.contains(
+            "agent ghost: agentls-no-such-agent [] (NOT FOUND on PATH: commands that name no agent will fail)"
+        ),
         "{out}"
     );
+    assert!(out.ends_with("1 problem found\n"), "{out}");
     assert!(
         out.contains("env API_TOKEN=<redacted>") && !out.contains("s3cret"),
         "{out}"
@@ -69,7 +88,8 @@ fn doctor_reports_the_file_agents_on_path_and_problems() {
 fn doctor_without_a_config_file_says_so() {
     let home = tempfile::tempdir().unwrap();
     let (ok, out) = agentls(home.path(), &["doctor"]);
-    assert!(ok);
+    assert!(ok, "{out}");
+    assert!(out.ends_with("no problems found\n"), "{out}");
     assert!(out.contains("(not found; using defaults)"), "{out}");
     assert!(out.contains("default agent: demo"), "{out}");
     assert!(out.contains("agent demo (built in): "), "{out}");
@@ -87,32 +107,91 @@ fn a_broken_config_is_a_problem_not_a_crash() {
     )
     .unwrap();
     let (ok, out) = agentls(home.path(), &["doctor"]);
-    assert!(ok);
+    assert!(!ok, "{out}");
     assert!(
         out.contains("problem: agentls config") && out.contains("review.maxPreviewLines"),
         "{out}"
     );
 }
 
-/// `agentls demo` runs the whole loop with the built-in agent: the file ends up changed.
+/// `AGENTLS_CONFIG` naming a file that is not there is a mistake to point out, not a quiet
+/// fallback to the defaults.
+#[test]
+fn a_missing_file_named_by_agentls_config_is_a_problem() {
+    let home = tempfile::tempdir().unwrap();
+    let named = home.path().join("typo.toml");
+    let (ok, out) = agentls_with(home.path(), &["doctor"], Some(&named));
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "problem: agentls config ({}): AGENTLS_CONFIG names this file, which does not exist",
+            named.display()
+        )),
+        "{out}"
+    );
+}
+
+/// `agentls demo` runs the whole loop with the built-in agent: the file ends up changed, and
+/// the chat the answer went to reads the whole turn in order.
 #[test]
 fn demo_walks_through_prompt_review_and_accept() {
     let home = tempfile::tempdir().unwrap();
     let dir = home.path().join("demo");
     let (ok, out) = agentls(home.path(), &["demo", dir.to_str().unwrap()]);
     assert!(ok, "{out}");
-    for step in [
-        "4. The proposal is a review",
-        "Accept all changes (2) from demo",
-        "5. The editor applied 2 edit(s) as one undo step",
-        "6. The turn ended: demo: end_turn",
-        "7. The editor saves notes.txt",
-    ] {
-        assert!(out.contains(step), "missing {step:?} in:\n{out}");
-    }
+    assert_in_order(
+        &out,
+        &[
+            "2. Prompting demo",
+            "3. The proposal is a review",
+            "Accept all changes (2) from demo",
+            "4. The editor applied 2 edit(s) as one undo step",
+            "5. The turn ended: demo: end_turn",
+            "6. The chat document now reads:",
+            "│ uppercase notes.txt",
+            "│ Hello from the demo agent.",
+            "│ ✓ Read notes.txt",
+            "│ _demo: end_turn",
+            "7. The editor saves notes.txt",
+        ],
+    );
     let notes = std::fs::read_to_string(dir.join("notes.txt")).unwrap();
     assert_eq!(
         notes,
         "Shopping\nTODO: BUY MILK\neggs and bread\nTODO: CALL THE PLUMBER\n"
     );
+}
+
+/// Without a folder, the demo leaves nothing behind: not its temporary folder, not a chat or a
+/// session in the user's state folder.
+#[test]
+fn demo_in_a_temporary_folder_leaves_nothing_behind() {
+    let home = tempfile::tempdir().unwrap();
+    let (ok, out) = agentls(home.path(), &["demo"]);
+    assert!(ok, "{out}");
+    let first = out.lines().next().unwrap();
+    let file = first.rsplit(" edits ").next().unwrap();
+    let folder = std::path::Path::new(file)
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap();
+    assert!(folder.starts_with(std::env::temp_dir()), "{first}");
+    assert!(!folder.exists(), "{} is left behind", folder.display());
+    assert!(out.contains("│ _demo: end_turn"), "{out}");
+    assert!(
+        !home.path().join(".local/state/agentls").exists(),
+        "the demo wrote to the user's state folder"
+    );
+}
+
+/// Panics unless every piece occurs in `text`, each after the one before.
+fn assert_in_order(text: &str, pieces: &[&str]) {
+    let mut rest = text;
+    for piece in pieces {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => panic!("missing {piece:?}, or out of order, in:\n{text}"),
+        }
+    }
 }

@@ -355,5 +355,5 @@ fn server_capabilities(features: &ClientFeatures) -> ServerCapabilities {
 
 /// Reads the user's config file for a new server.
 pub fn initial_layers() -> Layers {
-    Layers::with_file(config::file_path().as_deref())
+    Layers::user()
 }

@@ -40,10 +40,15 @@ pub struct Client {
 }
 
 impl Client {
-    /// Starts `agentls serve` (this same executable) in `dir`.
-    pub fn start(dir: &Path) -> anyhow::Result<Self> {
+    /// Starts `agentls serve` (this same executable) in `dir`; with `state`, it and the agents
+    /// it starts keep their state (chats, sessions) there instead of the user's state folder.
+    pub fn start(dir: &Path, state: Option<&Path>) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("cannot find the agentls executable")?;
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        if let Some(state) = state {
+            command.env("XDG_STATE_HOME", state);
+        }
+        let mut child = command
             .arg("serve")
             .current_dir(dir)
             .stdin(Stdio::piped())

@@ -23,20 +23,29 @@ const NOTES: &str = "Shopping\nTODO: buy milk\neggs and bread\nTODO: call the pl
 /// How long the whole turn may take.
 const TURN_LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs the walkthrough in `dir` (a new temporary directory when `None`), writing what happens
-/// to `out` for a person to read.
+/// Runs the walkthrough in `dir` (a new temporary directory, removed afterwards, when `None`),
+/// writing what happens to `out` for a person to read.
 pub async fn run(dir: Option<PathBuf>, out: &mut dyn Write) -> anyhow::Result<()> {
-    let dir = match dir {
-        Some(dir) => {
+    // A temporary run keeps everything it makes (the chat, the demo agent's session) in its own
+    // folder, so nothing is left behind in the user's state folder.
+    let temporary = match dir {
+        Some(_) => None,
+        None => Some(tempfile::Builder::new().prefix("agentls-demo-").tempdir()?),
+    };
+    let dir = match (dir, &temporary) {
+        (Some(dir), _) => {
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
             std::fs::canonicalize(dir)?
         }
-        None => tempfile::Builder::new()
-            .prefix("agentls-demo-")
-            .tempdir()?
-            .keep(),
+        (None, Some(temporary)) => {
+            let dir = std::fs::canonicalize(temporary.path())?.join("workspace");
+            std::fs::create_dir(&dir)?;
+            dir
+        }
+        (None, None) => unreachable!("a temporary folder is made when no folder is given"),
     };
+    let state = temporary.as_ref().map(|t| t.path().join("state"));
     let path = dir.join(FILE);
     std::fs::write(&path, NOTES).with_context(|| format!("cannot write {}", path.display()))?;
     writeln!(
@@ -47,22 +56,36 @@ pub async fn run(dir: Option<PathBuf>, out: &mut dyn Write) -> anyhow::Result<()
     show_file(out, &path)?;
 
     writeln!(out, "\n1. Starting `agentls serve`, as your editor does.")?;
-    let mut client = Client::start(&dir)?;
+    let mut client = Client::start(&dir, state.as_deref())?;
     initialize(&mut client, &dir).await?;
     let uri = client.open(&path, NOTES).await?;
 
-    writeln!(
-        out,
-        "2. Prompting {AGENT}: \"uppercase {FILE}\" (agentls.prompt)."
-    )?;
     let prompt = json!({"command": "agentls.prompt",
         "arguments": [{"agent": AGENT, "text": format!("uppercase {FILE}"), "uri": uri}]});
-    client.request("workspace/executeCommand", prompt).await?;
+    let sent = client.request("workspace/executeCommand", prompt).await?;
+    let chat = PathBuf::from(
+        sent["chat"]
+            .as_str()
+            .context("agentls.prompt named no chat")?,
+    );
+    writeln!(
+        out,
+        "2. Prompting {AGENT}: \"uppercase {FILE}\" (agentls.prompt). It answers in a chat \
+         document, {}, which an editor opens as a markdown file.",
+        chat.display()
+    )?;
     let summary = tokio::time::timeout(TURN_LIMIT, follow_turn(&mut client, &uri, out))
         .await
         .context("the demo turn took too long")??;
+    writeln!(out, "\n5. The turn ended: {summary}")?;
 
-    writeln!(out, "\n6. The turn ended: {summary}")?;
+    writeln!(out, "6. The chat document now reads:")?;
+    let transcript = tokio::time::timeout(TURN_LIMIT, turn_written(&chat))
+        .await
+        .context("the chat never showed the end of the turn")??;
+    for line in transcript.lines() {
+        writeln!(out, "   │ {line}")?;
+    }
     writeln!(
         out,
         "7. The editor saves {FILE}: the accepted change was in its buffer, and its own save \
@@ -71,6 +94,16 @@ pub async fn run(dir: Option<PathBuf>, out: &mut dyn Write) -> anyhow::Result<()
     client.save(&path).await?;
     show_file(out, &path)?;
     client.stop().await?;
+    if let Some(temporary) = temporary {
+        let place = temporary.path().display().to_string();
+        temporary
+            .close()
+            .with_context(|| format!("cannot remove {place}"))?;
+        writeln!(
+            out,
+            "\n(The temporary folder {place} is removed; `agentls demo DIR` keeps the files in DIR.)"
+        )?;
+    }
     writeln!(
         out,
         "\nThat is the whole loop: prompt → streamed answer → review → accept → save.\n\
@@ -78,6 +111,21 @@ pub async fn run(dir: Option<PathBuf>, out: &mut dyn Write) -> anyhow::Result<()
          a real agent in ~/.config/agentls/config.toml."
     )?;
     Ok(())
+}
+
+/// The chat's text once it holds the end of the turn (the server appends to a chat no editor
+/// has open; the last piece may land just after the turn's summary).
+async fn turn_written(chat: &Path) -> anyhow::Result<String> {
+    let end = format!("_{AGENT}: ");
+    loop {
+        match tokio::fs::read_to_string(chat).await {
+            Ok(text) if text.contains(&end) => return Ok(text),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", chat.display())),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn initialize(client: &mut Client, dir: &Path) -> anyhow::Result<()> {
@@ -98,7 +146,7 @@ async fn initialize(client: &mut Client, dir: &Path) -> anyhow::Result<()> {
     client.notify("initialized", json!({})).await
 }
 
-/// Shows the server's output until the turn's summary; accepts the review when it appears.
+/// Follows the server's output until the turn's summary; accepts the review when it appears.
 /// Returns the summary.
 async fn follow_turn(
     client: &mut Client,
@@ -106,15 +154,9 @@ async fn follow_turn(
     out: &mut dyn Write,
 ) -> anyhow::Result<String> {
     let mut reviewed = false;
-    writeln!(out, "3. The agent answers (window/logMessage):")?;
     while let Some(message) = client.notifications.recv().await {
         let params = &message["params"];
         match message["method"].as_str().unwrap_or_default() {
-            "window/logMessage" => {
-                for line in params["message"].as_str().unwrap_or_default().lines() {
-                    writeln!(out, "   │ {line}")?;
-                }
-            }
             "textDocument/publishDiagnostics" if !reviewed => {
                 let diagnostics = params["diagnostics"]
                     .as_array()
@@ -130,7 +172,7 @@ async fn follow_turn(
                 let edits = &params["edit"]["documentChanges"][0]["edits"];
                 writeln!(
                     out,
-                    "5. The editor applied {} edit(s) as one undo step: \"{}\"",
+                    "4. The editor applied {} edit(s) as one undo step: \"{}\"",
                     edits.as_array().map_or(0, Vec::len),
                     params["label"].as_str().unwrap_or_default()
                 )?;
@@ -156,7 +198,7 @@ async fn review(
 ) -> anyhow::Result<()> {
     writeln!(
         out,
-        "4. The proposal is a review, shown as diagnostics on {FILE}:"
+        "3. The proposal is a review, shown as diagnostics on {FILE}:"
     )?;
     for diagnostic in diagnostics {
         let line = diagnostic["range"]["start"]["line"].as_u64().unwrap_or(0) + 1;
