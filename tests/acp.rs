@@ -182,8 +182,11 @@ async fn rejecting_through_a_code_action_touches_nothing() {
     client.prompt("uppercase notes.txt").await;
     client.run_code_action(&uri, "Reject all changes").await;
     let summary = client.take_message("demo: end_turn").await;
-    assert!(summary.contains("1 failed (Edit notes.txt)"), "{summary}");
-    assert!(summary.contains("You rejected the change"), "{summary}");
+    assert!(
+        summary.contains("1 declined by you (Edit notes.txt)") && !summary.contains("failed"),
+        "{summary}"
+    );
+    assert!(summary.contains("The change was not allowed"), "{summary}");
     assert_eq!(client.document(&uri).text, original);
     assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), original);
     assert!(client.received("workspace/applyEdit").is_empty());
@@ -289,7 +292,7 @@ async fn a_permission_with_two_diffs_is_allowed_only_when_both_are_accepted() {
     client.run_code_action(&a, "Accept all changes (1)").await;
     client.run_code_action(&b, "Reject all changes (1)").await;
     let summary = client.take_message("demo: end_turn").await;
-    assert!(summary.contains("You rejected the change"), "{summary}");
+    assert!(summary.contains("The change was not allowed"), "{summary}");
     // The agent is not allowed, so agentls carries out what was accepted of a.txt itself.
     client
         .take("workspace/applyEdit", |p| {
@@ -303,8 +306,9 @@ async fn a_permission_with_two_diffs_is_allowed_only_when_both_are_accepted() {
     client.prompt("read a.txt").await;
     let log = client.shown_until("do not write them again").await;
     assert!(
-        log.contains("agentls told me: The user rejected your changes to b.txt")
-            && log.contains("Your changes to a.txt were accepted and the editor applied"),
+        log.contains(
+            "agentls told me: Your changes to b.txt (rejected by the user) were not applied"
+        ) && log.contains("Your changes to a.txt were accepted and the editor applied"),
         "{log}"
     );
     client.take_message("demo: end_turn").await;

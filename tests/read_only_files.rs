@@ -84,3 +84,27 @@ async fn an_agents_write_to_a_read_only_file_is_refused() {
     assert_eq!(client.document(&uri).text, "mine\n");
     left_alone(&open, "mine\n", inode);
 }
+
+/// An accepted change that cannot be written is a failure, not the user's no: the turn's summary
+/// counts the edit as failed and quotes why, with no word of a rejection.
+#[tokio::test]
+async fn an_accepted_change_that_cannot_be_written_is_a_failure_not_a_rejection() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let inode = read_only(&client, "locked.txt", "// TODO locked\n");
+    let uri = file_uri(&client.workspace.join("locked.txt"));
+    client.prompt("uppercase locked.txt").await;
+    client.run_code_action(&uri, "Accept all").await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(
+        summary.contains("1 failed (Edit locked.txt)")
+            && summary.contains("the file is read-only")
+            && !summary.contains("declined")
+            && !summary.contains("not allowed"),
+        "{summary}"
+    );
+    left_alone(
+        &client.workspace.join("locked.txt"),
+        "// TODO locked\n",
+        inode,
+    );
+}

@@ -115,7 +115,11 @@ async fn decide(
                 .flatten()
         };
         let proposals = proposals(&link.editor, &diffs, last_read).await;
-        return decide_edits(link, session, &origin, title, options, &proposals).await;
+        let outcome = decide_edits(link, session, &origin, title, options, &proposals).await;
+        if outcome.declined {
+            declined(link, session, request);
+        }
+        return outcome.outcome;
     }
     let choices = options
         .iter()
@@ -151,11 +155,16 @@ async fn decide(
         link.editor
             .append_to_chat(chat, format!("> → {chosen}\n\n"));
     }
+    let allowed = answer.as_ref().is_some_and(|id| {
+        options
+            .iter()
+            .any(|o| o.option_id.to_string() == *id && is_allow(o.kind))
+    });
+    if !allowed {
+        declined(link, session, request);
+    }
     match answer {
         Some(id) => {
-            let allowed = options
-                .iter()
-                .any(|o| o.option_id.to_string() == id && is_allow(o.kind));
             if allowed && request.tool_call.fields.kind == Some(ToolKind::Execute) {
                 // The command the agent runs itself sees the text the editor shows.
                 link.editor.write_buffer_only_changes(&link.agent).await;
@@ -164,6 +173,25 @@ async fn decide(
         }
         None => pick(options, REJECT),
     }
+}
+
+/// Counts the request's tool call as declined by the user (not as a failure) in the turn.
+fn declined(link: &AgentLink, session: &str, request: &RequestPermissionRequest) {
+    let call = request.tool_call.tool_call_id.to_string();
+    link.with_session(session, |s| {
+        if let Some(turn) = s.turn.as_mut() {
+            turn.tool_call_declined(&call);
+        }
+    });
+}
+
+/// How a request to edit was decided.
+struct EditDecision {
+    /// The answer for the agent.
+    outcome: RequestPermissionOutcome,
+    /// Whether the user said no (to at least one file), rather than agentls being unable to
+    /// review it or the review being withdrawn.
+    declined: bool,
 }
 
 /// The chat document the turn running in `session` answers in, if any.
@@ -183,7 +211,7 @@ async fn decide_edits(
     title: &str,
     options: &[PermissionOption],
     proposals: &[Proposal],
-) -> RequestPermissionOutcome {
+) -> EditDecision {
     let reviews = proposals.iter().map(|p| async move {
         let text = p.text.as_ref().map_err(|why| {
             link.editor.tell_user(
@@ -232,6 +260,7 @@ async fn decide_edits(
     let verdicts = futures::future::join_all(reviews).await;
     let mut applied = Vec::new();
     let mut rejected = Vec::new();
+    let mut declined = false;
     let mut cancelled = false;
     for (proposal, verdict) in proposals.iter().zip(verdicts) {
         let file = file_name(&proposal.path);
@@ -242,7 +271,10 @@ async fn decide_edits(
                 note_rejected_hunks(link, session, &proposal.path, &hunks);
                 applied.push(file);
             }
-            Ok(Verdict::Rejected { reason: None }) => rejected.push((file, None)),
+            Ok(Verdict::Rejected { reason: None }) => {
+                declined = true;
+                rejected.push((file, None));
+            }
             Ok(Verdict::Rejected { reason: Some(why) }) | Err(why) => {
                 rejected.push((file, Some(why)));
             }
@@ -261,7 +293,10 @@ async fn decide_edits(
     let outcome = if cancelled {
         RequestPermissionOutcome::Cancelled
     } else if rejected.is_empty() {
-        return pick(options, ALLOW);
+        return EditDecision {
+            outcome: pick(options, ALLOW),
+            declined,
+        };
     } else {
         pick(options, REJECT)
     };
@@ -271,19 +306,20 @@ async fn decide_edits(
     let mut note = Vec::new();
     match (proposals.len(), rejected.as_slice()) {
         (_, []) | (1, [(_, None)]) => {}
+        // Not the user's no: agentls could not review or write it (the reason says which).
         (1, [(file, Some(why))]) => {
-            note.push(format!("The user rejected your change to {file}: {why}"))
+            note.push(format!("Your change to {file} was not applied: {why}"))
         }
         (count, _) => {
             let files: Vec<String> = rejected
                 .iter()
                 .map(|(file, why)| match why {
                     Some(why) => format!("{file} ({why})"),
-                    None => file.clone(),
+                    None => format!("{file} (rejected by the user)"),
                 })
                 .collect();
             note.push(format!(
-                "The user rejected your changes to {}, so your request to change {count} files \
+                "Your changes to {} were not applied, so your request to change {count} files \
                  was rejected as a whole.",
                 files.join(", ")
             ));
@@ -299,7 +335,7 @@ async fn decide_edits(
     if !note.is_empty() {
         link.with_session(session, |s| s.notes.push(note.join(" ")));
     }
-    outcome
+    EditDecision { outcome, declined }
 }
 
 /// Remembers the hunks of the change to `path` the user turned down, to tell the agent in its next prompt.

@@ -60,8 +60,10 @@ pub struct Turn {
     pub progress_id: String,
     /// Tool calls by id: title.
     pub tool_calls: BTreeMap<String, String>,
-    /// Titles of tool calls that failed.
+    /// Ids of tool calls that failed (those the user declined are not failures).
     pub failed: BTreeSet<String>,
+    /// Ids of tool calls whose permission the user answered with no.
+    pub declined: BTreeSet<String>,
     /// Files the agent changed (written through agentls, or by an edit tool call that completed).
     pub files: BTreeSet<PathBuf>,
     /// Files it changed without asking the user (shown for Keep/Undo after the fact).
@@ -146,7 +148,8 @@ impl SessionState {
                 .collect::<Vec<_>>(),
             "turn": self.turn.as_ref().map(|t| json!({
                 "toolCalls": t.tool_calls.len(),
-                "failed": t.failed,
+                "failed": t.titles(&t.failed),
+                "declined": t.titles(&t.declined),
                 "files": t.files,
                 "cancelled": t.cancel.is_cancelled(),
             })),
@@ -191,7 +194,28 @@ impl Turn {
         Some(quote)
     }
 
-    /// "3 tool calls · changed a.txt, b.txt · 1 failed (Run tests)".
+    /// Tool call `id` failed; a call the user declined is counted as declined instead (agents
+    /// end it as failed).
+    pub fn tool_call_failed(&mut self, id: &str) {
+        if !self.declined.contains(id) {
+            self.failed.insert(id.to_owned());
+        }
+    }
+
+    /// The user answered no to tool call `id`'s permission request.
+    pub fn tool_call_declined(&mut self, id: &str) {
+        self.failed.remove(id);
+        self.declined.insert(id.to_owned());
+    }
+
+    /// The titles of the tool calls `ids`, in order (the id where the title is unknown).
+    fn titles<'a>(&'a self, ids: &'a BTreeSet<String>) -> Vec<&'a str> {
+        ids.iter()
+            .map(|id| self.tool_calls.get(id).unwrap_or(id).as_str())
+            .collect()
+    }
+
+    /// "3 tool calls · files: a.txt, b.txt · 1 failed (Run tests) · 1 declined by you (Edit c)".
     pub fn tally(&self) -> String {
         let mut parts = vec![match self.tool_calls.len() {
             1 => "1 tool call".to_owned(),
@@ -214,11 +238,14 @@ impl Turn {
             parts.push(format!("changed without asking: {}", names.join(", ")));
         }
         if !self.failed.is_empty() {
-            let titles: Vec<_> = self.failed.iter().map(String::as_str).collect();
+            let titles = self.titles(&self.failed).join(", ");
+            parts.push(format!("{} failed ({titles})", self.failed.len()));
+        }
+        if !self.declined.is_empty() {
+            let titles = self.titles(&self.declined).join(", ");
             parts.push(format!(
-                "{} failed ({})",
-                self.failed.len(),
-                titles.join(", ")
+                "{} declined by you ({titles})",
+                self.declined.len()
             ));
         }
         parts.join(" · ")
@@ -237,12 +264,28 @@ mod tests {
         turn.said("All\n");
         turn.said("done.");
         assert_eq!(turn.quote().as_deref(), Some("All done."));
-        turn.tool_calls.insert("1".into(), "Read a".into());
+        turn.tool_calls.insert("1".into(), "Edit a".into());
         turn.files.insert(PathBuf::from("/ws/a.txt"));
-        turn.failed.insert("Edit a".into());
+        turn.tool_call_failed("1");
         assert_eq!(
             turn.tally(),
             "1 tool call · files: a.txt · 1 failed (Edit a)"
+        );
+    }
+
+    #[test]
+    fn a_declined_tool_call_is_not_a_failure_whenever_it_ends() {
+        let mut turn = Turn::new("p".into());
+        turn.tool_calls.insert("1".into(), "Edit a".into());
+        turn.tool_calls.insert("2".into(), "Edit b".into());
+        // One agent ends the call as failed after the no, another before agentls hears it.
+        turn.tool_call_declined("1");
+        turn.tool_call_failed("1");
+        turn.tool_call_failed("2");
+        turn.tool_call_declined("2");
+        assert_eq!(
+            turn.tally(),
+            "2 tool calls · 2 declined by you (Edit a, Edit b)"
         );
     }
 

@@ -213,10 +213,10 @@ fn tally_tool_call(turn: &mut Turn, call: &ToolCall) {
     if call.status == ToolCallStatus::Completed {
         turn.files.extend(paths);
     } else if !paths.is_empty() {
-        turn.editing.entry(id).or_default().extend(paths);
+        turn.editing.entry(id.clone()).or_default().extend(paths);
     }
     if call.status == ToolCallStatus::Failed {
-        turn.failed.insert(call.title.clone());
+        turn.tool_call_failed(&id);
     }
 }
 
@@ -241,12 +241,7 @@ fn tally_tool_call_update(turn: &mut Turn, id: &str, fields: &ToolCallUpdateFiel
         }
         Some(ToolCallStatus::Failed) => {
             turn.editing.remove(id);
-            let title = turn
-                .tool_calls
-                .get(id)
-                .cloned()
-                .unwrap_or_else(|| id.to_owned());
-            turn.failed.insert(title);
+            turn.tool_call_failed(id);
         }
         _ => {}
     }

@@ -656,7 +656,7 @@ impl Turn<'_> {
         };
         if !allowed {
             self.tool_status("edit-1", ToolCallStatus::Failed)?;
-            self.say("You rejected the change; nothing was written.\n")?;
+            self.say("The change was not allowed; nothing was written.\n")?;
             return Ok(Some(StopReason::EndTurn));
         }
         Ok(None)
