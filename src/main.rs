@@ -132,12 +132,25 @@ fn demo_agent() -> ExitCode {
     }
 }
 
-/// Logs go to stderr (never stdout: that is the protocol) and, if asked, to a file.
+/// Logs go to stderr (never stdout: that is the protocol) and, if asked, to a file. `filter_var`
+/// sets the filter of both; without it the file gets `info`, and so does stderr on a terminal.
+/// On a pipe stderr gets `warn`: editors show every stderr line of a server as an error (Helix
+/// and Neovim log it at ERROR level), so routine news would read as failures there.
 fn init_logging(log_file: Option<&std::path::Path>, filter_var: &str) -> anyhow::Result<()> {
-    let filter = EnvFilter::try_from_env(filter_var).unwrap_or_else(|_| EnvFilter::new("info"));
+    use std::io::IsTerminal as _;
+    use tracing_subscriber::Layer as _;
+    let filter = |default: &str| {
+        EnvFilter::try_from_env(filter_var).unwrap_or_else(|_| EnvFilter::new(default))
+    };
+    let stderr_default = if std::io::stderr().is_terminal() {
+        "info"
+    } else {
+        "warn"
+    };
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_ansi(false);
+        .with_ansi(false)
+        .with_filter(filter(stderr_default));
     let file = match log_file {
         Some(path) => {
             let file = std::fs::OpenOptions::new()
@@ -148,13 +161,13 @@ fn init_logging(log_file: Option<&std::path::Path>, filter_var: &str) -> anyhow:
             Some(
                 tracing_subscriber::fmt::layer()
                     .with_writer(std::sync::Mutex::new(file))
-                    .with_ansi(false),
+                    .with_ansi(false)
+                    .with_filter(filter("info")),
             )
         }
         None => None,
     };
     tracing_subscriber::registry()
-        .with(filter)
         .with(stderr)
         .with(file)
         .try_init()

@@ -195,3 +195,28 @@ fn assert_in_order(text: &str, pieces: &[&str]) {
         }
     }
 }
+
+/// Editors log every stderr line of a server as an error: on a pipe, stderr carries warnings and
+/// errors only, while the log file keeps the routine `info` lines.
+#[test]
+fn routine_logs_stay_off_a_piped_stderr_and_go_to_the_log_file() {
+    let home = tempfile::tempdir().unwrap();
+    let log = home.path().join("agentls.log");
+    let out = Command::new(env!("CARGO_BIN_EXE_agentls"))
+        .arg("--log-file")
+        .arg(&log)
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env_remove("AGENTLS_LOG")
+        .env_remove("AGENTLS_CONFIG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run agentls");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains(" INFO "), "{stderr}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains(" INFO ") && logged.contains("exiting"),
+        "{logged}"
+    );
+}
