@@ -171,6 +171,47 @@ async fn asking_about_a_selection_quotes_it_in_the_agents_chat() {
     assert!(client.shutdown().await.success());
 }
 
+/// The arguments Helix keymaps send, with its command-line expansions filled in: a file as
+/// `%{buffer_name}` gives it (relative to the workspace, `~/…`, or absolute) and lines as
+/// `%{selection_line_start}` and `%{selection_line_end}` give them. The focus is elsewhere (the
+/// chat was not the last document opened), so only the path can say which chat to send.
+#[tokio::test]
+async fn commands_take_files_and_lines_as_an_editors_command_line_names_them() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let (path, text, uri) = open_chat(&client).await;
+    client.open("notes.txt", "text", "one\ntwo\nthree\n").await;
+    client
+        .execute(
+            "agentls.askAbout",
+            json!({"path": "notes.txt", "lines": [3, 2]}),
+        )
+        .await
+        .unwrap();
+    chat_says(
+        &client,
+        &uri,
+        "`notes.txt` lines 2–3:\n\n```text\ntwo\nthree\n```\n",
+    )
+    .await;
+    let quoted = client.document(&uri).text;
+    client.edit(&uri, end_of(&quoted), "what is this?").await;
+    // Helix shows a file outside the working directory as an absolute path.
+    client
+        .execute("agentls.send", json!({"path": path.to_str().unwrap()}))
+        .await
+        .unwrap();
+    turns_ended(&client, &uri, 1).await;
+    assert!(client.document(&uri).text.starts_with(&text));
+    // A typo in an argument's name is refused, not taken for "no argument".
+    let typo = client.execute("agentls.send", json!({"paht": "x"})).await;
+    assert!(typo.is_err(), "{typo:?}");
+    let missing = client
+        .execute("agentls.askAbout", json!({"path": "notes.txt"}))
+        .await;
+    assert!(missing.is_err(), "{missing:?}");
+    assert!(client.shutdown().await.success());
+}
+
 /// While a message from the chat is being answered the chat offers *Stop demo*, which ends the
 /// turn as cancelled, in the chat; then it is gone.
 #[tokio::test]

@@ -21,6 +21,42 @@ const SCREEN_WAIT: Duration = Duration::from_secs(20);
 
 const NOTES: &str = "keep\n// TODO fix me\nx\nx\nx\nx\nx\n// TODO two\n";
 
+/// The `config.toml` block of `editors/helix/README.md` (the one with the keymaps), as a user
+/// copies it.
+fn readme_config_toml() -> String {
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("editors/helix/README.md");
+    let readme = std::fs::read_to_string(readme).unwrap();
+    let mut blocks = readme.split("```toml\n").skip(1).map(|rest| {
+        let block = rest.split("```").next().unwrap();
+        // The block sits in a numbered list: its lines are indented by the list's three spaces.
+        let body: Vec<&str> = block
+            .lines()
+            .map(|line| line.strip_prefix("   ").unwrap_or(line))
+            .collect();
+        body.join("\n") + "\n"
+    });
+    blocks
+        .find(|block| block.contains("[keys.normal.space.i]"))
+        .expect("a config.toml block with the keymaps in editors/helix/README.md")
+}
+
+/// The `[language-server.agentls]` section of `editors/helix/languages.toml`, comments left out.
+fn shipped_server_section() -> String {
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("editors/helix/languages.toml");
+    let shipped = std::fs::read_to_string(shipped).unwrap();
+    let section: Vec<&str> = shipped
+        .lines()
+        .skip_while(|line| *line != "[language-server.agentls]")
+        .take_while(|line| !line.starts_with("[["))
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .collect();
+    assert!(
+        !section.is_empty(),
+        "no [language-server.agentls] in languages.toml"
+    );
+    section.join("\n") + "\n"
+}
+
 /// One Helix in its own tmux server.
 struct Helix {
     tmux: PathBuf,
@@ -28,26 +64,34 @@ struct Helix {
 }
 
 impl Helix {
+    /// Helix on `file`, configured as `editors/helix/README.md` says: its `config.toml` block,
+    /// and the `[language-server.agentls]` section of the shipped `languages.toml` (the command
+    /// made this build's binary, with a log file), for rust and markdown.
     fn start(tmux: &Path, hx: &Path, sandbox: &Sandbox, file: &str) -> Self {
         let config = sandbox.root.join("config/helix");
         std::fs::create_dir_all(&config).unwrap();
         let server = env!("CARGO_BIN_EXE_agentls");
         let log = sandbox.root.join("agentls.log");
+        let section = shipped_server_section().replace(
+            "command = \"agentls\"",
+            &format!(
+                "command = {server:?}\nargs = [\"--log-file\", {:?}]",
+                log.display().to_string()
+            ),
+        );
+        assert!(
+            section.contains(server),
+            "no `command = \"agentls\"` in:\n{section}"
+        );
         std::fs::write(
             config.join("languages.toml"),
             format!(
-                "[language-server.agentls]\ncommand = {server:?}\nargs = [\"--log-file\", {:?}]\n\n\
-                 [[language]]\nname = \"rust\"\nlanguage-servers = [\"agentls\"]\n\n\
-                 [[language]]\nname = \"markdown\"\nlanguage-servers = [\"agentls\"]\n",
-                log.display().to_string()
+                "{section}\n[[language]]\nname = \"rust\"\nlanguage-servers = [\"agentls\"]\n\n\
+                 [[language]]\nname = \"markdown\"\nlanguage-servers = [\"agentls\"]\n"
             ),
         )
         .unwrap();
-        std::fs::write(
-            config.join("config.toml"),
-            "[editor.inline-diagnostics]\ncursor-line = \"hint\"\n",
-        )
-        .unwrap();
+        std::fs::write(config.join("config.toml"), readme_config_toml()).unwrap();
         let runtime = sandbox.root.join("hx-runtime");
         std::fs::create_dir_all(&runtime).unwrap();
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -114,6 +158,11 @@ impl Helix {
                 self.screen().contains("agentls.openChat")
             });
             self.keys(&["Escape"]);
+            // Until Helix has taken the Escape, a key sent now would arrive right behind it
+            // and be read with it as one Alt chord (Escape then `:` is Alt-:).
+            self.wait_until("the picker closed", |screen| {
+                !screen.contains("agentls.openChat") && screen.contains(" NOR ")
+            });
             if listed {
                 return;
             }
@@ -123,6 +172,15 @@ impl Helix {
                 self.screen()
             );
         }
+    }
+
+    /// From insert mode, back to normal mode: Escape once Helix shows insert mode (so the mode
+    /// seen after it is the new one), then waits for normal mode. A key sent before Helix has
+    /// taken the Escape would be read with it as one Alt chord (Escape then `2` is Alt-2).
+    fn to_normal_mode(&self) {
+        self.wait_for(" INS ");
+        self.keys(&["Escape"]);
+        self.wait_for(" NOR ");
     }
 
     /// Waits until the screen shows `needle`; returns the screen.
@@ -144,6 +202,41 @@ impl Helix {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+impl Helix {
+    /// Waits until Helix has exited (its tmux session is gone); the last screen otherwise.
+    fn wait_gone(&self) {
+        let deadline = Instant::now() + SCREEN_WAIT;
+        loop {
+            let alive = Command::new(&self.tmux)
+                .args(["-L", &self.socket, "has-session"])
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !alive {
+                return;
+            }
+            let screen = self.screen();
+            assert!(
+                Instant::now() < deadline,
+                "Helix did not quit within {SCREEN_WAIT:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Prints the screen, and keeps it as `<name>.txt` in `$AGENTLS_CAPTURES` when that is set.
+    fn capture(&self, name: &str) -> String {
+        let screen = self.screen();
+        eprintln!("--- {name} ---\n{screen}");
+        if let Some(dir) = std::env::var_os("AGENTLS_CAPTURES") {
+            let dir = PathBuf::from(dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(format!("{name}.txt")), &screen).unwrap();
+        }
+        screen
     }
 }
 
@@ -175,7 +268,7 @@ fn helix_accepts_one_change_rejects_the_other_and_keeps_an_unsaved_line() {
     // An unsaved line of the user's, between the two changes.
     helix.keys(&["4", "g", "g", "o"]);
     helix.type_text("mine");
-    helix.keys(&["Escape"]);
+    helix.to_normal_mode();
     helix.wait_for("5  mine");
     // `space a` on the first change: accept it.
     helix.keys(&["2", "g", "g", "Space", "a"]);
@@ -207,15 +300,94 @@ fn helix_accepts_one_change_rejects_the_other_and_keeps_an_unsaved_line() {
     helix.keys(&["Enter"]);
 }
 
+/// The session `editors/helix/README.md` describes, with its keys: `space i c` opens a chat, a
+/// message typed under `## You` goes with `space i s`, the reply streams in; the proposal it
+/// makes opens its file, one change is accepted and one rejected with `space a`, an unsaved line
+/// of the user's stays; `space i a` on selected lines quotes them in the chat; `:wa` and `:qa`
+/// end Helix without a complaint, with exactly the accepted change on disk.
+#[test]
+fn helix_session_as_its_readme_describes() {
+    let Some(hx) = peers::binary("AGENTLS_TEST_HELIX", "Helix") else {
+        return;
+    };
+    let Some(tmux) = peers::binary("AGENTLS_TEST_TMUX", "tmux") else {
+        return;
+    };
+    let sandbox = Sandbox::create();
+    let notes = sandbox.workspace.join("notes.rs");
+    std::fs::write(&notes, NOTES).unwrap();
+    let helix = Helix::start(&tmux, &hx, &sandbox, "notes.rs");
+    helix.wait_for("1  keep");
+    helix.wait_for_server();
+    helix.keys(&["Space", "i", "c"]);
+    helix.wait_for("# Chat with demo");
+    helix.keys(&["g", "e", "i"]);
+    helix.type_text("uppercase notes.rs");
+    helix.to_normal_mode();
+    helix.keys(&["Space", "i", "s"]);
+    // The reply streams into the chat; its proposal opens notes.rs.
+    let in_file = |screen: &str| screen.contains("1  keep") && !screen.contains("# Chat with demo");
+    helix.wait_until("notes.rs shown with the proposal", in_file);
+    helix.wait_for("demo proposes 2 changes to notes.rs");
+    // An unsaved line of the user's, between the two changes.
+    helix.keys(&["4", "g", "g", "o"]);
+    helix.type_text("mine");
+    helix.to_normal_mode();
+    helix.wait_for("5  mine");
+    helix.keys(&["2", "g", "g"]);
+    helix.capture("helix-1-review");
+    helix.keys(&["Space", "a"]);
+    helix.wait_for("Accept change 1/2 from demo");
+    helix.keys(&["Enter"]);
+    helix.wait_for("ACCEPTED");
+    helix.keys(&["9", "g", "g", "Space", "a"]);
+    helix.wait_for("Reject change 2/2 from demo");
+    helix.keys(&["Down", "Enter"]);
+    let screen = helix.wait_for("Done: I uppercase the TODO lines of notes.rs");
+    assert!(
+        screen.contains("// TODO FIX ME") && screen.contains("9  // TODO two"),
+        "{screen}"
+    );
+    helix.capture("helix-2-decided");
+    // Back in the chat (`ga`): the whole reply, to the end of the turn.
+    helix.keys(&["g", "a"]);
+    helix.wait_for("_demo: end_turn");
+    let screen = helix.capture("helix-3-chat");
+    for line in [
+        "Hello from the demo agent.",
+        "✓ Read notes.rs",
+        "demo proposes",
+    ] {
+        assert!(screen.contains(line), "{line:?} not in the chat:\n{screen}");
+    }
+    // Ask about the first line of notes.rs: it is quoted in the chat, which comes to the front.
+    helix.keys(&["g", "a"]);
+    helix.wait_until("notes.rs again", in_file);
+    helix.keys(&["1", "g", "g", "x", "Space", "i", "a"]);
+    helix.wait_for("`notes.rs` line 1:");
+    helix.capture("helix-4-ask-about");
+    helix.type_text(":wa");
+    helix.keys(&["Enter"]);
+    let screen = helix.wait_until("both buffers written", |screen| {
+        screen.contains("written") && !screen.contains("[+]")
+    });
+    assert!(!screen.contains("use :w! to overwrite"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "keep\n// TODO FIX ME\nx\nx\nmine\nx\nx\nx\n// TODO two\n"
+    );
+    helix.capture("helix-5-saved");
+    helix.type_text(":qa");
+    helix.keys(&["Enter"]);
+    helix.wait_gone();
+}
+
 /// Writes `message` at the end of the chat in view and sends it with `space a` → *Send to demo*.
 fn send_from_chat(helix: &Helix, message: &str) {
     // The last line, under `## You`.
     helix.keys(&["g", "e", "i"]);
     helix.type_text(message);
-    // Typed (insert mode) before the Escape, so that "NOR" below is the mode after it.
-    helix.wait_for(" INS ");
-    helix.keys(&["Escape"]);
-    helix.wait_for(" NOR ");
+    helix.to_normal_mode();
     helix.keys(&["Space", "a"]);
     menu_offers(helix, "Send to demo");
     helix.keys(&["Enter"]);

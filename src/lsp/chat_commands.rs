@@ -22,10 +22,10 @@ use crate::editor::{Level, file_name};
 
 /// Open a new chat with an agent: `[{"agent"?}]` or none.
 pub const OPEN_CHAT: &str = "agentls.openChat";
-/// Send what the user wrote in a chat: `[{"uri"?}]` or none (the focused chat).
+/// Send what the user wrote in a chat: `[{"uri"?}]`, `[{"path"?}]` or none (the focused chat).
 pub const SEND: &str = "agentls.send";
 /// Quote lines of a file in the agent's latest chat (a new one if none) and show it:
-/// `[{"agent"?, "uri", "range"}]`.
+/// `[{"agent"?, "uri" or "path", "range" or "lines"}]` (see `file_args`).
 pub const ASK_ABOUT: &str = "agentls.askAbout";
 /// The chat commands.
 pub const COMMANDS: &[&str] = &[OPEN_CHAT, SEND, ASK_ABOUT];
@@ -38,15 +38,20 @@ struct OpenArgs {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct SendArgs {
     uri: Option<Uri>,
+    path: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct AskArgs {
     agent: Option<String>,
-    uri: Uri,
-    range: tower_lsp_server::ls_types::Range,
+    uri: Option<Uri>,
+    path: Option<String>,
+    range: Option<tower_lsp_server::ls_types::Range>,
+    lines: Option<[u32; 2]>,
 }
 
 /// Runs chat command `command`, or `None` when it is not one.
@@ -62,7 +67,10 @@ pub async fn execute(
             Err(e) => Err(e),
         },
         SEND => match optional::<SendArgs>(first) {
-            Ok(args) => send(backend, args.uri).await,
+            Ok(args) => match named_file(backend, args.uri.as_ref(), args.path.as_deref()).await {
+                Ok(path) => send(backend, path).await,
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         },
         ASK_ABOUT => match serde_json::from_value::<AskArgs>(first) {
@@ -233,15 +241,37 @@ fn show(backend: &Backend, agent: &str, path: &Path) {
     });
 }
 
+/// The file a command's `uri` or `path` names (`None`: neither was given).
+async fn named_file(
+    backend: &Backend,
+    uri: Option<&Uri>,
+    path: Option<&str>,
+) -> Result<Option<PathBuf>> {
+    let folders = match path {
+        Some(_) => backend.editor.workspace_folders().await,
+        None => Vec::new(),
+    };
+    super::file_args::file(uri, path, &folders).map_err(|why| refuse(&why))
+}
+
 /// Quotes the lines of `args.range` in the agent's latest chat, ready for the user's question.
 async fn ask_about(backend: &Backend, args: AskArgs) -> Result<Option<LSPAny>> {
     let agent = backend
         .agents
         .name_of(args.agent.as_deref())
         .map_err(|e| refuse(&e.to_string()))?;
-    let path = convert::path_of(&args.uri)
-        .ok_or_else(|| refuse(&format!("not a file URI: {}", args.uri.as_str())))?;
-    let range = convert::range(args.range);
+    let path = named_file(backend, args.uri.as_ref(), args.path.as_deref())
+        .await?
+        .ok_or_else(|| refuse(&format!("{ASK_ABOUT}: give the file as `uri` or `path`")))?;
+    let range = match (args.range, args.lines) {
+        (Some(range), _) => convert::range(range),
+        (None, Some([first, last])) => super::file_args::lines(first, last),
+        (None, None) => {
+            return Err(refuse(&format!(
+                "{ASK_ABOUT}: give the lines as `range` or `lines`"
+            )));
+        }
+    };
     let (p, a) = (path.clone(), agent.clone());
     let (quoted, chat, open) = backend
         .feed
@@ -280,10 +310,10 @@ async fn ask_about(backend: &Backend, args: AskArgs) -> Result<Option<LSPAny>> {
     ))
 }
 
-async fn send(backend: &Backend, uri: Option<Uri>) -> Result<Option<LSPAny>> {
-    let path = match uri {
-        Some(uri) => convert::path_of(&uri)
-            .ok_or_else(|| Error::invalid_params(format!("not a file URI: {}", uri.as_str())))?,
+/// Sends what the user wrote in the chat at `path` (`None`: the focused document).
+async fn send(backend: &Backend, path: Option<PathBuf>) -> Result<Option<LSPAny>> {
+    let path = match path {
+        Some(path) => path,
         None => backend
             .feed
             .query(|s| s.selections.focused().map(Path::to_path_buf))

@@ -8,6 +8,7 @@ mod chat_completion;
 mod commands;
 mod convert;
 mod effects;
+mod file_args;
 mod framing;
 mod mcp_commands;
 mod message_check;
