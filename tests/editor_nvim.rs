@@ -345,3 +345,85 @@ fn neovim_user_commands_drive_the_conversation() {
         "{health}"
     );
 }
+
+/// The demo agent's proposal shown inline by the shipped plugin: each change's old line
+/// highlighted with its new text as a virtual line under it and a label naming the keys; `]r`
+/// goes from change to change; `:AgentDiff` opens the proposal beside the buffer in diff mode;
+/// `\aa` on the first change accepts it and `\ar` on the second rejects it, after which the
+/// marks and the buffer-local keys are gone and the buffer holds the accepted change only.
+#[test]
+fn neovim_shows_a_proposal_inline_and_decides_it_with_keys() {
+    let Some((out, _notes, ctx)) = run_on_file("inline_review.lua", "notes.txt", NOTES) else {
+        return;
+    };
+    let rows: Vec<_> = out["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["row"].clone(), p["index"].clone(), p["state"].clone()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (json!(1), json!(0), json!("pending")),
+            (json!(5), json!(1), json!("pending"))
+        ],
+        "{out}\n{ctx}"
+    );
+    let marks = &out["marks"];
+    assert_eq!(
+        marks["virt_lines"],
+        json!([
+            {"row": 1, "text": "TODO BUY MILK", "hl": "AgentlsReviewNew"},
+            {"row": 5, "text": "TODO CALL THE PLUMBER", "hl": "AgentlsReviewNew"},
+        ]),
+        "{out}"
+    );
+    assert_eq!(
+        marks["labels"][0]["text"], r"  demo: change 1/2  \aa accept · \ar reject",
+        "{out}"
+    );
+    assert_eq!(
+        marks["highlighted"][0],
+        json!({"row": 1, "end_row": 2, "hl": "AgentlsReviewOld"}),
+        "{out}"
+    );
+    for key in [r"\aa", r"\ar", r"\aA", r"\aR", r"\ad", "]r", "[r"] {
+        assert!(
+            out["keys"].as_array().unwrap().contains(&json!(key)),
+            "{key} not mapped: {}",
+            out["keys"]
+        );
+    }
+    assert_eq!(
+        (&out["first_jump"], &out["second_jump"]),
+        (&json!(2), &json!(6))
+    );
+    assert!(
+        out["diff_name"]
+            .as_str()
+            .unwrap()
+            .ends_with("agentls://proposal/notes.txt"),
+        "{out}"
+    );
+    assert_eq!(
+        out["diff_text"],
+        NOTES
+            .to_uppercase()
+            .replace("SHOPPING", "shopping")
+            .replace("EGGS", "eggs")
+            .replace("BREAD", "bread")
+            .replace("FLOUR", "flour")
+            .trim_end_matches('\n'),
+        "{out}"
+    );
+    assert_eq!(out["diff_windows"], 2, "{out}");
+    let accepted = &out["after_accept"]["virt_lines"][0];
+    assert_eq!(accepted["hl"], "AgentlsReviewAccepted", "{out}");
+    assert_eq!(out["keys_after"], 0, "{out}");
+    assert_eq!(
+        out["buffer"],
+        NOTES.replace("TODO buy milk", "TODO BUY MILK"),
+        "{out}\n{ctx}"
+    );
+}

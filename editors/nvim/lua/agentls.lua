@@ -36,6 +36,9 @@ M.defaults = {
   diagnostics = { debounce_ms = 200 },
   -- The user commands (:AgentChat, :AgentPrompt, …; see README.md): false leaves them out.
   commands = true,
+  -- Agents' pending changes shown inline, with keys to accept or reject them (see
+  -- lua/agentls/reviews.lua for the keys' defaults): false leaves only agentls's diagnostics.
+  reviews = {},
 }
 
 local function get_clients(filter)
@@ -197,11 +200,17 @@ local function enable_selection(opts)
   vim.api.nvim_create_autocmd('ModeChanged', {
     group = group,
     callback = function()
-      -- Leaving visual mode (after `y`, `d`, <Esc>) must not lose the selection still waiting
-      -- for its debounce: that is the one the user meant.
-      local old = vim.v.event and vim.v.event.old_mode or ''
+      -- Leaving visual mode (after `y`, `d`, <Esc>, `:`) must not lose the selection still
+      -- waiting for its debounce: that is the one the user meant.
+      local event = vim.v.event or {}
+      local old, new = event.old_mode or '', event.new_mode or vim.fn.mode()
       if is_visual(old) and pending then
         flush()
+      end
+      -- The command line is not a place in the buffer: typing `:AgentPrompt …` after a
+      -- selection must leave that selection the one agentls holds, however slowly it is typed.
+      if new:sub(1, 1) == 'c' then
+        return
       end
       capture(debounce_ms)
     end,
@@ -289,6 +298,61 @@ end
 
 -- Starting the client ------------------------------------------------------------------------
 
+-- Where agentls shows a document ----------------------------------------------------------------
+
+--- Whether `bufnr` (a loaded buffer) or the file at `uri` is an agentls chat document: its
+--- first line is `# Chat with <agent>`.
+local function is_chat(uri, bufnr)
+  local first
+  if bufnr and vim.api.nvim_buf_is_loaded(bufnr) then
+    first = vim.api.nvim_buf_get_lines(bufnr, 0, 1, false)[1]
+  else
+    local file = io.open(vim.uri_to_fname(uri), 'r')
+    first = file and file:read('*l')
+    if file then
+      file:close()
+    end
+  end
+  return first ~= nil and first:match('^# Chat with ') ~= nil
+end
+
+--- Whether the current window holds nothing worth keeping in view (the empty [No Name]).
+local function window_is_empty()
+  local bufnr = vim.api.nvim_get_current_buf()
+  return vim.api.nvim_buf_get_name(bufnr) == ''
+    and not vim.bo[bufnr].modified
+    and vim.api.nvim_buf_line_count(bufnr) == 1
+    and vim.api.nvim_buf_get_lines(bufnr, 0, 1, false)[1] == ''
+end
+
+--- `window/showDocument`, placed the way a chat reads best: a document already in a window is
+--- shown there; a chat opens in a split on the right (the code stays in view); a file shown
+--- from a chat (a proposal, a link) goes to the window before, not over the chat. Neovim's own
+--- handler then opens it and moves the cursor.
+local function show_document(err, params, ctx, config)
+  if params and params.uri and not params.external and params.takeFocus ~= false then
+    local bufnr = vim.uri_to_bufnr(params.uri)
+    if #vim.fn.win_findbuf(bufnr) == 0 and not window_is_empty() then
+      local here = vim.api.nvim_get_current_buf()
+      if is_chat(params.uri, bufnr) then
+        vim.cmd('botright vsplit')
+      elseif is_chat(vim.uri_from_bufnr(here), here) then
+        local before = vim.fn.win_getid(vim.fn.winnr('#'))
+        local there = before ~= 0 and vim.api.nvim_win_get_buf(before)
+        if there and before ~= vim.api.nvim_get_current_win() and not is_chat(vim.uri_from_bufnr(there), there) then
+          vim.api.nvim_set_current_win(before)
+        else
+          vim.cmd('topleft vsplit')
+        end
+      end
+    end
+  end
+  return vim.lsp.handlers['window/showDocument'](err, params, ctx, config)
+end
+
+--- Handlers the plugin adds to the client (the user's own `handlers` win).
+local plugin_handlers = {}
+
 local function client_config(opts)
   return {
     cmd = opts.cmd,
@@ -296,7 +360,7 @@ local function client_config(opts)
     init_options = opts.init_options,
     settings = opts.settings,
     flags = opts.flags,
-    handlers = opts.handlers,
+    handlers = vim.tbl_extend('force', plugin_handlers, opts.handlers or {}),
   }
 end
 
@@ -348,6 +412,10 @@ end
 --- `opts.selection` / `opts.diagnostics` is false.
 function M.setup(opts)
   opts = vim.tbl_extend('keep', opts or {}, M.defaults)
+  plugin_handlers = { ['window/showDocument'] = show_document }
+  if opts.reviews ~= false then
+    plugin_handlers = vim.tbl_extend('force', plugin_handlers, require('agentls.reviews').setup(opts.reviews))
+  end
   local group = vim.api.nvim_create_augroup('agentls.start', { clear = true })
   if has_011 then
     local config = client_config(opts)
