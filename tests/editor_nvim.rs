@@ -42,10 +42,18 @@ fn run_script(nvim: &Path, script: &str, sandbox: Sandbox, args: &[&Path]) -> Se
         .arg(env!("CARGO_BIN_EXE_agentls"))
         .arg(sandbox.root.join("agentls.log"))
         .args(args);
+    // `agentls` on PATH, as the README asks (for the scripts that follow it literally).
+    let bin = Path::new(env!("CARGO_BIN_EXE_agentls")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     // Neovim and the server it starts (which inherits this environment) see only the temp dir:
     // no user config, state, or agentls config file.
     sandbox
         .isolate(&mut command)
+        .env("PATH", path)
         .env_remove("AGENTLS_CONFIG")
         .env_remove("AGENTLS_LOG")
         .env_remove("NVIM")
@@ -426,4 +434,36 @@ fn neovim_shows_a_proposal_inline_and_decides_it_with_keys() {
         NOTES.replace("TODO buy milk", "TODO BUY MILK"),
         "{out}\n{ctx}"
     );
+}
+
+/// The README's code blocks, run as written: the lazy.nvim spec set up the way lazy.nvim does it
+/// (the folder on the runtime path, `require(main).setup(opts)`), which starts agentls from PATH;
+/// the suggested keymaps; and the terminal-agent snippet, whose terminal gets the environment
+/// `claude` needs to connect.
+#[test]
+fn neovim_readme_blocks_work_as_written() {
+    let Some(nvim) = peers::binary("AGENTLS_TEST_NVIM", "Neovim") else {
+        return;
+    };
+    let sandbox = Sandbox::create();
+    let notes = sandbox.workspace.join("notes.txt");
+    std::fs::write(&notes, NOTES).unwrap();
+    let env_file = sandbox.root.join("terminal.env");
+    let session = run_script(&nvim, "readme_blocks.lua", sandbox, &[&notes, &env_file]);
+    let ctx = context(&session);
+    let out = &session.result;
+    assert!(session.status.success(), "{out}\n{ctx}");
+    assert_eq!(out["error"], Value::Null, "{ctx}");
+    assert_eq!(
+        out["spec"],
+        json!({"name": "agentls", "main": "agentls", "dir_is_plugin": true}),
+        "{ctx}"
+    );
+    assert_eq!(out["attached"], true, "{ctx}");
+    assert_eq!(
+        out["keymaps"],
+        json!([r"n \ac", r"n \as", r"n \ax", r"x \ap"]),
+        "{ctx}"
+    );
+    assert_eq!(out["terminal_env"], true, "{ctx}");
 }

@@ -423,6 +423,23 @@ function M.diff()
   end)
 end
 
+--- Clients whose diagnostics no longer show as virtual text (the inline view says it better).
+local quieted = {}
+
+--- agentls's diagnostics show one per change at the end of its line (Neovim 0.10's default):
+--- beside the inline view they repeat it and push its label off the screen. Their signs, list
+--- and float stay.
+local function quiet_diagnostics(client)
+  if not client or quieted[client.id] or options.virtual_text == false then
+    return
+  end
+  quieted[client.id] = true
+  local ok, namespace = pcall(vim.lsp.diagnostic.get_namespace, client.id, false)
+  if ok and namespace then
+    vim.diagnostic.config({ virtual_text = false, virtual_lines = false }, namespace)
+  end
+end
+
 --- Draws the reviews known for `bufnr`'s file, and sets or removes its keymaps.
 function M.render(bufnr)
   if not vim.api.nvim_buf_is_valid(bufnr) then
@@ -433,6 +450,7 @@ function M.render(bufnr)
   local reviews = M.by_uri[vim.uri_from_bufnr(bufnr)] or {}
   local client = client_of(bufnr)
   local encoding = client and client.offset_encoding or 'utf-16'
+  quiet_diagnostics(client)
   for _, review in ipairs(reviews) do
     local count = #(review.hunks or {})
     for _, hunk in ipairs(review.hunks or {}) do
