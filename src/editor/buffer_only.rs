@@ -32,19 +32,30 @@ impl State {
         self.buffer_only.by_path.remove(path);
     }
 
-    /// The editor closed `path`. Closing a modified buffer without saving it is the user's
-    /// decision, but an agent's change goes with it: the user is told.
-    pub(super) fn buffer_closed(&mut self, path: &Path) {
-        if let Some(label) = self.buffer_only.by_path.remove(path) {
-            self.effects.message(
+    /// The editor closed `path`, whose buffer held `text`. Closing a modified buffer without
+    /// saving it is the user's decision, but an agent's change goes with it: the user is told,
+    /// unless the file holds that text after all (the agent wrote it to disk itself, and the
+    /// editor closed the buffer to reload it from there, as Neovim does).
+    pub(super) fn buffer_closed(&mut self, path: &Path, text: Option<String>) {
+        let Some(label) = self.buffer_only.by_path.remove(path) else {
+            return;
+        };
+        let effects = self.effects.clone();
+        let path = path.to_owned();
+        tokio::spawn(async move {
+            let on_disk = super::files::read(&path).await.ok();
+            if text.is_some() && on_disk == text {
+                return;
+            }
+            effects.message(
                 Level::Warning,
                 format!(
                     "agentls: {} was closed without saving; the change {label} made to it is \
                      not in the file",
-                    file_name(path)
+                    file_name(&path)
                 ),
             );
-        }
+        });
     }
 
     /// The open buffers holding agents' changes their files lack, with their text; forgotten

@@ -127,10 +127,11 @@ impl State {
 
     /// The editor closed a document.
     pub fn did_close(&mut self, path: &Path) {
-        if let Some(doc) = self.documents.close(path) {
+        let closed = self.documents.close(path);
+        if let Some(doc) = &closed {
             self.reviews_follow_close(path, doc.rope());
         }
-        self.buffer_closed(path);
+        self.buffer_closed(path, closed.map(|doc| doc.text()));
         self.comment_hints.forget(path);
         self.selections.forget(path);
         self.context.publish(ContextEvent::DocumentsChanged);

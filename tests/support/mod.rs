@@ -15,6 +15,7 @@ pub mod pty;
 pub mod reviews;
 pub mod terminal_agent;
 pub mod text;
+pub mod tmux;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -36,6 +36,12 @@ M.defaults = {
   diagnostics = { debounce_ms = 200 },
   -- The user commands (:AgentChat, :AgentPrompt, …; see README.md): false leaves them out.
   commands = true,
+  -- A buffer whose text is what its file holds (an agent wrote the file, agentls brought the
+  -- buffer in line) is taken as saved: no 'modified', no "changed since reading it" at :w.
+  disk_sync = true,
+  -- Agents' pending changes shown inline, with keys to accept or reject them (see
+  -- lua/agentls/reviews.lua for the keys' defaults): false leaves only agentls's diagnostics.
+  reviews = {},
 }
 
 local function get_clients(filter)
@@ -197,13 +203,30 @@ local function enable_selection(opts)
   vim.api.nvim_create_autocmd('ModeChanged', {
     group = group,
     callback = function()
-      -- Leaving visual mode (after `y`, `d`, <Esc>) must not lose the selection still waiting
-      -- for its debounce: that is the one the user meant.
-      local old = vim.v.event and vim.v.event.old_mode or ''
+      -- Leaving visual mode (after `y`, `d`, <Esc>, `:`) must not lose the selection still
+      -- waiting for its debounce: that is the one the user meant.
+      local event = vim.v.event or {}
+      local old, new = event.old_mode or '', event.new_mode or vim.fn.mode()
       if is_visual(old) and pending then
         flush()
       end
+      -- The command line is not a place in the buffer: typing `:AgentPrompt …` after a
+      -- selection must leave that selection the one agentls holds, however slowly it is typed.
+      -- `:` in visual mode goes through normal mode first (v -> n -> c): the cursor captured on
+      -- the way is dropped, not sent 100 ms into the typing.
+      if new:sub(1, 1) == 'c' then
+        if pending and pending.left_visual then
+          if timer then
+            timer:stop()
+          end
+          pending = nil
+        end
+        return
+      end
       capture(debounce_ms)
+      if is_visual(old) and pending then
+        pending.left_visual = true
+      end
     end,
   })
 end
@@ -289,6 +312,180 @@ end
 
 -- Starting the client ------------------------------------------------------------------------
 
+-- Where agentls shows a document ----------------------------------------------------------------
+
+--- Whether `bufnr` (a loaded buffer) or the file at `uri` is an agentls chat document: its
+--- first line is `# Chat with <agent>`.
+local function is_chat(uri, bufnr)
+  local first
+  if bufnr and vim.api.nvim_buf_is_loaded(bufnr) then
+    first = vim.api.nvim_buf_get_lines(bufnr, 0, 1, false)[1]
+  else
+    local file = io.open(vim.uri_to_fname(uri), 'r')
+    first = file and file:read('*l')
+    if file then
+      file:close()
+    end
+  end
+  return first ~= nil and first:match('^# Chat with ') ~= nil
+end
+
+--- Whether the current window holds nothing worth keeping in view (the empty [No Name]).
+local function window_is_empty()
+  local bufnr = vim.api.nvim_get_current_buf()
+  return vim.api.nvim_buf_get_name(bufnr) == ''
+    and not vim.bo[bufnr].modified
+    and vim.api.nvim_buf_line_count(bufnr) == 1
+    and vim.api.nvim_buf_get_lines(bufnr, 0, 1, false)[1] == ''
+end
+
+--- `window/showDocument`, placed the way a chat reads best: a document already in a window is
+--- shown there; a chat opens in a split on the right (the code stays in view); a file shown
+--- from a chat (a proposal, a link) goes to the window before, not over the chat. Neovim's own
+--- handler then opens it and moves the cursor.
+local function show_document(err, params, ctx, config)
+  if params and params.uri and not params.external and params.takeFocus ~= false then
+    local bufnr = vim.uri_to_bufnr(params.uri)
+    if #vim.fn.win_findbuf(bufnr) == 0 and not window_is_empty() then
+      local here = vim.api.nvim_get_current_buf()
+      if is_chat(params.uri, bufnr) then
+        vim.cmd('botright vsplit')
+      elseif is_chat(vim.uri_from_bufnr(here), here) then
+        local before = vim.fn.win_getid(vim.fn.winnr('#'))
+        local there = before ~= 0 and vim.api.nvim_win_get_buf(before)
+        if there and before ~= vim.api.nvim_get_current_win() and not is_chat(vim.uri_from_bufnr(there), there) then
+          vim.api.nvim_set_current_win(before)
+        else
+          vim.cmd('topleft vsplit')
+        end
+      end
+    end
+  end
+  return vim.lsp.handlers['window/showDocument'](err, params, ctx, config)
+end
+
+--- Whether buffers agentls edited are taken as saved once they match their file (setup's
+--- `disk_sync`).
+local disk_sync = true
+
+--- `workspace/applyEdit`, as Neovim's own handler but without printing the edit's label:
+--- agentls labels every edit (each streamed chunk of a chat reply is one), and a print per edit
+--- piles up into "Press ENTER" prompts.
+local function apply_edit(_, params, ctx)
+  local client = vim.lsp.get_client_by_id(ctx.client_id)
+  if not client or not params or not params.edit then
+    return { applied = false, failureReason = 'no edit or no client' }
+  end
+  -- Windows whose cursor is on the last line of a chat follow the reply as it streams in.
+  local following = {}
+  local typing = vim.fn.mode() ~= 'n'
+  for _, win in ipairs(vim.api.nvim_list_wins()) do
+    local bufnr = vim.api.nvim_win_get_buf(win)
+    local at_end = vim.api.nvim_win_get_cursor(win)[1] == vim.api.nvim_buf_line_count(bufnr)
+    -- Not the window you are typing in.
+    local busy = typing and win == vim.api.nvim_get_current_win()
+    if at_end and not busy and is_chat(nil, bufnr) then
+      table.insert(following, win)
+    end
+  end
+  local ok, err = pcall(vim.lsp.util.apply_workspace_edit, params.edit, client.offset_encoding or 'utf-16')
+  for _, win in ipairs(following) do
+    if vim.api.nvim_win_is_valid(win) then
+      pcall(vim.api.nvim_win_set_cursor, win, { vim.api.nvim_buf_line_count(vim.api.nvim_win_get_buf(win)), 0 })
+    end
+  end
+  if ok and disk_sync then
+    -- An agent's change that is on disk already leaves the buffer as if saved.
+    local uris = vim.tbl_keys(params.edit.changes or {})
+    for _, change in ipairs(params.edit.documentChanges or {}) do
+      if change.textDocument then
+        table.insert(uris, change.textDocument.uri)
+      end
+    end
+    for _, uri in ipairs(uris) do
+      local bufnr = vim.uri_to_bufnr(uri)
+      if vim.api.nvim_buf_is_loaded(bufnr) then
+        require('agentls.disk').after_edit(bufnr)
+      end
+    end
+  end
+  return { applied = ok, failureReason = not ok and tostring(err) or nil }
+end
+
+--- `text` on one line that fits in `width` cells, cut with an ellipsis.
+local function fit(text, width)
+  text = text:gsub('%s*\n%s*', ' ')
+  if vim.fn.strdisplaywidth(text) <= width then
+    return text
+  end
+  local cut = vim.fn.strcharpart(text, 0, width - 1)
+  while vim.fn.strdisplaywidth(cut) > width - 1 do
+    cut = vim.fn.strcharpart(cut, 0, vim.fn.strchars(cut) - 1)
+  end
+  return cut .. '…'
+end
+
+local LEVELS = { vim.log.levels.ERROR, vim.log.levels.WARN, vim.log.levels.INFO, vim.log.levels.DEBUG }
+
+--- `window/showMessage` through vim.notify: errors and warnings whole, information on one
+--- line that fits the command line (the whole text is in the chat and in the LSP log), so a
+--- turn's summary never stops you at "Press ENTER".
+local function show_message(_, params)
+  if not params or not params.message then
+    return
+  end
+  local level = LEVELS[params.type] or vim.log.levels.INFO
+  local text = params.message
+  if not vim.startswith(text, 'agentls') then
+    text = 'agentls: ' .. text
+  end
+  if level >= vim.log.levels.INFO then
+    text = fit(text, math.max(vim.v.echospace, 20))
+  end
+  vim.notify(text, level)
+end
+
+--- Neovim's per-buffer inlay hint state (`bufstates` in vim/lsp/inlay_hint.lua), or nil.
+local function inlay_hint_states()
+  local on_inlayhint = vim.lsp.inlay_hint and vim.lsp.inlay_hint.on_inlayhint
+  if type(on_inlayhint) ~= 'function' then
+    return nil
+  end
+  for i = 1, 50 do
+    local name, value = debug.getupvalue(on_inlayhint, i)
+    if name == nil then
+      return nil
+    elseif name == 'bufstates' and type(value) == 'table' then
+      return value
+    end
+  end
+end
+
+--- `textDocument/inlayHint` replies, as Neovim's own handler, then drawn. Neovim 0.10 and 0.11
+--- mark each line's hints drawn at a buffer version: a screen redrawn between a
+--- `workspace/inlayHint/refresh` and its reply marks every line drawn (with no hints yet), and
+--- the reply, at the same version, is then never drawn. So the lines are marked undrawn again
+--- and redrawn.
+local function inlay_hints(err, result, ctx, config)
+  local default = vim.lsp.handlers['textDocument/inlayHint']
+  local value = default and default(err, result, ctx, config)
+  local bufnr = ctx and ctx.bufnr
+  if not err and bufnr and vim.api.nvim_buf_is_valid(bufnr) then
+    local states = inlay_hint_states()
+    local state = states and rawget(states, bufnr)
+    if type(state) == 'table' and type(rawget(state, 'applied')) == 'table' then
+      rawset(state, 'applied', {})
+    end
+    if vim.api.nvim__redraw then
+      pcall(vim.api.nvim__redraw, { buf = bufnr, valid = false })
+    end
+  end
+  return value
+end
+
+--- Handlers the plugin adds to the client (the user's own `handlers` win).
+local plugin_handlers = {}
+
 local function client_config(opts)
   return {
     cmd = opts.cmd,
@@ -296,7 +493,7 @@ local function client_config(opts)
     init_options = opts.init_options,
     settings = opts.settings,
     flags = opts.flags,
-    handlers = opts.handlers,
+    handlers = vim.tbl_extend('force', plugin_handlers, opts.handlers or {}),
   }
 end
 
@@ -348,6 +545,21 @@ end
 --- `opts.selection` / `opts.diagnostics` is false.
 function M.setup(opts)
   opts = vim.tbl_extend('keep', opts or {}, M.defaults)
+  disk_sync = opts.disk_sync ~= false
+  if disk_sync then
+    require('agentls.disk').setup()
+  else
+    vim.api.nvim_create_augroup('agentls.disk', { clear = true })
+  end
+  plugin_handlers = {
+    ['window/showDocument'] = show_document,
+    ['workspace/applyEdit'] = apply_edit,
+    ['window/showMessage'] = show_message,
+    ['textDocument/inlayHint'] = inlay_hints,
+  }
+  if opts.reviews ~= false then
+    plugin_handlers = vim.tbl_extend('force', plugin_handlers, require('agentls.reviews').setup(opts.reviews))
+  end
   local group = vim.api.nvim_create_augroup('agentls.start', { clear = true })
   if has_011 then
     local config = client_config(opts)

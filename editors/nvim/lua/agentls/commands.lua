@@ -13,29 +13,29 @@ local function get_clients(filter)
   return (vim.lsp.get_clients or vim.lsp.get_active_clients)(filter)
 end
 
---- The agentls client of the current buffer, else any agentls client.
-local function client()
-  return get_clients({ bufnr = 0, name = NAME })[1] or get_clients({ name = NAME })[1]
-end
-
---- Runs agentls command `command` with `argument` (a table, or nil for none); `on_result` gets
---- its result. Errors are agentls's to tell (it does, once).
-function M.run(command, argument, on_result)
-  local c = client()
+--- Runs agentls command `command` with `argument` (a table, or nil for none) through the agentls
+--- client of `bufnr` (default: the current buffer, else any agentls client); `on_result` gets
+--- its result. Errors are agentls's to tell (it does, once). Neovim 0.11's `client:exec_cmd`
+--- sends it where it exists (`client.request` on older ones).
+function M.run(command, argument, on_result, bufnr)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  local c = get_clients({ bufnr = bufnr, name = NAME })[1] or get_clients({ name = NAME })[1]
   if not c then
     vim.notify('agentls is not running for this buffer', vim.log.levels.WARN)
     return
   end
-  local params = { command = command, arguments = argument and { argument } or {} }
+  local arguments = argument and { argument } or {}
   local function handler(err, result)
     if not err and on_result then
       on_result(result)
     end
   end
-  if has_011 then
-    c:request('workspace/executeCommand', params, handler, 0)
+  if c.exec_cmd then
+    c:exec_cmd({ title = command, command = command, arguments = arguments }, { bufnr = bufnr }, handler)
+  elseif has_011 then
+    c:request('workspace/executeCommand', { command = command, arguments = arguments }, handler, bufnr)
   else
-    c.request('workspace/executeCommand', params, handler, 0)
+    c.request('workspace/executeCommand', { command = command, arguments = arguments }, handler, bufnr)
   end
 end
 

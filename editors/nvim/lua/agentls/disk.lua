@@ -1,0 +1,157 @@
+-- Buffers reloaded, not left modified, once the disk catches up: when an agent wrote a file
+-- itself and agentls brought your buffer in line with it (or agentls wrote the buffer's text to
+-- disk before a command), the buffer holds exactly what the file holds, yet Neovim still sees it
+-- as 'modified' and the file as changed since it was read: `:w` asks "WARNING: The file has been
+-- changed since reading it!!!", `:q` says E37, `:checktime` warns W12. Such a buffer is taken as
+-- unmodified and reloaded the way 'autoread' reloads (Neovim's record of the file is renewed;
+-- the text, the cursor and the undo history stay). Only ever when the text is byte for byte what
+-- the file holds; any other change on disk gets Neovim's usual question.
+
+local M = {}
+
+local uv = vim.uv or vim.loop
+
+--- bufnr -> { fs_event, timer } watching its file's folder until the disk catches up.
+local watches = {}
+--- How long a buffer agentls edited waits for its file to catch up.
+M.WATCH_MS = 60000
+
+--- The text `bufnr` would write, or nil when Neovim would convert it on writing (another
+--- encoding, CRLF, a BOM): then nothing here is sure to match and nothing is done.
+local function text_to_write(bufnr)
+  local bo = vim.bo[bufnr]
+  if bo.fileformat ~= 'unix' or bo.bomb or (bo.fileencoding ~= '' and bo.fileencoding ~= 'utf-8') then
+    return nil
+  end
+  local lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
+  local text = table.concat(lines, '\n')
+  if bo.eol or (bo.fixeol and not bo.binary) then
+    text = text .. '\n'
+  end
+  if #lines == 1 and lines[1] == '' and not bo.eol then
+    text = ''
+  end
+  return text
+end
+
+local function read_file(path)
+  local file = io.open(path, 'rb')
+  if not file then
+    return nil
+  end
+  local text = file:read('*a')
+  file:close()
+  return text
+end
+
+--- Whether `bufnr` is a file buffer whose text is exactly what its file holds.
+function M.matches_disk(bufnr)
+  if not vim.api.nvim_buf_is_loaded(bufnr) or vim.bo[bufnr].buftype ~= '' then
+    return false
+  end
+  local path = vim.api.nvim_buf_get_name(bufnr)
+  if path == '' then
+    return false
+  end
+  local text = text_to_write(bufnr)
+  return text ~= nil and text == read_file(path)
+end
+
+local function unwatch(bufnr)
+  local watch = watches[bufnr]
+  watches[bufnr] = nil
+  if watch then
+    for _, handle in ipairs(watch) do
+      if not handle:is_closing() then
+        handle:close()
+      end
+    end
+  end
+end
+
+--- Takes `bufnr` as saved when its text is what its file holds; returns whether it did.
+function M.settle(bufnr)
+  if not vim.api.nvim_buf_is_valid(bufnr) or not vim.bo[bufnr].modified or not M.matches_disk(bufnr) then
+    return false
+  end
+  vim.bo[bufnr].modified = false
+  unwatch(bufnr)
+  -- Reloaded as 'autoread' does (or through the FileChangedShell below), once Neovim deems it
+  -- harmless: that renews its record of the file, which :w checks.
+  pcall(vim.cmd, 'checktime ' .. bufnr)
+  return true
+end
+
+--- Settles `bufnr` now, or once its file catches up (watched for M.WATCH_MS): called after
+--- agentls edited the buffer.
+function M.after_edit(bufnr)
+  if M.settle(bufnr) or watches[bufnr] or not vim.bo[bufnr].modified then
+    return
+  end
+  local path = vim.api.nvim_buf_get_name(bufnr)
+  if path == '' then
+    return
+  end
+  local dir, name = vim.fs.dirname(path), vim.fs.basename(path)
+  local event, timer = uv.new_fs_event(), uv.new_timer()
+  if not event or not timer then
+    return
+  end
+  watches[bufnr] = { event, timer }
+  -- The folder, not the file: a file replaced by a rename keeps no watch of its own.
+  event:start(dir, {}, function(err, filename)
+    if not err and (filename == nil or filename == name) then
+      vim.schedule(function()
+        M.settle(bufnr)
+      end)
+    end
+  end)
+  timer:start(M.WATCH_MS, 0, vim.schedule_wrap(function()
+    unwatch(bufnr)
+  end))
+end
+
+--- Sets up the autocmds: a changed file whose text the buffer already holds is reloaded
+--- without a question (any other change gets Neovim's usual one), and before writing or
+--- quitting every buffer that matches its file is taken as unmodified.
+function M.setup()
+  local group = vim.api.nvim_create_augroup('agentls.disk', { clear = true })
+  vim.api.nvim_create_autocmd('FileChangedShell', {
+    group = group,
+    callback = function(args)
+      local ours = #(vim.lsp.get_clients or vim.lsp.get_active_clients)({ bufnr = args.buf, name = 'agentls' }) > 0
+      local reason = vim.v.fcs_reason
+      if ours and (reason == 'conflict' or reason == 'changed') and M.matches_disk(args.buf) then
+        vim.v.fcs_choice = 'reload'
+      else
+        vim.v.fcs_choice = 'ask'
+      end
+    end,
+  })
+  -- Before the file's time is checked on writing.
+  vim.api.nvim_create_autocmd('BufWritePre', {
+    group = group,
+    callback = function(args)
+      M.settle(args.buf)
+    end,
+  })
+  -- Before Neovim counts the buffers with unsaved changes (E37, E162).
+  vim.api.nvim_create_autocmd('QuitPre', {
+    group = group,
+    callback = function()
+      for _, bufnr in ipairs(vim.api.nvim_list_bufs()) do
+        if vim.bo[bufnr].modified then
+          M.settle(bufnr)
+        end
+      end
+    end,
+  })
+  vim.api.nvim_create_autocmd('BufWipeout', {
+    group = group,
+    callback = function(args)
+      unwatch(args.buf)
+    end,
+  })
+end
+
+return M

@@ -1,0 +1,97 @@
+-- Driven by tests/editor_nvim.rs: the shipped plugin shows the demo agent's two-change proposal
+-- inline (the old lines highlighted, the new ones as virtual lines under them, a label with the
+-- keys), `]r` goes from one change to the next, :AgentDiff shows the proposal beside the buffer
+-- in diff mode, and the plugin's keys accept the first change and reject the second as a user
+-- types them; then the marks and the keys are gone. Prints what happened as ONE JSON line.
+--
+--   nvim --headless --clean -l inline_review.lua <plugin dir> <agentls binary> <log file> <notes file>
+
+local plugin_dir, server, log_file, notes = unpack(arg)
+assert(notes, 'usage: inline_review.lua PLUGIN_DIR SERVER LOG NOTES')
+
+local helpers = dofile(vim.fs.joinpath(vim.fs.dirname(arg[0]), 'helpers.lua'))
+helpers.watchdog(45000)
+local wait_for = helpers.waiter(15000)
+
+local output = { notified = {} }
+local ok, err = xpcall(function()
+  vim.notify = function(message)
+    table.insert(output.notified, message)
+  end
+  helpers.setup(plugin_dir, server, log_file)
+  local reviews = require('agentls.reviews')
+  local bufnr = helpers.edit_attached(notes, wait_for)
+  local ns = vim.api.nvim_create_namespace('agentls.reviews')
+
+  vim.cmd('AgentPrompt uppercase notes.txt')
+  wait_for('two changes drawn', function()
+    return #reviews.pending(bufnr) == 2
+  end)
+  output.pending = reviews.pending(bufnr)
+
+  -- What the marks show: the virtual lines (new text) and the labels, by row.
+  local function marks()
+    local out = { virt_lines = {}, labels = {}, highlighted = {} }
+    for _, mark in ipairs(vim.api.nvim_buf_get_extmarks(bufnr, ns, 0, -1, { details = true })) do
+      local row, details = mark[2], mark[4]
+      for _, line in ipairs(details.virt_lines or {}) do
+        table.insert(out.virt_lines, { row = row, text = line[1][1], hl = line[1][2] })
+      end
+      if details.virt_text then
+        table.insert(out.labels, { row = row, text = details.virt_text[1][1] })
+      end
+      if details.hl_group then
+        table.insert(out.highlighted, { row = row, end_row = details.end_row, hl = details.hl_group })
+      end
+    end
+    return out
+  end
+  output.marks = marks()
+  output.keys = vim.tbl_map(function(map)
+    return map.lhs
+  end, vim.api.nvim_buf_get_keymap(bufnr, 'n'))
+  table.sort(output.keys)
+
+  -- ]r from the top goes to the first change, then to the second.
+  vim.api.nvim_win_set_cursor(0, { 1, 0 })
+  vim.api.nvim_feedkeys(']r', 'xt', false)
+  output.first_jump = vim.api.nvim_win_get_cursor(0)[1]
+  vim.api.nvim_feedkeys(']r', 'xt', false)
+  output.second_jump = vim.api.nvim_win_get_cursor(0)[1]
+
+  -- :AgentDiff: the proposal beside the buffer, both windows in diff mode.
+  vim.cmd('AgentDiff')
+  local view = vim.api.nvim_get_current_buf()
+  output.diff_name = vim.api.nvim_buf_get_name(view)
+  output.diff_text = table.concat(vim.api.nvim_buf_get_lines(view, 0, -1, false), '\n')
+  output.diff_windows = 0
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if vim.wo[win].diff then
+      output.diff_windows = output.diff_windows + 1
+    end
+  end
+  vim.cmd('close')
+  vim.api.nvim_set_current_buf(bufnr)
+
+  -- The keys, typed: accept on the first change, reject on the second.
+  vim.api.nvim_win_set_cursor(0, { 2, 3 })
+  vim.api.nvim_feedkeys('\\aa', 'xt', false)
+  wait_for('the first change accepted', function()
+    local p = reviews.pending(bufnr)
+    return #p == 2 and p[1].state == 'approved'
+  end)
+  output.after_accept = marks()
+  vim.api.nvim_win_set_cursor(0, { 6, 0 })
+  vim.api.nvim_feedkeys('\\ar', 'xt', false)
+  wait_for('the accepted change in the buffer', function()
+    return vim.api.nvim_buf_get_lines(bufnr, 1, 2, true)[1] == 'TODO BUY MILK'
+  end)
+  wait_for('the marks to go', function()
+    return #reviews.pending(bufnr) == 0
+      and #vim.api.nvim_buf_get_extmarks(bufnr, ns, 0, -1, {}) == 0
+  end)
+  output.keys_after = #vim.api.nvim_buf_get_keymap(bufnr, 'n')
+  output.buffer = helpers.buffer_text(bufnr)
+end, debug.traceback)
+
+helpers.finish(ok, err, output)
