@@ -11,13 +11,10 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::peers::{self, Sandbox};
-
-/// How long any one screen may take to appear.
-const SCREEN_WAIT: Duration = Duration::from_secs(20);
+use support::tmux::{SCREEN_WAIT, Tmux};
 
 const NOTES: &str = "keep\n// TODO fix me\nx\nx\nx\nx\nx\n// TODO two\n";
 
@@ -59,8 +56,7 @@ fn shipped_server_section() -> String {
 
 /// One Helix in its own tmux server.
 struct Helix {
-    tmux: PathBuf,
-    socket: String,
+    screen: Tmux,
 }
 
 impl Helix {
@@ -94,9 +90,6 @@ impl Helix {
         std::fs::write(config.join("config.toml"), readme_config_toml()).unwrap();
         let runtime = sandbox.root.join("hx-runtime");
         std::fs::create_dir_all(&runtime).unwrap();
-        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let socket = format!("agentls-test-{}-{n}", std::process::id());
         let shell = format!(
             "cd {:?} && env HOME={:?} XDG_CONFIG_HOME={:?} HELIX_RUNTIME={:?} {:?} {file}",
             sandbox.workspace,
@@ -105,45 +98,21 @@ impl Helix {
             runtime,
             hx
         );
-        let started = Command::new(tmux)
-            .args([
-                "-L",
-                &socket,
-                "new-session",
-                "-d",
-                "-x",
-                "120",
-                "-y",
-                "100",
-                &shell,
-            ])
-            .status()
-            .unwrap();
-        assert!(started.success(), "tmux new-session");
         Self {
-            tmux: tmux.to_owned(),
-            socket,
+            screen: Tmux::start(tmux, &shell, 120, 100),
         }
     }
 
-    /// Types `keys` (tmux key names).
     fn keys(&self, keys: &[&str]) {
-        let mut command = Command::new(&self.tmux);
-        command.args(["-L", &self.socket, "send-keys"]).args(keys);
-        assert!(command.status().unwrap().success(), "send-keys {keys:?}");
+        self.screen.keys(keys);
     }
 
-    /// Types `text` literally.
     fn type_text(&self, text: &str) {
-        self.keys(&["-l", text]);
+        self.screen.type_text(text);
     }
 
     fn screen(&self) -> String {
-        let out = Command::new(&self.tmux)
-            .args(["-L", &self.socket, "capture-pane", "-p"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.screen.screen()
     }
 
     /// Waits until agentls is attached and initialized: the workspace command picker lists
@@ -183,68 +152,23 @@ impl Helix {
         self.wait_for(" NOR ");
     }
 
-    /// Waits until the screen shows `needle`; returns the screen.
     fn wait_for(&self, needle: &str) -> String {
-        self.wait_until(&format!("{needle:?}"), |screen| screen.contains(needle))
+        self.screen.wait_for(needle)
     }
 
-    /// Waits until the screen is as `wanted` says (`what`, for the failure); returns it.
     fn wait_until(&self, what: &str, wanted: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + SCREEN_WAIT;
-        loop {
-            let screen = self.screen();
-            if wanted(&screen) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no {what} on the screen within {SCREEN_WAIT:?}:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        self.screen.wait_until(what, wanted)
     }
 }
 
 impl Helix {
-    /// Waits until Helix has exited (its tmux session is gone); the last screen otherwise.
-    fn wait_gone(&self) {
-        let deadline = Instant::now() + SCREEN_WAIT;
-        loop {
-            let alive = Command::new(&self.tmux)
-                .args(["-L", &self.socket, "has-session"])
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !alive {
-                return;
-            }
-            let screen = self.screen();
-            assert!(
-                Instant::now() < deadline,
-                "Helix did not quit within {SCREEN_WAIT:?}:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Prints the screen, and keeps it as `<name>.txt` in `$AGENTLS_CAPTURES` when that is set.
+    /// Prints the screen, and keeps it as `<name>.txt` in `$AGENTLS_TEST_CAPTURES` when that is set.
     fn capture(&self, name: &str) -> String {
         let screen = self.screen();
         eprintln!("--- {name} ---\n{screen}");
-        if let Some(dir) = std::env::var_os("AGENTLS_CAPTURES") {
-            let dir = PathBuf::from(dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join(format!("{name}.txt")), &screen).unwrap();
-        }
+        let dir = std::env::var_os("AGENTLS_TEST_CAPTURES").map(PathBuf::from);
+        Tmux::save(dir.as_deref(), name, &screen);
         screen
-    }
-}
-
-impl Drop for Helix {
-    fn drop(&mut self) {
-        let _ = Command::new(&self.tmux)
-            .args(["-L", &self.socket, "kill-server"])
-            .status();
     }
 }
 
@@ -379,7 +303,7 @@ fn helix_session_as_its_readme_describes() {
     helix.capture("helix-5-saved");
     helix.type_text(":qa");
     helix.keys(&["Enter"]);
-    helix.wait_gone();
+    helix.screen.wait_exit();
 }
 
 /// Writes `message` at the end of the chat in view and sends it with `space a` → *Send to demo*.
