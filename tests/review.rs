@@ -747,3 +747,39 @@ async fn typing_in_a_file_with_a_review_shows_it_once_per_burst() {
     );
     assert!(client.shutdown().await.success());
 }
+
+/// An origin that proposes without end gets [`MAX_OPEN_PER_ORIGIN`] proposals open, then
+/// refusals (its verdict says why) and one message, not one per proposal; another origin is
+/// not held back by it.
+#[tokio::test]
+async fn proposals_beyond_the_cap_of_one_origin_are_refused() {
+    const CAP: usize = 50;
+    let client = TestClient::start_initialized(Options::default()).await;
+    for i in 0..=CAP {
+        let uri = file_uri(&client.workspace.join(format!("f{i}.txt")));
+        propose(&client, &uri, "new\n", "flood").await;
+    }
+    let refused = verdict(&client).await;
+    assert_eq!(refused["verdict"], "rejected", "{refused}");
+    assert!(
+        refused["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("has 50 proposals waiting for the user")),
+        "{refused}"
+    );
+    let uri = file_uri(&client.workspace.join("one-more.txt"));
+    propose(&client, &uri, "new\n", "flood").await;
+    verdict(&client).await;
+    client
+        .take_message("its further proposals are refused")
+        .await;
+    // The log keeps a copy of every message, merged or not.
+    let log = client.log_text();
+    assert_eq!(log.matches("further proposals").count(), 1, "{log}");
+    // Another origin still gets its review.
+    let other = file_uri(&client.workspace.join("other.txt"));
+    propose(&client, &other, "theirs\n", "calm").await;
+    diagnostics(&client, &other, 1).await;
+    let state = client.server_state().await;
+    assert_eq!(state["reviews"].as_array().unwrap().len(), CAP + 1);
+}

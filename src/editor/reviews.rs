@@ -20,6 +20,10 @@ use super::{Level, Origin, diff, file_name, files};
 /// accepted edit before it settles for the text it has.
 const SYNC_GRACE: Duration = Duration::from_secs(3);
 
+/// How many proposals one origin may have open at once; more are refused until the user has
+/// decided some (a flood of proposals must not flood the editor).
+pub const MAX_OPEN_PER_ORIGIN: usize = 50;
+
 /// Everything needed to open a review; built by `EditorAccess::review_diff` off the state task.
 #[derive(Debug)]
 pub struct ReviewRequest {
@@ -105,6 +109,17 @@ impl State {
             });
             return;
         }
+        if self.refuse_beyond_cap(&request.origin) {
+            let reason = format!(
+                "{} has {MAX_OPEN_PER_ORIGIN} proposals waiting for the user; propose more once \
+                 they are decided",
+                request.origin.label
+            );
+            let _ = reply.send(Verdict::Rejected {
+                reason: Some(reason),
+            });
+            return;
+        }
         self.next_review_id += 1;
         let id = self.next_review_id;
         let mut review = Review {
@@ -172,6 +187,31 @@ impl State {
         );
         self.show_review_start(id, first);
         self.present(&request.path);
+    }
+
+    /// Whether `origin` already has [`MAX_OPEN_PER_ORIGIN`] proposals open. The user is told
+    /// once while it stays there, not once per refused proposal.
+    fn refuse_beyond_cap(&mut self, origin: &Origin) -> bool {
+        let open = self
+            .reviews
+            .iter()
+            .filter(|r| r.origin == *origin && r.kind == ReviewKind::Proposal)
+            .count();
+        if open < MAX_OPEN_PER_ORIGIN {
+            self.review_caps_told.remove(&origin.key);
+            return false;
+        }
+        if self.review_caps_told.insert(origin.key.clone()) {
+            self.effects.message(
+                Level::Warning,
+                format!(
+                    "{} has {MAX_OPEN_PER_ORIGIN} proposals waiting for you; its further \
+                     proposals are refused until you decide some",
+                    origin.label
+                ),
+            );
+        }
+        true
     }
 
     /// Applies the user's decision on one hunk (`Some(index)`) or on all open hunks.

@@ -55,6 +55,8 @@ pub struct State {
     pub buffer_only: super::buffer_only::BufferOnlyChanges,
     /// Files whose reviews are shown again soon (the user typed in them).
     pub present_due: std::collections::BTreeSet<PathBuf>,
+    /// Origins told that their proposals are refused for being too many (see `reviews`).
+    pub review_caps_told: std::collections::HashSet<String>,
     /// The workspace watcher (once the state task runs).
     pub disk_watch: Option<super::disk_watch::DiskWatch>,
     /// Where effects for the editor go.
@@ -84,6 +86,7 @@ impl State {
             chats: Default::default(),
             buffer_only: Default::default(),
             present_due: Default::default(),
+            review_caps_told: Default::default(),
             context: Default::default(),
             effects,
             me,
