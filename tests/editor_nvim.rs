@@ -344,6 +344,10 @@ fn neovim_user_commands_drive_the_conversation() {
     eprintln!("checkhealth agentls:\n{health}");
     assert!(health.contains("agentls 0.1.0 ("), "{health}");
     assert!(
+        health.contains("OK Neovim 0.11.4 (the plugin needs 0.10 or newer)"),
+        "{health}"
+    );
+    assert!(
         health.contains("agent demo (default): prompting")
             || health.contains("agent demo (default): running"),
         "{health}"

@@ -1,12 +1,12 @@
--- agentls for Neovim: starts the agentls language server for your files and tells it what you
--- select (the `agentls/didChangeSelection` notification), so an agent can see "the code I
--- selected", and what your other language servers report (`agentls/didChangeDiagnostics`). Neovim 0.11+ uses vim.lsp.config/vim.lsp.enable; 0.8-0.10 fall back to
--- vim.lsp.start from a FileType autocmd.
+-- agentls for Neovim (0.10+): starts the agentls language server for your files (0.11+ through
+-- vim.lsp.config/vim.lsp.enable, 0.10 through vim.lsp.start from a FileType autocmd), tells it
+-- what you select (`agentls/didChangeSelection`) and what your other language servers report
+-- (`agentls/didChangeDiagnostics`), and sets up the rest: user commands (agentls/commands.lua),
+-- reviews inline (agentls/reviews.lua), buffers taken as saved once the disk caught up
+-- (agentls/disk.lua), and handlers that place chats and files, and keep agentls's messages and
+-- edits from stopping you at "Press ENTER".
 --
---   vim.opt.rtp:append('/path/to/agentls/editors/nvim')
---   require('agentls').setup({})
---
--- See README.md next to this directory for the options.
+--   require('agentls').setup({})   -- with editors/nvim on the runtime path (see README.md)
 
 local M = {}
 
