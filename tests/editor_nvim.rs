@@ -438,6 +438,21 @@ fn neovim_shows_a_proposal_inline_and_decides_it_with_keys() {
         NOTES.replace("TODO buy milk", "TODO BUY MILK"),
         "{out}\n{ctx}"
     );
+    // A change that landed without asking (another file): its text marked, what was there
+    // before under it, and `\aa` undoes it (the script waits for that).
+    let landed = &out["landed"];
+    assert_eq!(
+        landed["labels"][0]["text"],
+        r"  demo changed this without asking (1/1)  \aa undo · \ar keep",
+        "{out}"
+    );
+    assert_eq!(
+        landed["virt_lines"],
+        json!([{"row": 1, "text": "TODO later", "hl": "AgentlsReviewOld"}]),
+        "{out}"
+    );
+    assert_eq!(landed["highlighted"][0]["hl"], "AgentlsReviewNew", "{out}");
+    assert_eq!(out["landed_buffer"], "keep\nTODO LATER\n", "{out}");
 }
 
 /// The README's code blocks, run as written: the lazy.nvim spec set up the way lazy.nvim does it

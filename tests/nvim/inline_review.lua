@@ -92,6 +92,32 @@ local ok, err = xpcall(function()
   end)
   output.keys_after = #vim.api.nvim_buf_get_keymap(bufnr, 'n')
   output.buffer = helpers.buffer_text(bufnr)
+
+  -- A change made without asking (the agent in a mode that never asks), in another file:
+  -- shown the other way round, and `\\aa` undoes it.
+  wait_for('the first turn to end', function()
+    for _, message in ipairs(output.notified) do
+      if message:find('end_turn', 1, true) then
+        return true
+      end
+    end
+  end)
+  local other = vim.fs.joinpath(vim.fs.dirname(notes), 'other.txt')
+  vim.fn.writefile({ 'keep', 'TODO later' }, other)
+  local other_buf = helpers.edit_attached(other, wait_for)
+  vim.cmd('AgentPrompt uppercase other.txt @unasked')
+  wait_for('the landed change drawn', function()
+    return #reviews.pending(other_buf) == 1
+  end)
+  bufnr = other_buf
+  output.landed = marks()
+  output.landed_buffer = helpers.buffer_text(other_buf)
+  vim.api.nvim_win_set_cursor(0, { 2, 0 })
+  vim.api.nvim_feedkeys('\\aa', 'xt', false)
+  wait_for('the landed change undone', function()
+    return #reviews.pending(other_buf) == 0
+      and vim.api.nvim_buf_get_lines(other_buf, 1, 2, true)[1] == 'TODO later'
+  end)
 end, debug.traceback)
 
 helpers.finish(ok, err, output)

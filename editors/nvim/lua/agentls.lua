@@ -404,7 +404,8 @@ local function apply_edit(_, params, ctx)
     end
     for _, uri in ipairs(uris) do
       local bufnr = vim.uri_to_bufnr(uri)
-      if vim.api.nvim_buf_is_loaded(bufnr) then
+      -- A chat is agentls's own: no agent writes it to disk behind the buffer.
+      if vim.api.nvim_buf_is_loaded(bufnr) and not is_chat(uri, bufnr) then
         require('agentls.disk').after_edit(bufnr)
       end
     end

@@ -54,8 +54,16 @@ function M.matches_disk(bufnr)
     return false
   end
   local text = text_to_write(bufnr)
-  return text ~= nil and text == read_file(path)
+  if text == nil then
+    return false
+  end
+  -- The size first: most buffers that differ from their file differ in it, and a stat is cheap.
+  local stat = uv.fs_stat(path)
+  return stat ~= nil and stat.size == #text and text == read_file(path)
 end
+
+--- bufnr -> true once its FileChangedShell autocmd is set.
+local guarded = {}
 
 local function unwatch(bufnr)
   local watch = watches[bufnr]
@@ -111,21 +119,34 @@ function M.after_edit(bufnr)
   end))
 end
 
---- Sets up the autocmds: a changed file whose text the buffer already holds is reloaded
---- without a question (any other change gets Neovim's usual one), and before writing or
---- quitting every buffer that matches its file is taken as unmodified.
+--- Sets up the autocmds: in a buffer agentls serves, a changed file whose text the buffer
+--- already holds is reloaded without a question (any other change gets Neovim's usual one), and
+--- before writing or quitting every buffer that matches its file is taken as unmodified.
 function M.setup()
   local group = vim.api.nvim_create_augroup('agentls.disk', { clear = true })
-  vim.api.nvim_create_autocmd('FileChangedShell', {
+  guarded = {}
+  -- On the buffers agentls serves only: others keep whatever Neovim and your config do.
+  vim.api.nvim_create_autocmd('LspAttach', {
     group = group,
     callback = function(args)
-      local ours = #(vim.lsp.get_clients or vim.lsp.get_active_clients)({ bufnr = args.buf, name = 'agentls' }) > 0
-      local reason = vim.v.fcs_reason
-      if ours and (reason == 'conflict' or reason == 'changed') and M.matches_disk(args.buf) then
-        vim.v.fcs_choice = 'reload'
-      else
-        vim.v.fcs_choice = 'ask'
+      local client = vim.lsp.get_client_by_id(args.data and args.data.client_id or -1)
+      if not client or client.name ~= 'agentls' or guarded[args.buf] then
+        return
       end
+      guarded[args.buf] = true
+      vim.api.nvim_create_autocmd('FileChangedShell', {
+        group = group,
+        buffer = args.buf,
+        callback = function(ev)
+          local reason = vim.v.fcs_reason
+          if (reason == 'conflict' or reason == 'changed') and M.matches_disk(ev.buf) then
+            vim.v.fcs_choice = 'reload'
+          elseif vim.v.fcs_choice == '' then
+            -- As if there were no autocommand: Neovim asks.
+            vim.v.fcs_choice = 'ask'
+          end
+        end,
+      })
     end,
   })
   -- Before the file's time is checked on writing.
@@ -150,6 +171,7 @@ function M.setup()
     group = group,
     callback = function(args)
       unwatch(args.buf)
+      guarded[args.buf] = nil
     end,
   })
 end
