@@ -345,7 +345,8 @@ fn neovim_in_tmux_takes_a_file_the_agent_wrote_as_saved_and_keeps_a_selection() 
 
 /// With inlay hints on (`vim.lsp.inlay_hint.enable(true)`), agentls's hints with a proposal's
 /// new text show as soon as agentls refreshes them, with no key pressed, and go once the
-/// changes are decided.
+/// changes are decided. Then a command the agent runs makes agentls write the buffer, which is
+/// then not left modified.
 #[test]
 fn neovim_in_tmux_draws_inlay_hints_on_refresh() {
     let Some(tmux) = peers::binary("AGENTLS_TEST_TMUX", "tmux") else {
@@ -371,7 +372,29 @@ fn neovim_in_tmux_draws_inlay_hints_on_refresh() {
         });
         s.capture("hints-gone");
         s.assert_no_complaint(&screen);
-        s.command("wq");
+        // The accepted changes are in the buffer only, until agentls writes it for a command
+        // the agent runs (allowed in Neovim's dialog): then the buffer, equal to its file, is
+        // not left modified, and `:q` just quits.
+        assert!(screen.contains("[+]"), "{screen}");
+        assert_eq!(s.notes(), NOTES, "{name}");
+        s.command("AgentPrompt @run cat notes.txt");
+        s.screen.wait_for("1: Run it");
+        s.screen.keys(&["1", "Enter"]);
+        let screen = s
+            .screen
+            .wait_until("the command's end, the buffer saved", |screen| {
+                screen.contains("The command printed") && !screen.contains("[+]")
+            });
+        s.capture("written-for-a-command");
+        s.assert_no_complaint(&screen);
+        s.command("q");
         s.screen.wait_exit();
+        assert_eq!(
+            s.notes(),
+            NOTES
+                .replace("TODO call the plumber", "TODO CALL THE PLUMBER")
+                .replace("TODO buy milk", "TODO BUY MILK"),
+            "{name}"
+        );
     }
 }
