@@ -359,7 +359,7 @@ fn neovim_user_commands_drive_the_conversation() {
 }
 
 /// The demo agent's proposal shown inline by the shipped plugin: each change's old line
-/// highlighted with its new text as a virtual line under it and a label naming the keys; `]r`
+/// highlighted with its new text as a virtual line under it and a label naming the keys; `]e`
 /// goes from change to change; `:AgentDiff` opens the proposal beside the buffer in diff mode;
 /// `\aa` on the first change accepts it and `\ar` on the second rejects it, after which the
 /// marks and the buffer-local keys are gone and the buffer holds the accepted change only.
@@ -400,7 +400,7 @@ fn neovim_shows_a_proposal_inline_and_decides_it_with_keys() {
         json!({"row": 1, "end_row": 2, "hl": "AgentlsReviewOld"}),
         "{out}"
     );
-    for key in [r"\aa", r"\ar", r"\aA", r"\aR", r"\ad", "]r", "[r"] {
+    for key in [r"\aa", r"\ar", r"\aA", r"\aR", r"\ad", "]e", "[e"] {
         assert!(
             out["keys"].as_array().unwrap().contains(&json!(key)),
             "{key} not mapped: {}",

@@ -221,7 +221,7 @@ fn file_line(screen: &str, text: &str) -> bool {
 
 /// The whole conversation: `:AgentChat`, a message typed under `## You` and sent with
 /// `:AgentSend`, the reply streaming in on screen, the proposal shown inline in the file with
-/// its keys, `\aa` on the first change, `]r` then `\ar` on the second, `:wa` and `:qa` with no
+/// its keys, `\aa` on the first change, `]e` then `\ar` on the second, `:wa` and `:qa` with no
 /// question or error on the screen, and the file holding exactly the accepted change.
 #[test]
 fn neovim_in_tmux_chats_accepts_one_change_rejects_the_other_and_quits() {
@@ -254,7 +254,7 @@ fn neovim_in_tmux_chats_accepts_one_change_rejects_the_other_and_quits() {
         s.screen.keys(&["\\", "a", "a"]);
         s.screen.wait_for("demo: change 1/2 ACCEPTED");
         s.capture("first-accepted");
-        s.screen.keys(&["]", "r"]);
+        s.screen.keys(&["]", "e"]);
         s.screen.keys(&["\\", "a", "r"]);
         // The accepted change lands in the buffer; the rejected one never does; the turn ends.
         let screen = s
@@ -323,10 +323,10 @@ fn neovim_in_tmux_takes_a_file_the_agent_wrote_as_saved_and_keeps_a_selection() 
 
         s.command("AgentPrompt uppercase notes.txt @diskwrite");
         s.screen.wait_for("demo: change 2/2");
-        s.screen.keys(&["g", "g", "]", "r"]);
+        s.screen.keys(&["g", "g", "]", "e"]);
         s.screen.keys(&["\\", "a", "a"]);
         s.screen.wait_for("demo: change 1/2 ACCEPTED");
-        s.screen.keys(&["]", "r"]);
+        s.screen.keys(&["]", "e"]);
         s.screen.keys(&["\\", "a", "r"]);
         let screen = s
             .screen

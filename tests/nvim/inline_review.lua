@@ -1,6 +1,6 @@
 -- Driven by tests/editor_nvim.rs: the shipped plugin shows the demo agent's two-change proposal
 -- inline (the old lines highlighted, the new ones as virtual lines under them, a label with the
--- keys), `]r` goes from one change to the next, :AgentDiff shows the proposal beside the buffer
+-- keys), `]e` goes from one change to the next, :AgentDiff shows the proposal beside the buffer
 -- in diff mode, and the plugin's keys accept the first change and reject the second as a user
 -- types them; then the marks and the keys are gone. Prints what happened as ONE JSON line.
 --
@@ -52,11 +52,11 @@ local ok, err = xpcall(function()
   end, vim.api.nvim_buf_get_keymap(bufnr, 'n'))
   table.sort(output.keys)
 
-  -- ]r from the top goes to the first change, then to the second.
+  -- ]e from the top goes to the first change, then to the second.
   vim.api.nvim_win_set_cursor(0, { 1, 0 })
-  vim.api.nvim_feedkeys(']r', 'xt', false)
+  vim.api.nvim_feedkeys(']e', 'xt', false)
   output.first_jump = vim.api.nvim_win_get_cursor(0)[1]
-  vim.api.nvim_feedkeys(']r', 'xt', false)
+  vim.api.nvim_feedkeys(']e', 'xt', false)
   output.second_jump = vim.api.nvim_win_get_cursor(0)[1]
 
   -- :AgentDiff: the proposal beside the buffer, both windows in diff mode.

@@ -24,8 +24,8 @@ M.defaults = {
     reject = '<leader>ar', -- reject the change under the cursor
     accept_all = '<leader>aA', -- accept every open change in this file
     reject_all = '<leader>aR', -- reject every open change in this file
-    next = ']r', -- go to the next change
-    prev = '[r', -- go to the previous change
+    next = ']e', -- go to the next change (]r, [r are spelling motions)
+    prev = '[e', -- go to the previous change
     diff = '<leader>ad', -- :AgentDiff
   },
 }
