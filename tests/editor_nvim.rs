@@ -368,6 +368,17 @@ fn neovim_shows_a_proposal_inline_and_decides_it_with_keys() {
     let Some((out, _notes, ctx)) = run_on_file("inline_review.lua", "notes.txt", NOTES) else {
         return;
     };
+    // A warning is shown whole; information arriving together shares one line that fits.
+    let shown = out["shown"].as_array().unwrap();
+    assert_eq!(shown[0], format!("agentls: {}", "w".repeat(300)), "{out}");
+    let info = shown[1].as_str().unwrap();
+    assert!(info.starts_with("agentls: first · agentls: iii"), "{info}");
+    assert!(info.ends_with('…'), "{info}");
+    assert_eq!(
+        info.chars().count() as u64,
+        out["echospace"].as_u64().unwrap(),
+        "{info}"
+    );
     let rows: Vec<_> = out["pending"]
         .as_array()
         .unwrap()

@@ -23,6 +23,19 @@ local ok, err = xpcall(function()
   local bufnr = helpers.edit_attached(notes, wait_for)
   local ns = vim.api.nvim_create_namespace('agentls.reviews')
 
+  -- agentls's messages: a warning whole; information arriving together on one line that fits.
+  local client = vim.lsp.get_clients({ bufnr = bufnr, name = 'agentls' })[1]
+  local show = client.handlers['window/showMessage']
+  show(nil, { type = 2, message = 'agentls: ' .. string.rep('w', 300) }, {})
+  show(nil, { type = 3, message = 'first' }, {})
+  show(nil, { type = 3, message = string.rep('i', 300) }, {})
+  wait_for('the information line', function()
+    return #output.notified == 2
+  end)
+  output.shown = output.notified
+  output.echospace = vim.v.echospace
+  output.notified = {}
+
   vim.cmd('AgentPrompt uppercase notes.txt')
   wait_for('two changes drawn', function()
     return #reviews.pending(bufnr) == 2

@@ -428,9 +428,12 @@ end
 
 local LEVELS = { vim.log.levels.ERROR, vim.log.levels.WARN, vim.log.levels.INFO, vim.log.levels.DEBUG }
 
+--- Information messages waiting to be shown (those that arrive together go out as one line).
+local queued_info = {}
+
 --- `window/showMessage` through vim.notify: errors and warnings whole, information on one
---- line that fits the command line (the whole text is in the chat and in the LSP log), so a
---- turn's summary never stops you at "Press ENTER".
+--- line that fits the command line (the whole text is in the chat and in the LSP log; several
+--- arriving together share the line), so a turn's messages never stop you at "Press ENTER".
 local function show_message(_, params)
   if not params or not params.message then
     return
@@ -440,10 +443,18 @@ local function show_message(_, params)
   if not vim.startswith(text, 'agentls') then
     text = 'agentls: ' .. text
   end
-  if level >= vim.log.levels.INFO then
-    text = fit(text, math.max(vim.v.echospace, 20))
+  if level > vim.log.levels.INFO then
+    vim.notify(text, level)
+    return
   end
-  vim.notify(text, level)
+  table.insert(queued_info, text)
+  if #queued_info == 1 then
+    vim.schedule(function()
+      local line = table.concat(queued_info, ' · ')
+      queued_info = {}
+      vim.notify(fit(line, math.max(vim.v.echospace, 20)), vim.log.levels.INFO)
+    end)
+  end
 end
 
 --- Neovim's per-buffer inlay hint state (`bufstates` in vim/lsp/inlay_hint.lua), or nil.
