@@ -310,9 +310,7 @@ local function enable_diagnostics(debounce_ms)
   })
 end
 
--- Starting the client ------------------------------------------------------------------------
-
--- Where agentls shows a document ----------------------------------------------------------------
+-- Handlers: where documents open, edits, messages, inlay hints --------------------------------
 
 --- Whether `bufnr` (a loaded buffer) or the file at `uri` is an agentls chat document: its
 --- first line is `# Chat with <agent>`.
@@ -497,6 +495,8 @@ end
 
 --- Handlers the plugin adds to the client (the user's own `handlers` win).
 local plugin_handlers = {}
+
+-- Starting the client ------------------------------------------------------------------------
 
 local function client_config(opts)
   return {

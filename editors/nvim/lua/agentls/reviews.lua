@@ -543,6 +543,21 @@ function M.setup(opts)
       mapped[args.buf] = nil
     end,
   })
+  -- agentls stopped: its reviews went with it.
+  vim.api.nvim_create_autocmd('LspDetach', {
+    group = group,
+    callback = function(args)
+      local client = vim.lsp.get_client_by_id(args.data and args.data.client_id or -1)
+      if client and client.name == NAME then
+        vim.schedule(function()
+          local get = vim.lsp.get_clients or vim.lsp.get_active_clients
+          if #get({ name = NAME }) == 0 then
+            M.clear()
+          end
+        end)
+      end
+    end,
+  })
   vim.api.nvim_create_user_command('AgentDiff', M.diff, {
     desc = "Show the agent's proposal for this file beside it in diff mode",
   })
