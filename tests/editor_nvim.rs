@@ -441,6 +441,7 @@ fn neovim_shows_a_proposal_inline_and_decides_it_with_keys() {
         "{out}"
     );
     assert_eq!(out["diff_windows"], 2, "{out}");
+    assert_eq!(out["diff_closed"], true, "{out}");
     let accepted = &out["after_accept"]["virt_lines"][0];
     assert_eq!(accepted["hl"], "AgentlsReviewAccepted", "{out}");
     assert_eq!(out["keys_after"], 0, "{out}");

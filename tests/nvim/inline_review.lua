@@ -83,8 +83,12 @@ local ok, err = xpcall(function()
       output.diff_windows = output.diff_windows + 1
     end
   end
-  vim.cmd('close')
-  vim.api.nvim_set_current_buf(bufnr)
+  -- `q` closes it, and the file's window leaves diff mode.
+  vim.api.nvim_feedkeys('q', 'xt', false)
+  wait_for('the diff view to close', function()
+    return not vim.api.nvim_buf_is_valid(view) and not vim.wo.diff
+  end)
+  output.diff_closed = vim.api.nvim_get_current_buf() == bufnr and #vim.api.nvim_tabpage_list_wins(0) == 1
 
   -- The keys, typed: accept on the first change, reject on the second.
   vim.api.nvim_win_set_cursor(0, { 2, 3 })
