@@ -344,6 +344,10 @@ fn neovim_user_commands_drive_the_conversation() {
     eprintln!("checkhealth agentls:\n{health}");
     assert!(health.contains("agentls 0.1.0 ("), "{health}");
     assert!(
+        health.contains("OK Neovim 0.11.4 (the plugin needs 0.10 or newer)"),
+        "{health}"
+    );
+    assert!(
         health.contains("agent demo (default): prompting")
             || health.contains("agent demo (default): running"),
         "{health}"
@@ -355,7 +359,7 @@ fn neovim_user_commands_drive_the_conversation() {
 }
 
 /// The demo agent's proposal shown inline by the shipped plugin: each change's old line
-/// highlighted with its new text as a virtual line under it and a label naming the keys; `]r`
+/// highlighted with its new text as a virtual line under it and a label naming the keys; `]e`
 /// goes from change to change; `:AgentDiff` opens the proposal beside the buffer in diff mode;
 /// `\aa` on the first change accepts it and `\ar` on the second rejects it, after which the
 /// marks and the buffer-local keys are gone and the buffer holds the accepted change only.
@@ -364,6 +368,17 @@ fn neovim_shows_a_proposal_inline_and_decides_it_with_keys() {
     let Some((out, _notes, ctx)) = run_on_file("inline_review.lua", "notes.txt", NOTES) else {
         return;
     };
+    // A warning is shown whole; information arriving together shares one line that fits.
+    let shown = out["shown"].as_array().unwrap();
+    assert_eq!(shown[0], format!("agentls: {}", "w".repeat(300)), "{out}");
+    let info = shown[1].as_str().unwrap();
+    assert!(info.starts_with("agentls: first · agentls: iii"), "{info}");
+    assert!(info.ends_with('…'), "{info}");
+    assert_eq!(
+        info.chars().count() as u64,
+        out["echospace"].as_u64().unwrap(),
+        "{info}"
+    );
     let rows: Vec<_> = out["pending"]
         .as_array()
         .unwrap()
@@ -396,7 +411,7 @@ fn neovim_shows_a_proposal_inline_and_decides_it_with_keys() {
         json!({"row": 1, "end_row": 2, "hl": "AgentlsReviewOld"}),
         "{out}"
     );
-    for key in [r"\aa", r"\ar", r"\aA", r"\aR", r"\ad", "]r", "[r"] {
+    for key in [r"\aa", r"\ar", r"\aA", r"\aR", r"\ad", "]e", "[e"] {
         assert!(
             out["keys"].as_array().unwrap().contains(&json!(key)),
             "{key} not mapped: {}",
@@ -426,6 +441,7 @@ fn neovim_shows_a_proposal_inline_and_decides_it_with_keys() {
         "{out}"
     );
     assert_eq!(out["diff_windows"], 2, "{out}");
+    assert_eq!(out["diff_closed"], true, "{out}");
     let accepted = &out["after_accept"]["virt_lines"][0];
     assert_eq!(accepted["hl"], "AgentlsReviewAccepted", "{out}");
     assert_eq!(out["keys_after"], 0, "{out}");
@@ -434,6 +450,21 @@ fn neovim_shows_a_proposal_inline_and_decides_it_with_keys() {
         NOTES.replace("TODO buy milk", "TODO BUY MILK"),
         "{out}\n{ctx}"
     );
+    // A change that landed without asking (another file): its text marked, what was there
+    // before under it, and `\aa` undoes it (the script waits for that).
+    let landed = &out["landed"];
+    assert_eq!(
+        landed["labels"][0]["text"],
+        r"  demo changed this without asking (1/1)  \aa undo · \ar keep",
+        "{out}"
+    );
+    assert_eq!(
+        landed["virt_lines"],
+        json!([{"row": 1, "text": "TODO later", "hl": "AgentlsReviewOld"}]),
+        "{out}"
+    );
+    assert_eq!(landed["highlighted"][0]["hl"], "AgentlsReviewNew", "{out}");
+    assert_eq!(out["landed_buffer"], "keep\nTODO LATER\n", "{out}");
 }
 
 /// The README's code blocks, run as written: the lazy.nvim spec set up the way lazy.nvim does it

@@ -221,7 +221,7 @@ fn file_line(screen: &str, text: &str) -> bool {
 
 /// The whole conversation: `:AgentChat`, a message typed under `## You` and sent with
 /// `:AgentSend`, the reply streaming in on screen, the proposal shown inline in the file with
-/// its keys, `\aa` on the first change, `]r` then `\ar` on the second, `:wa` and `:qa` with no
+/// its keys, `\aa` on the first change, `]e` then `\ar` on the second, `:wa` and `:qa` with no
 /// question or error on the screen, and the file holding exactly the accepted change.
 #[test]
 fn neovim_in_tmux_chats_accepts_one_change_rejects_the_other_and_quits() {
@@ -254,7 +254,7 @@ fn neovim_in_tmux_chats_accepts_one_change_rejects_the_other_and_quits() {
         s.screen.keys(&["\\", "a", "a"]);
         s.screen.wait_for("demo: change 1/2 ACCEPTED");
         s.capture("first-accepted");
-        s.screen.keys(&["]", "r"]);
+        s.screen.keys(&["]", "e"]);
         s.screen.keys(&["\\", "a", "r"]);
         // The accepted change lands in the buffer; the rejected one never does; the turn ends.
         let screen = s
@@ -323,10 +323,10 @@ fn neovim_in_tmux_takes_a_file_the_agent_wrote_as_saved_and_keeps_a_selection() 
 
         s.command("AgentPrompt uppercase notes.txt @diskwrite");
         s.screen.wait_for("demo: change 2/2");
-        s.screen.keys(&["g", "g", "]", "r"]);
+        s.screen.keys(&["g", "g", "]", "e"]);
         s.screen.keys(&["\\", "a", "a"]);
         s.screen.wait_for("demo: change 1/2 ACCEPTED");
-        s.screen.keys(&["]", "r"]);
+        s.screen.keys(&["]", "e"]);
         s.screen.keys(&["\\", "a", "r"]);
         let screen = s
             .screen
@@ -345,7 +345,8 @@ fn neovim_in_tmux_takes_a_file_the_agent_wrote_as_saved_and_keeps_a_selection() 
 
 /// With inlay hints on (`vim.lsp.inlay_hint.enable(true)`), agentls's hints with a proposal's
 /// new text show as soon as agentls refreshes them, with no key pressed, and go once the
-/// changes are decided.
+/// changes are decided. Then a command the agent runs makes agentls write the buffer, which is
+/// then not left modified.
 #[test]
 fn neovim_in_tmux_draws_inlay_hints_on_refresh() {
     let Some(tmux) = peers::binary("AGENTLS_TEST_TMUX", "tmux") else {
@@ -371,7 +372,29 @@ fn neovim_in_tmux_draws_inlay_hints_on_refresh() {
         });
         s.capture("hints-gone");
         s.assert_no_complaint(&screen);
-        s.command("wq");
+        // The accepted changes are in the buffer only, until agentls writes it for a command
+        // the agent runs (allowed in Neovim's dialog): then the buffer, equal to its file, is
+        // not left modified, and `:q` just quits.
+        assert!(screen.contains("[+]"), "{screen}");
+        assert_eq!(s.notes(), NOTES, "{name}");
+        s.command("AgentPrompt @run cat notes.txt");
+        s.screen.wait_for("1: Run it");
+        s.screen.keys(&["1", "Enter"]);
+        let screen = s
+            .screen
+            .wait_until("the command's end, the buffer saved", |screen| {
+                screen.contains("The command printed") && !screen.contains("[+]")
+            });
+        s.capture("written-for-a-command");
+        s.assert_no_complaint(&screen);
+        s.command("q");
         s.screen.wait_exit();
+        assert_eq!(
+            s.notes(),
+            NOTES
+                .replace("TODO call the plumber", "TODO CALL THE PLUMBER")
+                .replace("TODO buy milk", "TODO BUY MILK"),
+            "{name}"
+        );
     }
 }

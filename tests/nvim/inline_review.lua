@@ -1,6 +1,6 @@
 -- Driven by tests/editor_nvim.rs: the shipped plugin shows the demo agent's two-change proposal
 -- inline (the old lines highlighted, the new ones as virtual lines under them, a label with the
--- keys), `]r` goes from one change to the next, :AgentDiff shows the proposal beside the buffer
+-- keys), `]e` goes from one change to the next, :AgentDiff shows the proposal beside the buffer
 -- in diff mode, and the plugin's keys accept the first change and reject the second as a user
 -- types them; then the marks and the keys are gone. Prints what happened as ONE JSON line.
 --
@@ -22,6 +22,19 @@ local ok, err = xpcall(function()
   local reviews = require('agentls.reviews')
   local bufnr = helpers.edit_attached(notes, wait_for)
   local ns = vim.api.nvim_create_namespace('agentls.reviews')
+
+  -- agentls's messages: a warning whole; information arriving together on one line that fits.
+  local client = vim.lsp.get_clients({ bufnr = bufnr, name = 'agentls' })[1]
+  local show = client.handlers['window/showMessage']
+  show(nil, { type = 2, message = 'agentls: ' .. string.rep('w', 300) }, {})
+  show(nil, { type = 3, message = 'first' }, {})
+  show(nil, { type = 3, message = string.rep('i', 300) }, {})
+  wait_for('the information line', function()
+    return #output.notified == 2
+  end)
+  output.shown = output.notified
+  output.echospace = vim.v.echospace
+  output.notified = {}
 
   vim.cmd('AgentPrompt uppercase notes.txt')
   wait_for('two changes drawn', function()
@@ -52,11 +65,11 @@ local ok, err = xpcall(function()
   end, vim.api.nvim_buf_get_keymap(bufnr, 'n'))
   table.sort(output.keys)
 
-  -- ]r from the top goes to the first change, then to the second.
+  -- ]e from the top goes to the first change, then to the second.
   vim.api.nvim_win_set_cursor(0, { 1, 0 })
-  vim.api.nvim_feedkeys(']r', 'xt', false)
+  vim.api.nvim_feedkeys(']e', 'xt', false)
   output.first_jump = vim.api.nvim_win_get_cursor(0)[1]
-  vim.api.nvim_feedkeys(']r', 'xt', false)
+  vim.api.nvim_feedkeys(']e', 'xt', false)
   output.second_jump = vim.api.nvim_win_get_cursor(0)[1]
 
   -- :AgentDiff: the proposal beside the buffer, both windows in diff mode.
@@ -70,8 +83,12 @@ local ok, err = xpcall(function()
       output.diff_windows = output.diff_windows + 1
     end
   end
-  vim.cmd('close')
-  vim.api.nvim_set_current_buf(bufnr)
+  -- `q` closes it, and the file's window leaves diff mode.
+  vim.api.nvim_feedkeys('q', 'xt', false)
+  wait_for('the diff view to close', function()
+    return not vim.api.nvim_buf_is_valid(view) and not vim.wo.diff
+  end)
+  output.diff_closed = vim.api.nvim_get_current_buf() == bufnr and #vim.api.nvim_tabpage_list_wins(0) == 1
 
   -- The keys, typed: accept on the first change, reject on the second.
   vim.api.nvim_win_set_cursor(0, { 2, 3 })
@@ -92,6 +109,32 @@ local ok, err = xpcall(function()
   end)
   output.keys_after = #vim.api.nvim_buf_get_keymap(bufnr, 'n')
   output.buffer = helpers.buffer_text(bufnr)
+
+  -- A change made without asking (the agent in a mode that never asks), in another file:
+  -- shown the other way round, and `\\aa` undoes it.
+  wait_for('the first turn to end', function()
+    for _, message in ipairs(output.notified) do
+      if message:find('end_turn', 1, true) then
+        return true
+      end
+    end
+  end)
+  local other = vim.fs.joinpath(vim.fs.dirname(notes), 'other.txt')
+  vim.fn.writefile({ 'keep', 'TODO later' }, other)
+  local other_buf = helpers.edit_attached(other, wait_for)
+  vim.cmd('AgentPrompt uppercase other.txt @unasked')
+  wait_for('the landed change drawn', function()
+    return #reviews.pending(other_buf) == 1
+  end)
+  bufnr = other_buf
+  output.landed = marks()
+  output.landed_buffer = helpers.buffer_text(other_buf)
+  vim.api.nvim_win_set_cursor(0, { 2, 0 })
+  vim.api.nvim_feedkeys('\\aa', 'xt', false)
+  wait_for('the landed change undone', function()
+    return #reviews.pending(other_buf) == 0
+      and vim.api.nvim_buf_get_lines(other_buf, 1, 2, true)[1] == 'TODO later'
+  end)
 end, debug.traceback)
 
 helpers.finish(ok, err, output)

@@ -1,12 +1,12 @@
--- agentls for Neovim: starts the agentls language server for your files and tells it what you
--- select (the `agentls/didChangeSelection` notification), so an agent can see "the code I
--- selected", and what your other language servers report (`agentls/didChangeDiagnostics`). Neovim 0.11+ uses vim.lsp.config/vim.lsp.enable; 0.8-0.10 fall back to
--- vim.lsp.start from a FileType autocmd.
+-- agentls for Neovim (0.10+): starts the agentls language server for your files (0.11+ through
+-- vim.lsp.config/vim.lsp.enable, 0.10 through vim.lsp.start from a FileType autocmd), tells it
+-- what you select (`agentls/didChangeSelection`) and what your other language servers report
+-- (`agentls/didChangeDiagnostics`), and sets up the rest: user commands (agentls/commands.lua),
+-- reviews inline (agentls/reviews.lua), buffers taken as saved once the disk caught up
+-- (agentls/disk.lua), and handlers that place chats and files, and keep agentls's messages and
+-- edits from stopping you at "Press ENTER".
 --
---   vim.opt.rtp:append('/path/to/agentls/editors/nvim')
---   require('agentls').setup({})
---
--- See README.md next to this directory for the options.
+--   require('agentls').setup({})   -- with editors/nvim on the runtime path (see README.md)
 
 local M = {}
 
@@ -310,9 +310,7 @@ local function enable_diagnostics(debounce_ms)
   })
 end
 
--- Starting the client ------------------------------------------------------------------------
-
--- Where agentls shows a document ----------------------------------------------------------------
+-- Handlers: where documents open, edits, messages, inlay hints --------------------------------
 
 --- Whether `bufnr` (a loaded buffer) or the file at `uri` is an agentls chat document: its
 --- first line is `# Chat with <agent>`.
@@ -404,7 +402,8 @@ local function apply_edit(_, params, ctx)
     end
     for _, uri in ipairs(uris) do
       local bufnr = vim.uri_to_bufnr(uri)
-      if vim.api.nvim_buf_is_loaded(bufnr) then
+      -- A chat is agentls's own: no agent writes it to disk behind the buffer.
+      if vim.api.nvim_buf_is_loaded(bufnr) and not is_chat(uri, bufnr) then
         require('agentls.disk').after_edit(bufnr)
       end
     end
@@ -427,9 +426,12 @@ end
 
 local LEVELS = { vim.log.levels.ERROR, vim.log.levels.WARN, vim.log.levels.INFO, vim.log.levels.DEBUG }
 
+--- Information messages waiting to be shown (those that arrive together go out as one line).
+local queued_info = {}
+
 --- `window/showMessage` through vim.notify: errors and warnings whole, information on one
---- line that fits the command line (the whole text is in the chat and in the LSP log), so a
---- turn's summary never stops you at "Press ENTER".
+--- line that fits the command line (the whole text is in the chat and in the LSP log; several
+--- arriving together share the line), so a turn's messages never stop you at "Press ENTER".
 local function show_message(_, params)
   if not params or not params.message then
     return
@@ -439,10 +441,18 @@ local function show_message(_, params)
   if not vim.startswith(text, 'agentls') then
     text = 'agentls: ' .. text
   end
-  if level >= vim.log.levels.INFO then
-    text = fit(text, math.max(vim.v.echospace, 20))
+  if level > vim.log.levels.INFO then
+    vim.notify(text, level)
+    return
   end
-  vim.notify(text, level)
+  table.insert(queued_info, text)
+  if #queued_info == 1 then
+    vim.schedule(function()
+      local line = table.concat(queued_info, ' · ')
+      queued_info = {}
+      vim.notify(fit(line, math.max(vim.v.echospace, 20)), vim.log.levels.INFO)
+    end)
+  end
 end
 
 --- Neovim's per-buffer inlay hint state (`bufstates` in vim/lsp/inlay_hint.lua), or nil.
@@ -485,6 +495,8 @@ end
 
 --- Handlers the plugin adds to the client (the user's own `handlers` win).
 local plugin_handlers = {}
+
+-- Starting the client ------------------------------------------------------------------------
 
 local function client_config(opts)
   return {

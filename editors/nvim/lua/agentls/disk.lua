@@ -11,11 +11,8 @@ local M = {}
 
 local uv = vim.uv or vim.loop
 
---- bufnr -> { fs_event, timer } watching its file's folder until the disk catches up.
+--- bufnr -> { fs_event } watching its file's folder until the disk catches up.
 local watches = {}
---- How long a buffer agentls edited waits for its file to catch up.
-M.WATCH_MS = 60000
-
 --- The text `bufnr` would write, or nil when Neovim would convert it on writing (another
 --- encoding, CRLF, a BOM): then nothing here is sure to match and nothing is done.
 local function text_to_write(bufnr)
@@ -54,8 +51,16 @@ function M.matches_disk(bufnr)
     return false
   end
   local text = text_to_write(bufnr)
-  return text ~= nil and text == read_file(path)
+  if text == nil then
+    return false
+  end
+  -- The size first: most buffers that differ from their file differ in it, and a stat is cheap.
+  local stat = uv.fs_stat(path)
+  return stat ~= nil and stat.size == #text and text == read_file(path)
 end
+
+--- bufnr -> true once its FileChangedShell autocmd is set.
+local guarded = {}
 
 local function unwatch(bufnr)
   local watch = watches[bufnr]
@@ -82,8 +87,9 @@ function M.settle(bufnr)
   return true
 end
 
---- Settles `bufnr` now, or once its file catches up (watched for M.WATCH_MS): called after
---- agentls edited the buffer.
+--- Settles `bufnr` now, or once its file catches up (watched until the buffer is written,
+--- settled or wiped): called after agentls edited the buffer. agentls writes such a buffer to
+--- disk itself before an agent's command runs, and agents write their files whenever they like.
 function M.after_edit(bufnr)
   if M.settle(bufnr) or watches[bufnr] or not vim.bo[bufnr].modified then
     return
@@ -93,11 +99,11 @@ function M.after_edit(bufnr)
     return
   end
   local dir, name = vim.fs.dirname(path), vim.fs.basename(path)
-  local event, timer = uv.new_fs_event(), uv.new_timer()
-  if not event or not timer then
+  local event = uv.new_fs_event()
+  if not event then
     return
   end
-  watches[bufnr] = { event, timer }
+  watches[bufnr] = { event }
   -- The folder, not the file: a file replaced by a rename keeps no watch of its own.
   event:start(dir, {}, function(err, filename)
     if not err and (filename == nil or filename == name) then
@@ -106,33 +112,43 @@ function M.after_edit(bufnr)
       end)
     end
   end)
-  timer:start(M.WATCH_MS, 0, vim.schedule_wrap(function()
-    unwatch(bufnr)
-  end))
 end
 
---- Sets up the autocmds: a changed file whose text the buffer already holds is reloaded
---- without a question (any other change gets Neovim's usual one), and before writing or
---- quitting every buffer that matches its file is taken as unmodified.
+--- Sets up the autocmds: in a buffer agentls serves, a changed file whose text the buffer
+--- already holds is reloaded without a question (any other change gets Neovim's usual one), and
+--- before quitting every buffer that matches its file is taken as unmodified.
 function M.setup()
   local group = vim.api.nvim_create_augroup('agentls.disk', { clear = true })
-  vim.api.nvim_create_autocmd('FileChangedShell', {
+  guarded = {}
+  -- On the buffers agentls serves only: others keep whatever Neovim and your config do.
+  vim.api.nvim_create_autocmd('LspAttach', {
     group = group,
     callback = function(args)
-      local ours = #(vim.lsp.get_clients or vim.lsp.get_active_clients)({ bufnr = args.buf, name = 'agentls' }) > 0
-      local reason = vim.v.fcs_reason
-      if ours and (reason == 'conflict' or reason == 'changed') and M.matches_disk(args.buf) then
-        vim.v.fcs_choice = 'reload'
-      else
-        vim.v.fcs_choice = 'ask'
+      local client = vim.lsp.get_client_by_id(args.data and args.data.client_id or -1)
+      if not client or client.name ~= 'agentls' or guarded[args.buf] then
+        return
       end
+      guarded[args.buf] = true
+      vim.api.nvim_create_autocmd('FileChangedShell', {
+        group = group,
+        buffer = args.buf,
+        callback = function(ev)
+          local reason = vim.v.fcs_reason
+          if (reason == 'conflict' or reason == 'changed') and M.matches_disk(ev.buf) then
+            vim.v.fcs_choice = 'reload'
+          elseif vim.v.fcs_choice == '' then
+            -- As if there were no autocommand: Neovim asks.
+            vim.v.fcs_choice = 'ask'
+          end
+        end,
+      })
     end,
   })
-  -- Before the file's time is checked on writing.
-  vim.api.nvim_create_autocmd('BufWritePre', {
+  -- Saved by you: nothing to wait for.
+  vim.api.nvim_create_autocmd('BufWritePost', {
     group = group,
     callback = function(args)
-      M.settle(args.buf)
+      unwatch(args.buf)
     end,
   })
   -- Before Neovim counts the buffers with unsaved changes (E37, E162).
@@ -146,10 +162,13 @@ function M.setup()
       end
     end,
   })
-  vim.api.nvim_create_autocmd('BufWipeout', {
+  vim.api.nvim_create_autocmd({ 'BufUnload', 'BufWipeout' }, {
     group = group,
     callback = function(args)
       unwatch(args.buf)
+      if args.event == 'BufWipeout' then
+        guarded[args.buf] = nil
+      end
     end,
   })
 end

@@ -1,4 +1,4 @@
--- `:checkhealth agentls`: the binary the plugin runs (found, its version), the running clients,
+-- `:checkhealth agentls`: the Neovim version, the binary the plugin runs (found, its version), the running clients,
 -- the agents agentls knows and how each stands, and what `agentls doctor` says of the config.
 
 local M = {}
@@ -42,6 +42,13 @@ end
 
 function M.check()
   local health = vim.health
+  health.start('agentls: Neovim')
+  local v = vim.version()
+  if vim.fn.has('nvim-0.10') == 1 then
+    health.ok(('Neovim %d.%d.%d (the plugin needs 0.10 or newer)'):format(v.major, v.minor, v.patch))
+  else
+    health.error(('Neovim %d.%d.%d: the plugin needs 0.10 or newer'):format(v.major, v.minor, v.patch))
+  end
   health.start('agentls: the server')
   local exe = program()
   if vim.fn.executable(exe) ~= 1 then

@@ -24,8 +24,8 @@ M.defaults = {
     reject = '<leader>ar', -- reject the change under the cursor
     accept_all = '<leader>aA', -- accept every open change in this file
     reject_all = '<leader>aR', -- reject every open change in this file
-    next = ']r', -- go to the next change
-    prev = '[r', -- go to the previous change
+    next = ']e', -- go to the next change (]r, [r are spelling motions)
+    prev = '[e', -- go to the previous change
     diff = '<leader>ad', -- :AgentDiff
   },
 }
@@ -541,6 +541,21 @@ function M.setup(opts)
     callback = function(args)
       drawn[args.buf] = nil
       mapped[args.buf] = nil
+    end,
+  })
+  -- agentls stopped: its reviews went with it.
+  vim.api.nvim_create_autocmd('LspDetach', {
+    group = group,
+    callback = function(args)
+      local client = vim.lsp.get_client_by_id(args.data and args.data.client_id or -1)
+      if client and client.name == NAME then
+        vim.schedule(function()
+          local get = vim.lsp.get_clients or vim.lsp.get_active_clients
+          if #get({ name = NAME }) == 0 then
+            M.clear()
+          end
+        end)
+      end
     end,
   })
   vim.api.nvim_create_user_command('AgentDiff', M.diff, {
