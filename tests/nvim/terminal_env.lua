@@ -24,7 +24,7 @@ local ok, err = xpcall(function()
   -- The README's Neovim one-liner, with `agent` for 'claude'.
   vim.lsp.get_clients({ name = 'agentls', bufnr = 0 })[1]:request('workspace/executeCommand',
     { command = 'agentls.terminalEnv', arguments = {} },
-    function(_, env) vim.cmd('botright split'); vim.fn.termopen(agent, { env = env }) end)
+    function(_, env) vim.cmd('botright split'); vim.fn.jobstart(agent, { term = true, env = env }) end)
 
   assert(vim.wait(10000, function()
     local f = io.open(output, 'r')
