@@ -452,10 +452,12 @@ async fn gemini_rejected_edit_changes_nothing() {
         "start + turn",
         started.elapsed().as_secs_f64(),
     );
-    // Its only sight of the tool call was the permission request, which still counts.
+    // Its only sight of the tool call was the permission request, which still counts, as
+    // declined by the user (not as a failure).
     assert_eq!(
         summary,
-        "gemini: end_turn · 1 tool call — “Understood: I left notes.txt alone.”"
+        "gemini: end_turn · 1 tool call · 1 declined by you (Writing to notes.txt) — \
+         “Understood: I left notes.txt alone.”"
     );
     assert_eq!(client.document(&uri).text, original);
     assert_eq!(std::fs::read_to_string(path_of(&uri)).unwrap(), original);
