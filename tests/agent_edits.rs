@@ -292,6 +292,38 @@ async fn a_change_made_without_asking_is_shown_for_keep_or_undo() {
     assert!(client.shutdown().await.success());
 }
 
+/// A change the user rejected, proposed again in a later turn and written without asking this
+/// time, lands: the earlier verdict covered only the earlier turn's write (it used to turn the
+/// new write into the old accepted text, silently).
+#[tokio::test]
+async fn a_rejected_change_written_in_a_later_turn_lands() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let original = "// TODO a\nx\nx\nx\nx\nx\nx\n// TODO b\n";
+    let uri = client.open("notes.txt", "text", original).await;
+    client.prompt("uppercase notes.txt").await;
+    client.wait_for_review(&uri).await;
+    client
+        .run_code_action_at(&uri, range(0, 0, 0, 1), "Accept change 1/2")
+        .await;
+    client
+        .run_code_action_at(&uri, range(7, 0, 7, 1), "Reject change 2/2")
+        .await;
+    client.take_message("demo: end_turn").await;
+    let decided = "// TODO A\nx\nx\nx\nx\nx\nx\n// TODO b\n";
+    support::eventually(|| client.document(&uri).text == decided)
+        .await
+        .unwrap_or_else(|| panic!("{:?}", client.document(&uri).text));
+    client.prompt("uppercase notes.txt @unasked").await;
+    client
+        .take_message("demo changed notes.txt without asking (1 change)")
+        .await;
+    assert_eq!(
+        client.document(&uri).text,
+        "// TODO A\nx\nx\nx\nx\nx\nx\n// TODO B\n"
+    );
+    assert!(client.shutdown().await.success());
+}
+
 /// The same for a file that is not open: Undo writes the old text back to the disk.
 #[tokio::test]
 async fn a_change_made_without_asking_to_a_closed_file_can_be_undone() {

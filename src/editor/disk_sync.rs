@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use super::state::{State, StateHandle};
 use super::{EffectSender, Level, diff, file_name, files};
@@ -27,6 +28,8 @@ const LOOK_ANYWAY_EVERY: Duration = Duration::from_secs(1);
 /// What an accepted review leads agentls to expect on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expectation {
+    /// Who proposed: the origin's key (its next turn ends the expectation).
+    pub origin: String,
     /// Who proposed (for messages).
     pub label: String,
     /// The text the proposal was diffed against.
@@ -55,9 +58,24 @@ struct Target {
     made: tokio::time::Instant,
     /// Wakes its watcher: the workspace watcher saw the file change.
     disk_changed: Arc<Notify>,
+    /// Stops its watcher: the origin moved on (a correction taken leaves the watcher on: an
+    /// agent may write the proposal both through agentls and to disk).
+    over: CancellationToken,
 }
 
 impl Expectations {
+    /// `origin` began a new turn: what it writes from now on is a new decision, not the late
+    /// write of a change reviewed before (the same text may well be proposed again).
+    pub fn forget_origin(&mut self, origin: &str) {
+        self.targets.retain(|_, t| {
+            let keep = t.expectation.origin != origin;
+            if !keep {
+                t.over.cancel();
+            }
+            keep
+        });
+    }
+
     /// Whether `disk` at `path` is a settled review's late write that this module takes care
     /// of (its whole proposal, or the accepted text).
     pub fn accounts_for(&self, path: &Path, disk: &str) -> bool {
@@ -108,10 +126,12 @@ impl State {
         // Verdicts whose write never came are forgotten once they can no longer correct one.
         targets.retain(|_, t| t.made.elapsed() <= CORRECT_FOR);
         let disk_changed = Arc::new(Notify::new());
+        let over = CancellationToken::new();
         let target = Target {
             expectation: expectation.clone(),
             made,
             disk_changed: Arc::clone(&disk_changed),
+            over: over.clone(),
         };
         targets.insert(path.clone(), target);
         let me = self.me.clone();
@@ -119,7 +139,13 @@ impl State {
         // An open file as the user last saved it, now: a correction agentls is about to write
         // must not be taken for it.
         let saved = self.documents.get(&path).map(|d| d.saved_text());
-        tokio::spawn(watch(path, expectation, saved, me, effects, disk_changed));
+        let watcher = watch(path, expectation, saved, me, effects, disk_changed);
+        tokio::spawn(async move {
+            tokio::select! {
+                () = watcher => {}
+                () = over.cancelled() => {}
+            }
+        });
     }
 
     /// The workspace watcher saw `path` change: its expected write's watcher looks.
@@ -221,6 +247,7 @@ mod tests {
 
     fn expecting(path: &Path) -> Expectations {
         let expectation = Expectation {
+            origin: "test:agent".into(),
             label: "agent".into(),
             base: "a\nb\nc\n".into(),
             accepted: "A\nb\nc\n".into(),
@@ -232,6 +259,7 @@ mod tests {
             expectation,
             made: tokio::time::Instant::now(),
             disk_changed: Arc::default(),
+            over: CancellationToken::new(),
         };
         expectations.targets.insert(path.to_owned(), target);
         expectations
@@ -255,6 +283,13 @@ mod tests {
         let mut expectations = expecting(path);
         let corrected = expectations.take_correction(path, "A\nb\nC\n", Some("a\nb\nc\nd\n"));
         assert_eq!(corrected.as_deref(), Some("A\nb\nc\nd\n"));
+        // The origin's next turn: the same text is a new decision.
+        let mut expectations = expecting(path);
+        expectations.forget_origin("test:agent");
+        assert_eq!(
+            expectations.take_correction(path, "A\nb\nC\n", Some("a\nb\nc\n")),
+            None
+        );
         // Another text is not the reviewed proposal.
         let mut expectations = expecting(path);
         assert_eq!(

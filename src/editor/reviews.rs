@@ -702,6 +702,7 @@ impl State {
         let mut review = self.reviews.remove(index);
         if matches!(verdict, Verdict::Accepted { .. }) && review.kind == ReviewKind::Proposal {
             let expectation = Expectation {
+                origin: review.origin.key.clone(),
                 label: review.origin.label.clone(),
                 accepted: review.accepted_over_base(),
                 settled_disk: review

@@ -50,6 +50,7 @@ impl State {
     /// `origin`'s turn began: disk changes from now on may be its own, except in `own_files`,
     /// the folders where it keeps its own state.
     pub fn turn_started(&mut self, origin: Origin, own_files: Vec<PathBuf>) {
+        self.expectations.forget_origin(&origin.key);
         self.unasked.turns.retain(|(o, _)| *o != origin);
         self.unasked.own_files.insert(origin.key.clone(), own_files);
         self.unasked.turns.push((origin, None));
