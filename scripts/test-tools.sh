@@ -209,10 +209,11 @@ else
 fi
 
 # --- Emacs 30 (begin) ---
-# Emacs 30.1 with its built-in eglot, beside 28.2 without replacing it: Debian
-# bookworm-backports' packages downloaded and unpacked (not installed) into the cache, run by a
-# wrapper that points it at its own files. Needs apt-get as root once (the backports source,
-# libtree-sitter0): 23 MB download, 130 MB on disk, ~10 s; nothing when installed.
+# Emacs 30.1 with its built-in eglot (tests/editor_emacs.rs), beside 28.2 without replacing it:
+# Debian bookworm-backports' packages downloaded with a private apt state (the system's sources
+# are left alone) and unpacked (not installed) into the cache, run by a wrapper that points it at
+# its own files. Needs apt-get as root once (also for bookworm's libtree-sitter0): 23 MB
+# download, 130 MB on disk, ~10 s; nothing when installed.
 emacs30_version="1:30.1+1-6~bpo12+1"
 emacs30_dir="$cache/emacs-${emacs30_version#1:}"
 emacs30_ok() {
@@ -222,35 +223,40 @@ emacs30_ok() {
       >/dev/null 2>&1
 }
 if ! emacs30_ok && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ] &&
+  [ "$(dpkg --print-architecture 2>/dev/null)" = amd64 ] &&
   grep -q '^VERSION_CODENAME=bookworm' /etc/os-release 2>/dev/null; then
-  if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-    printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-      > /etc/apt/sources.list.d/bookworm-backports.sources
-  fi
-  if ! apt-cache show "emacs-nox=$emacs30_version" >/dev/null 2>&1; then apt-get update -qq >&2 || true; fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libtree-sitter0 >&2 || true
-  rm -rf "$emacs30_dir" && mkdir -p "$emacs30_dir/debs"
-  if (cd "$emacs30_dir/debs" && apt-get download -qq "emacs-nox=$emacs30_version" \
-    "emacs-bin-common=$emacs30_version" "emacs-common=$emacs30_version" >&2 2>/dev/null); then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libtree-sitter0 >&2 ||
+    { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends libtree-sitter0 >&2; } || true
+  apt_dir="$cache/apt-bookworm-backports"
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main" \
+    > "$apt_dir/sources.list"
+  apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache" -o APT::Sandbox::User=root)
+  rm -rf "$emacs30_dir" && mkdir -p "$emacs30_dir/debs" "$emacs30_dir/root"
+  if apt-get "${apt_opts[@]}" update -qq >&2 &&
+    (cd "$emacs30_dir/debs" && apt-get "${apt_opts[@]}" download -qq "emacs-nox=$emacs30_version" \
+      "emacs-bin-common=$emacs30_version" "emacs-common=$emacs30_version" >&2); then
     for deb in "$emacs30_dir"/debs/*.deb; do dpkg -x "$deb" "$emacs30_dir/root"; done
-    rm -rf "$emacs30_dir/debs"
-    root="$emacs30_dir/root"
-    share="$root/usr/share/emacs/30.1"
-    libexec=$(echo "$root"/usr/libexec/emacs/30.1/*-linux-gnu)
+    share="$emacs30_dir/root/usr/share/emacs/30.1"
+    libexec=$(echo "$emacs30_dir"/root/usr/libexec/emacs/30.1/*-linux-gnu)
     dump=$(echo "$libexec"/emacs-*.pdmp)
     cat > "$emacs30_dir/emacs" <<EOF
 #!/bin/sh
 # Emacs 30.1 unpacked from Debian's bookworm-backports (scripts/test-tools.sh).
 exec env EMACSLOADPATH='$share/lisp' EMACSDATA='$share/etc' EMACSDOC='$share/etc' \\
-  EMACSPATH='$libexec' '$root/usr/bin/emacs-nox' --dump-file='$dump' "\$@"
+  EMACSPATH='$libexec' '$emacs30_dir/root/usr/bin/emacs-nox' --dump-file='$dump' "\$@"
 EOF
     chmod +x "$emacs30_dir/emacs"
   fi
+  rm -rf "$emacs30_dir/debs" "$apt_dir"
+  emacs30_ok || { echo "test-tools: Emacs 30 from bookworm-backports did not run" >&2; rm -rf "$emacs30_dir"; }
 fi
 if emacs30_ok; then
   echo "export AGENTLS_TEST_EMACS30='$emacs30_dir/emacs'"
 else
-  echo "test-tools: Emacs 30 (bookworm-backports) not installed; the Emacs 30 tests will skip (fail under CI=true)" >&2
+  echo "test-tools: Emacs 30 (bookworm-backports, amd64, apt-get as root) not installed; the Emacs 30 tests will skip (fail under CI=true)" >&2
 fi
 # --- Emacs 30 (end) ---
 
