@@ -375,12 +375,15 @@ fn conversation(emacs: &Path, block: usize) {
     // The reply streamed into the chat buffer.
     let reply = out["chat_after_reply"].as_str().unwrap();
     assert!(
-        reply.contains("## You\n\nread notes.txt") || reply.contains("## You\nread notes.txt"),
+        reply.contains("## You\n\nread notes.txt\n\n## demo\n"),
         "{reply}"
     );
     assert!(reply.contains("Hello from the demo agent."), "{reply}");
     assert!(reply.contains("notes.txt has 6 lines."), "{reply}");
     assert!(reply.contains("_demo: end_turn"), "{reply}");
+
+    // A waiting turn stopped with `agentls-cancel`.
+    assert_eq!(out["cancelled"], true, "{ctx}");
 
     // The mode picker offered the demo agent's modes.
     let modes = strings(&out["modes_offered"]);

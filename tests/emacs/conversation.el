@@ -3,7 +3,8 @@
 ;; Driven by tests/editor_emacs.rs, in batch Emacs 28 + eglot 1.9 and Emacs 30: the init code
 ;; of editors/emacs/README.md (INIT_FILE, extracted by the Rust side) loads the package; then,
 ;; in notes.txt, `agentls-chat' starts agentls and opens a chat, a message typed under
-;; "## You" goes with `agentls-send' and the demo agent's reply streams into the chat buffer;
+;; "## You" goes with `agentls-send' and the demo agent's reply streams into the chat buffer,
+;; and a turn that waits is stopped with `agentls-cancel';
 ;; the region over notes.txt goes to agentls as the selection, `agentls-prompt' asks for the
 ;; TODO lines uppercased, and of the two changes proposed the first is accepted and the second
 ;; rejected through `eglot-code-actions', with no y/n question; notes.txt is saved and Emacs
@@ -133,6 +134,19 @@
                     (lambda () (string-match-p "_demo: end_turn" (test-buffer-text)))
                     30)
       (test-put 'chat_after_reply (test-buffer-text))
+
+      ;; A turn that waits until cancelled, stopped with `agentls-cancel'.
+      (goto-char (point-max))
+      (insert "@hang")
+      (call-interactively #'agentls-send)
+      (test-wait-in "the agent to hang" (current-buffer)
+                    (lambda () (string-match-p "Waiting until you cancel" (test-buffer-text)))
+                    20)
+      (call-interactively #'agentls-cancel)
+      (test-wait-in "the turn to end cancelled" (current-buffer)
+                    (lambda () (string-match-p "_demo: cancelled" (test-buffer-text)))
+                    20)
+      (test-put 'cancelled t)
 
       ;; The mode picker: the demo agent's modes, in the minibuffer.
       (let (offered)
