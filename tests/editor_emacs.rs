@@ -382,6 +382,18 @@ fn conversation(emacs: &Path, block: usize) {
     assert!(reply.contains("notes.txt has 6 lines."), "{reply}");
     assert!(reply.contains("_demo: end_turn"), "{reply}");
 
+    let versions = &out["chat_versions"];
+    assert_eq!(
+        versions[0], versions[1],
+        "Emacs's chat version, agentls's\n{ctx}"
+    );
+    // Every part of the replies went in at once: none was refused for a stale version.
+    let shown = strings(&out["shown_messages"]);
+    assert!(
+        !shown.iter().any(|m| m.contains("refuses")),
+        "{shown:?}\n{ctx}"
+    );
+
     // A waiting turn stopped with `agentls-cancel`.
     assert_eq!(out["cancelled"], true, "{ctx}");
 

@@ -54,6 +54,7 @@
 (declare-function eglot--TextDocumentIdentifier "eglot")
 (declare-function eglot--signal-textDocument/didChange "eglot")
 (declare-function eglot--server-info "eglot")
+(declare-function eglot--managed-buffers "eglot")
 
 ;;;; Settings
 
@@ -211,7 +212,7 @@ logged here."
 ;; What agentls applies is what you accepted, or a chat's reply: eglot's
 ;; question before a server's edit is left to other servers.
 (cl-defmethod eglot-handle-request :around
-  ((_server agentls-server) (_method (eql workspace/applyEdit)) &rest _)
+  ((server agentls-server) (_method (eql workspace/applyEdit)) &rest _)
   "Apply agentls's edit without asking (eglot 1.9 and 1.12+)."
   (defvar eglot-confirm-server-edits)
   (defvar eglot-confirm-server-initiated-edits)
@@ -222,6 +223,12 @@ logged here."
           (inhibit-message t)
           (following (agentls--chat-windows-at-end)))
       (prog1 (cl-call-next-method)
+        ;; agentls hears at once which version the edit made: eglot would tell it
+        ;; only once Emacs is idle, and an edit can count as several changes, so
+        ;; the next part of a reply would be refused for its version until then.
+        (dolist (buffer (eglot--managed-buffers server))
+          (when (buffer-live-p buffer)
+            (with-current-buffer buffer (eglot--signal-textDocument/didChange))))
         ;; A chat shown at its end follows the reply.
         (dolist (window following)
           (when (window-live-p window)

@@ -134,6 +134,13 @@
                     (lambda () (string-match-p "_demo: end_turn" (test-buffer-text)))
                     30)
       (test-put 'chat_after_reply (test-buffer-text))
+      ;; agentls knows the version its edits made of the chat, with no pause of the user's
+      ;; (eglot would send the change only once Emacs is idle).
+      (test-put 'chat_versions
+                (vector eglot--versioned-identifier
+                        (cl-loop for doc across (plist-get (test-state) :documents)
+                                 when (equal (plist-get doc :path) buffer-file-name)
+                                 return (plist-get doc :version))))
 
       ;; A turn that waits until cancelled, stopped with `agentls-cancel'.
       (goto-char (point-max))
