@@ -173,7 +173,13 @@ Eglot gives a buffer one server: list modes that have no other server."
 (defun agentls--server ()
   "The agentls to talk to from the current buffer, started if need be."
   (let ((server (or (agentls--find-server)
-                    (agentls--start (agentls--project)))))
+                    (progn
+                      (when (and (derived-mode-p 'agentls-chat-mode)
+                                 (not (agentls--chat-workspace default-directory)))
+                        ;; Its folder would become the workspace of a second agentls.
+                        (user-error "Which project this chat is of is unknown: \
+run the command from a file of that project"))
+                      (agentls--start (agentls--project))))))
     (setq agentls--last-server server)))
 
 (defun agentls--flush (server)
