@@ -208,6 +208,58 @@ else
   echo "test-tools: Emacs with eglot not found and not installable (apt-get as root); the Emacs test will skip (fail under CI=true)" >&2
 fi
 
+# --- Emacs 30 (begin) ---
+# Emacs 30.1 with its built-in eglot (tests/editor_emacs.rs), beside 28.2 without replacing it:
+# Debian bookworm-backports' packages downloaded with a private apt state (the system's sources
+# are left alone) and unpacked (not installed) into the cache, run by a wrapper that points it at
+# its own files. Needs apt-get as root once (also for bookworm's libtree-sitter0): 23 MB
+# download, 130 MB on disk, ~10 s; nothing when installed.
+emacs30_version="1:30.1+1-6~bpo12+1"
+emacs30_dir="$cache/emacs-${emacs30_version#1:}"
+emacs30_ok() {
+  [ -x "$emacs30_dir/emacs" ] &&
+    "$emacs30_dir/emacs" --batch -q --no-site-file \
+      --eval '(progn (require (quote eglot)) (kill-emacs (if (>= emacs-major-version 30) 0 1)))' \
+      >/dev/null 2>&1
+}
+if ! emacs30_ok && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ] &&
+  [ "$(dpkg --print-architecture 2>/dev/null)" = amd64 ] &&
+  grep -q '^VERSION_CODENAME=bookworm' /etc/os-release 2>/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libtree-sitter0 >&2 ||
+    { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends libtree-sitter0 >&2; } || true
+  apt_dir="$cache/apt-bookworm-backports"
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main" \
+    > "$apt_dir/sources.list"
+  apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache" -o APT::Sandbox::User=root)
+  rm -rf "$emacs30_dir" && mkdir -p "$emacs30_dir/debs" "$emacs30_dir/root"
+  if apt-get "${apt_opts[@]}" update -qq >&2 &&
+    (cd "$emacs30_dir/debs" && apt-get "${apt_opts[@]}" download -qq "emacs-nox=$emacs30_version" \
+      "emacs-bin-common=$emacs30_version" "emacs-common=$emacs30_version" >&2); then
+    for deb in "$emacs30_dir"/debs/*.deb; do dpkg -x "$deb" "$emacs30_dir/root"; done
+    share="$emacs30_dir/root/usr/share/emacs/30.1"
+    libexec=$(echo "$emacs30_dir"/root/usr/libexec/emacs/30.1/*-linux-gnu)
+    dump=$(echo "$libexec"/emacs-*.pdmp)
+    cat > "$emacs30_dir/emacs" <<EOF
+#!/bin/sh
+# Emacs 30.1 unpacked from Debian's bookworm-backports (scripts/test-tools.sh).
+exec env EMACSLOADPATH='$share/lisp' EMACSDATA='$share/etc' EMACSDOC='$share/etc' \\
+  EMACSPATH='$libexec' '$emacs30_dir/root/usr/bin/emacs-nox' --dump-file='$dump' "\$@"
+EOF
+    chmod +x "$emacs30_dir/emacs"
+  fi
+  rm -rf "$emacs30_dir/debs" "$apt_dir"
+  emacs30_ok || { echo "test-tools: Emacs 30 from bookworm-backports did not run" >&2; rm -rf "$emacs30_dir"; }
+fi
+if emacs30_ok; then
+  echo "export AGENTLS_TEST_EMACS30='$emacs30_dir/emacs'"
+else
+  echo "test-tools: Emacs 30 (bookworm-backports, amd64, apt-get as root) not installed; the Emacs 30 tests will skip (fail under CI=true)" >&2
+fi
+# --- Emacs 30 (end) ---
+
 # Helix 25.07 (no registry ships it: the binary sits in ../shared/tools/helix/) and tmux to
 # drive it (Debian's package; apt-get as root).
 helix_xz="$(cd .. && pwd)/shared/tools/helix/hx.xz"

@@ -51,6 +51,9 @@ async fn a_conversation_in_a_chat_document_with_code_actions_only() {
         "chats live outside the repository: {}",
         path.display()
     );
+    // The chat folder names its workspace, for editors that attach a chat to its server.
+    let record = std::fs::read_to_string(path.with_file_name(".workspace")).unwrap();
+    assert_eq!(record, format!("{}\n", client.workspace.display()));
     // The editor opens what showDocument named.
     client
         .take("window/showDocument", |p| p["uri"] == opened["uri"])

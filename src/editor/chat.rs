@@ -227,6 +227,14 @@ impl Chats {
         self.docs.get(path).map(|c| c.agent.as_str())
     }
 
+    /// Whether `path` is the workspace record of a folder holding a known chat
+    /// ([`super::chat_sessions::WORKSPACE_RECORD`]): agentls's own file.
+    pub fn is_folder_record(&self, path: &Path) -> bool {
+        path.file_name()
+            .is_some_and(|n| n == super::chat_sessions::WORKSPACE_RECORD)
+            && self.docs.keys().any(|chat| chat.parent() == path.parent())
+    }
+
     /// Whether a message sent from the chat at `path` is being answered.
     pub fn turn_running(&self, path: &Path) -> bool {
         self.docs.get(path).is_some_and(|c| c.turn_running)

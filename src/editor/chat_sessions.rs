@@ -12,6 +12,11 @@ struct Remembered {
     session: String,
 }
 
+/// The file in each workspace's chat folder that names the workspace folder (one line), so
+/// that an editor can attach a chat opened later to that workspace's server: the folder's
+/// name is only a hash of it.
+pub const WORKSPACE_RECORD: &str = ".workspace";
+
 /// Where the session of the chat at `chat` is kept.
 fn record_of(chat: &Path) -> Option<PathBuf> {
     let name = chat.file_name()?.to_str()?;

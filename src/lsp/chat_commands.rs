@@ -18,6 +18,7 @@ use super::convert;
 use super::server::Backend;
 use crate::acp::{Prompt, PromptContext};
 use crate::editor::chat::{YOU, mentions, message_to_send, transcript};
+use crate::editor::chat_sessions::WORKSPACE_RECORD;
 use crate::editor::{Level, file_name};
 
 /// Open a new chat with an agent: `[{"agent"?}]` or none.
@@ -144,6 +145,10 @@ async fn create(backend: &Backend, agent: &str, first: &str) -> Result<PathBuf> 
     );
     let written = async {
         tokio::fs::create_dir_all(&dir).await?;
+        if let Some(folder) = &folder {
+            let record = format!("{}\n", folder.display());
+            tokio::fs::write(dir.join(WORKSPACE_RECORD), record).await?;
+        }
         tokio::fs::write(&path, &text).await
     };
     if let Err(e) = written.await {

@@ -3,8 +3,9 @@
 ;; Driven by tests/editor_emacs.rs: a real Emacs (28 + eglot 1.9) loads the shipped
 ;; editors/emacs/agentls.el, starts agentls (found on PATH, as a user's config finds it) for a
 ;; file with non-ASCII text, edits it, then reviews a proposal: diagnostics in flymake, code
-;; actions at a change, "Accept change 1/2" picked from eglot's menu and its edit confirmed
-;; with `y', "Reject change 2/2" likewise. It prints ONE JSON line on stdout with what the
+;; actions at a change, "Accept change 1/2" picked from eglot's menu and its edit applied
+;; with no y/n question (the package answers eglot's for agentls's own edits), "Reject change
+;; 2/2" likewise. It prints ONE JSON line on stdout with what the
 ;; buffer and the server hold; the Rust side makes the assertions. The exit code is 0 only
 ;; when every step could be done.
 ;;
@@ -15,8 +16,7 @@
 ;; until a condition holds or a deadline passes, and "the user pauses" runs the idle timers
 ;; that are due (eglot sends didChange from one).
 
-(require 'cl-lib)
-(require 'json)
+(load (expand-file-name "harness.el" (file-name-directory load-file-name)) nil t)
 
 (defvar test-args (prog1 command-line-args-left (setq command-line-args-left nil)))
 (defvar test-agentls-el (nth 0 test-args))
@@ -26,52 +26,11 @@
 (unless test-artifacts
   (error "usage: review_and_edits.el AGENTLS_EL SAMPLE PROPOSAL_FILE ARTIFACT_DIR"))
 
-;; Files are UTF-8 whatever the locale the test runs in.
-(set-language-environment "UTF-8")
-(prefer-coding-system 'utf-8)
-
-(defvar test-output nil "Alist printed as the JSON result.")
-(defun test-put (key value) (setf (alist-get key test-output) value))
-
-(defun test-log (fmt &rest args)
-  (message "[emacs] %s" (apply #'format fmt args)))
-
-;; A wait that never returns must not hang the run; the Rust side has a timeout as well.
-(run-with-timer 45 nil (lambda ()
-                         (message "WATCHDOG: the script took too long")
-                         (kill-emacs 124)))
-
-(defun test-wait-for (what predicate &optional seconds)
-  "Run the event loop until PREDICATE returns non-nil, and return that.
-Fail naming WHAT after SECONDS (default 10)."
-  (let ((deadline (+ (float-time) (or seconds 10)))
-        result)
-    (while (and (not (setq result (funcall predicate)))
-                (< (float-time) deadline))
-      (accept-process-output nil 0.02))
-    (or result (error "Timed out waiting for %s" what))))
-
-(defun test-idle ()
-  "What happens when the user pauses: the due idle timers run (batch Emacs never idles)."
-  (dolist (timer (copy-sequence timer-idle-list))
-    (when (memq timer timer-idle-list)
-      (timer-event-handler timer))))
-
-(defun test-buffer-text ()
-  (save-restriction (widen) (buffer-substring-no-properties (point-min) (point-max))))
-
-(defun test-goto (needle &optional end)
-  "Move point to the start (or END) of the first NEEDLE in the buffer."
-  (goto-char (point-min))
-  (unless (search-forward needle nil t) (error "%S not in the buffer" needle))
-  (unless end (goto-char (match-beginning 0)))
-  (point))
+(test-watchdog 45)
 
 ;; What the server said, as a user would see it in the echo area or eglot's events buffer.
 (defvar test-log-messages nil)
 (defvar test-shown-messages nil)
-(defvar test-confirmations nil "Prompts eglot asked y/n, answered `y'.")
-(defvar test-menus nil "The titles eglot offered in its code action menus.")
 
 (with-eval-after-load 'eglot
   (cl-defmethod eglot-handle-notification :before
@@ -80,25 +39,6 @@ Fail naming WHAT after SECONDS (default 10)."
   (cl-defmethod eglot-handle-notification :before
     (_server (_method (eql window/showMessage)) &key message &allow-other-keys)
     (push message test-shown-messages)))
-
-;; The user answers `y' to every question (eglot asks before applying a server's edit).
-(advice-add 'y-or-n-p :override
-            (lambda (prompt)
-              (push prompt test-confirmations)
-              (test-log "answering y to %S" prompt)
-              t))
-
-(defvar test-supersession-questions nil
-  "What Emacs asked because a file changed under it (\"changed since visited\"); answered no.")
-(advice-add 'yes-or-no-p :override
-            (lambda (prompt)
-              (push prompt test-supersession-questions)
-              (test-log "answering no to %S" prompt)
-              nil))
-(advice-add 'ask-user-about-supersession-threat :override
-            (lambda (file)
-              (push (format "%s changed on disk" file) test-supersession-questions)
-              (signal 'file-supersession (list "File changed on disk" file))))
 
 (defun test-verdict ()
   "The verdict of the review opened with agentls.debug.review, once logged."
@@ -125,21 +65,6 @@ Fail naming WHAT after SECONDS (default 10)."
            when (string-prefix-p "agentls" (flymake-diagnostic-text d))
            collect d))
 
-(defun test-pick-action (title-prefix beg end)
-  "Run the code action whose title starts with TITLE-PREFIX, as a user does with
-`eglot-code-actions' on the region BEG..END: the menu, then the choice."
-  (let ((last-nonmenu-event ?\r)          ; a keyboard user: the minibuffer, not a popup
-        (chosen nil))
-    (cl-letf (((symbol-function 'completing-read)
-               (lambda (_prompt collection &rest _)
-                 (let ((titles (mapcar #'car collection)))
-                   (push titles test-menus)
-                   (setq chosen (cl-find-if (lambda (title) (string-prefix-p title-prefix title))
-                                            titles))
-                   (or chosen (error "No action %S among %S" title-prefix titles))))))
-      (eglot-code-actions beg end nil t))
-    chosen))
-
 (defvar test-server nil)
 (defvar test-ok nil)
 
@@ -147,9 +72,7 @@ Fail naming WHAT after SECONDS (default 10)."
     (progn
       (package-activate-all)            ; Debian's elpa-eglot lives in the system package dir
       (require 'eglot)
-      (test-put 'eglot_version
-                (let ((desc (cadr (assq 'eglot package-alist))))
-                  (if desc (package-version-join (package-desc-version desc)) "built-in")))
+      (test-put 'eglot_version (test-eglot-version))
       (test-put 'emacs_version emacs-version)
       (load test-agentls-el nil t)
       (test-put 'agentls_on_path (executable-find "agentls"))
@@ -264,13 +187,7 @@ Fail naming WHAT after SECONDS (default 10)."
    (test-put 'error (format "%S" err))))
 
 ;; Keep the wire log and the server's stderr for the Rust side's failure report.
-(when test-server
-  (with-current-buffer (jsonrpc-events-buffer test-server)
-    (write-region (point-min) (point-max) (expand-file-name "eglot-events.log" test-artifacts)))
-  (let ((stderr (jsonrpc-stderr-buffer test-server)))
-    (when (buffer-live-p stderr)
-      (with-current-buffer stderr
-        (write-region (point-min) (point-max) (expand-file-name "agentls.stderr" test-artifacts))))))
+(test-save-logs test-server test-artifacts)
 
 ;; Shut the server down as `eglot-shutdown' does (shutdown, then exit), but let it leave on its
 ;; own: `eglot-shutdown' kills the process right after `exit', which hides its exit status.
@@ -286,8 +203,7 @@ Fail naming WHAT after SECONDS (default 10)."
       (error (test-put 'shutdown_error (format "%S" err))))
     (ignore-errors (jsonrpc-shutdown test-server))))
 
-(let ((coding-system-for-write 'utf-8))
-  (princ (concat (json-encode test-output) "\n")))
+(test-print-result)
 (kill-emacs (if test-ok 0 1))
 
 ;;; review_and_edits.el ends here
