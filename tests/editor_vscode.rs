@@ -2,9 +2,11 @@
 //! through puppeteer-core loads the extension built from `editors/vscode` in this run by the
 //! commands its README gives, and starts the real `agentls` from the sandbox's `~/.cargo/bin`.
 //! A user's session (`tests/vscode/review.js`): the chat from the palette, a prompt in an input
-//! box, the demo agent's streamed reply, Keep on one change and Undo on the other through
-//! CodeLens, save and close without a dialog; and without agentls, a clear message whose button
-//! opens the setting (`tests/vscode/missing.js`). Screenshots go to `AGENTLS_TEST_CAPTURES`.
+//! box, the demo agent's streamed reply, its two changes listed and in the diff editor, Keep on
+//! one and Undo on the other through CodeLens, a mode picked, the status read, a turn cancelled
+//! from its progress notification, save and close without a dialog; and without agentls, a
+//! clear message whose button opens the setting (`tests/vscode/missing.js`). Screenshots go to
+//! `AGENTLS_TEST_CAPTURES`.
 //!
 //! Node.js 24, code-server, puppeteer-core and Chromium come from `AGENTLS_TEST_NODE24`,
 //! `AGENTLS_TEST_CODE_SERVER`, `AGENTLS_TEST_PUPPETEER` and `AGENTLS_TEST_CHROMIUM`
@@ -263,6 +265,8 @@ fn vscode_keeps_one_change_and_undoes_the_other_through_codelens() {
         "uppercase the TODO lines in notes.rs",
         "Hello from the demo agent.",
         "demo: end_turn",
+        "Waiting until you cancel",
+        "demo: cancelled",
     ] {
         assert!(
             chat.contains(expected),
@@ -270,7 +274,14 @@ fn vscode_keeps_one_change_and_undoes_the_other_through_codelens() {
         );
     }
     let shots = session.result["screenshots"].as_array().unwrap();
-    assert_eq!(shots.len(), 4, "{context}");
+    assert_eq!(shots.len(), 7, "{context}");
+    assert!(
+        session.result["status"]
+            .as_str()
+            .unwrap()
+            .contains("mode read-only"),
+        "{context}"
+    );
 }
 
 #[test]

@@ -125,8 +125,8 @@ class Driver {
     const deadline = Date.now() + STEP_MS;
     let last;
     for (;;) {
-      last = await this.snapshot();
-      const value = predicate(last);
+      last = await this.snapshot().catch(() => last);
+      const value = last && predicate(last);
       if (value) return value;
       if (Date.now() > deadline) break;
       await new Promise((resolve) => setTimeout(resolve, 100));
@@ -135,20 +135,34 @@ class Driver {
     throw new Error(`timed out waiting until ${what}; screenshot ${shot}; the workbench showed: ${JSON.stringify(last, null, 1)}`);
   }
 
-  /** Waits until `fn(arg)`, run in the page, is truthy; returns its value. */
+  /**
+   * Waits until `fn(arg)`, run in the page, is truthy (polled); returns its value. A page that
+   * reloads meanwhile (the workbench does once at its start) is polled again, not a failure.
+   */
   async waitFor(what, fn, arg) {
     this.log(`wait for ${what}`);
-    try {
-      const handle = await this.page.waitForFunction(fn, { timeout: STEP_MS, polling: 100 }, arg);
-      return await handle.jsonValue();
-    } catch (error) {
-      const shot = await this.shot(`failed-${this.steps.length}`).catch(() => '');
-      const last = await this.snapshot().catch(() => null);
-      throw new Error(`timed out waiting for ${what} (${error.message}); screenshot ${shot}; the workbench showed: ${JSON.stringify(last, null, 1)}`);
+    const deadline = Date.now() + STEP_MS;
+    let problem = 'not yet';
+    for (;;) {
+      try {
+        const value = await this.page.evaluate(fn, arg);
+        if (value) return value;
+        problem = 'not yet';
+      } catch (error) {
+        problem = error.message;
+      }
+      if (Date.now() > deadline) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
     }
+    const shot = await this.shot(`failed-${this.steps.length}`).catch(() => '');
+    const last = await this.snapshot().catch(() => null);
+    throw new Error(`timed out waiting for ${what} (${problem}); screenshot ${shot}; the workbench showed: ${JSON.stringify(last, null, 1)}`);
   }
 
-  /** Runs a command from the palette (F1) by its label. */
+  /**
+   * Runs a command from the palette (F1) by its label (a title ending in `…` may be given
+   * without it): types it, moves to the row that is exactly it, and presses Enter.
+   */
   async palette(label) {
     this.log(`palette: ${label}`);
     await this.page.keyboard.press('F1');
@@ -157,10 +171,26 @@ class Driver {
       return input && document.activeElement === input;
     });
     await this.page.keyboard.type(label);
+    const focusedIs = (label) => {
+      const rows = [...document.querySelectorAll('.quick-input-widget .monaco-list-row')];
+      const is = (row) => {
+        const text = row.getAttribute('aria-label') || '';
+        return [label, `${label},`, `${label}…`].some((l) => text === l || text.startsWith(`${l},`) || text === l);
+      };
+      const focused = rows.find((row) => row.classList.contains('focused'));
+      if (!rows.some(is)) return 'absent';
+      return focused && is(focused) ? 'focused' : 'elsewhere';
+    };
     await this.waitFor(`"${label}" in the palette`, (label) => {
-      const row = document.querySelector('.quick-input-widget .monaco-list-row.focused');
-      return row && (row.getAttribute('aria-label') || '').startsWith(label);
+      const rows = [...document.querySelectorAll('.quick-input-widget .monaco-list-row')];
+      return rows.some((row) => {
+        const text = row.getAttribute('aria-label') || '';
+        return [label, `${label}…`].some((l) => text === l || text.startsWith(`${l},`));
+      });
     }, label);
+    for (let i = 0; i < 30 && (await this.page.evaluate(focusedIs, label)) !== 'focused'; i++) {
+      await this.page.keyboard.press('ArrowDown');
+    }
     await this.page.keyboard.press('Enter');
   }
 

@@ -173,8 +173,8 @@ function register(agentls, openPathSetting) {
     const picked = argument && argument.mode
       ? { id: argument.mode }
       : await vscode.window.showQuickPick(
-          modes.map((m) => ({ label: m.name, description: m.id === session.mode ? 'current' : m.id, detail: m.description || undefined, id: m.id })),
-          { title: `agentls: ${agent.name}'s mode`, placeHolder: 'Mode' },
+          modes.map((m) => ({ label: m.name, description: m.id === session.mode ? `${m.id} · current` : m.id, detail: m.description || undefined, id: m.id })),
+          { title: `agentls: ${agent.name}'s mode`, placeHolder: 'Mode', matchOnDescription: true },
         );
     if (picked) await run('agentls.setMode', { agent: agent.name, mode: picked.id });
   }
@@ -189,8 +189,8 @@ function register(agentls, openPathSetting) {
     }
     const current = model.option.currentValue;
     const picked = await vscode.window.showQuickPick(
-      model.values.map((v) => ({ label: v.name || v.value, description: v.value === current ? 'current' : v.value, detail: v.description || undefined, value: v.value })),
-      { title: `agentls: ${agent.name}'s model`, placeHolder: 'Model' },
+      model.values.map((v) => ({ label: v.name || v.value, description: v.value === current ? `${v.value} · current` : v.value, detail: v.description || undefined, value: v.value })),
+      { title: `agentls: ${agent.name}'s model`, placeHolder: 'Model', matchOnDescription: true },
     );
     if (picked) await run('agentls.setOption', { agent: agent.name, option: model.option.id, value: picked.value });
   }
