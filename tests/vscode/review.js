@@ -1,0 +1,97 @@
+// The whole conversation in VS Code (code-server): open the chat from the palette, prompt the
+// demo agent from the palette (an input box), watch its reply stream into the chat beside the
+// code, list its two proposed changes and see them in the diff editor, keep one and undo the
+// other with the CodeLens, pick a mode and read the status in quick picks, cancel a turn from
+// its progress notification, save and close everything without a dialog. Prints the result as
+// one JSON line (driver.js).
+const fs = require('fs');
+const { main } = require('./driver');
+
+main(async (d, config) => {
+  const file = config.file;
+  const name = file.split('/').pop();
+  const count = (list, title) => list.filter((t) => t === title).length;
+  await d.quickOpen(name);
+  await d.waitUntil('the status bar names the demo agent', (s) => s.statusBar.some((t) => /demo · (idle|not started)/.test(t)));
+
+  await d.palette('agentls: Open Chat');
+  await d.waitUntil('the chat is open beside the code', (s) =>
+    s.groups.length === 2 && s.groups[0].tab.startsWith(name) && s.groups[1].text.includes('# Chat with demo'));
+  await d.shot('01-chat-beside');
+
+  // The prompt goes from the code editor: click into it again, as a user would.
+  await d.page.click('.editor-group-container:first-child .view-lines');
+  await d.palette('agentls: Prompt Agent');
+  await d.answerInput('agentls: prompt demo', config.prompt);
+
+  await d.waitUntil("the demo agent's reply streams into the chat", (s) =>
+    s.groups[1].text.includes('Hello from the demo agent.') && s.groups[1].text.includes('proposes'));
+  await d.waitUntil('a Keep and an Undo CodeLens on each of the two changes', (s) => {
+    const lenses = s.groups[0].lenses;
+    return count(lenses, 'Keep') === 2 && count(lenses, 'Undo') === 2 && lenses.includes('Keep all (2)');
+  });
+  await d.shot('02-reply-and-codelens');
+
+  await d.palette('agentls: Pending Reviews');
+  await d.waitUntil('the quick pick lists both changes', (s) =>
+    s.quickInput.includes(`${name}:2`) && s.quickInput.includes(`${name}:6`));
+  await d.page.keyboard.press('Escape');
+
+  await d.clickLens('Diff', 0);
+  // (Side by side or inline, as the editor's width makes it: both sides are in its text.)
+  const diff = await d.waitFor('the diff editor: the file and the file with both changes kept', () => {
+    const editor = document.querySelector('.monaco-diff-editor');
+    const text = editor ? editor.innerText.replace(/\u00a0/g, ' ') : '';
+    return ['// TODO one', '// TODO ONE', '// TODO two', '// TODO TWO'].every((t) => text.includes(t)) ? text : null;
+  });
+  await d.shot('03-diff');
+  await d.palette('View: Close Editor');
+  await d.waitUntil('the file is back in front', (s) => s.groups[0].tab.startsWith(name) && s.groups[0].lenses.includes('Keep'));
+
+  await d.clickLens('Keep', 0);
+  await d.waitUntil('the first change is kept, the second still open', (s) =>
+    count(s.groups[0].lenses, 'Keep') === 1 && !s.groups[0].lenses.includes('Keep all (2)'));
+  await d.clickLens('Undo', 0);
+  await d.waitUntil('the kept change is in the buffer and no CodeLens is left', (s) =>
+    config.expectVisible.every((line) => s.groups[0].text.includes(line)) && s.groups[0].lenses.length === 0);
+  await d.waitUntil("the agent's turn is over in the chat", (s) => s.groups[1].text.includes('demo: end_turn'));
+  await d.shot('04-kept-one-undid-one');
+
+  await d.palette('agentls: Set Mode');
+  await d.waitUntil("the quick pick offers the demo agent's modes", (s) =>
+    s.quickInput.includes("demo's mode") && /read-only/i.test(s.quickInput));
+  await d.page.keyboard.type('read-only');
+  await d.page.keyboard.press('Enter');
+  await d.palette('agentls: Show Status');
+  const status = await d.waitUntil('the status says the mode', (s) =>
+    s.quickInput.includes('demo (default)') && s.quickInput.includes('mode read-only') && s.quickInput);
+  await d.shot('05-status');
+  await d.page.keyboard.press('Escape');
+
+  // A turn that waits until cancelled, cancelled from its progress notification.
+  await d.page.click('.editor-group-container:first-child .view-lines');
+  await d.palette('agentls: Prompt Agent');
+  await d.answerInput('agentls: prompt demo', '@hang');
+  await d.waitUntil('the turn runs', (s) =>
+    s.groups[1].text.includes('Waiting until you cancel') && s.notifications.some((n) => n.includes('agentls: demo')));
+  await d.shot('06-turn-running');
+  await d.waitFor("the progress notification's Cancel, clicked", () => {
+    const toast = [...document.querySelectorAll('.notification-toast')].find((t) => t.innerText.includes('agentls: demo'));
+    const button = toast && [...toast.querySelectorAll('.monaco-button')].find((b) => b.innerText.trim() === 'Cancel');
+    if (button) button.click();
+    return !!button;
+  });
+  await d.waitUntil('the turn is cancelled and the status bar idle', (s) =>
+    s.groups[1].text.includes('demo: cancelled') && s.statusBar.some((t) => t.includes('demo · idle')));
+
+  // Save the file (its tab shows it modified) and close everything: no dialog may ask anything.
+  await d.page.click('.editor-group-container:first-child .view-lines');
+  await d.ctrl('KeyS');
+  await d.waitUntil('the file is saved (its tab no longer modified)', (s) => !s.groups[0].dirty);
+  const onDisk = fs.readFileSync(file, 'utf8');
+  await d.palette('View: Close All Editors');
+  await d.waitUntil('every editor is closed, or a dialog asks', (s) => s.dialog || s.groups.every((g) => g.tabs === 0));
+  await d.shot('07-saved-and-closed');
+  const { dialog } = await d.snapshot();
+  return { onDisk, dialog, diff, status };
+});
