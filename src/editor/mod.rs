@@ -167,6 +167,20 @@ pub struct EditorAccess {
     chat_inbox: chat_inbox::ChatInbox,
 }
 
+/// A question admitted for an origin; it leaves the count when dropped (answered, or the
+/// asker gave up).
+struct Waiting {
+    state: StateHandle,
+    origin: String,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let origin = std::mem::take(&mut self.origin);
+        self.state.update(move |s| s.questions.leave(&origin));
+    }
+}
+
 /// The host's side: what the editor did. Every method queues synchronously, so calling them in
 /// the order messages arrived keeps that order.
 #[derive(Debug, Clone)]
@@ -429,6 +443,30 @@ impl EditorAccess {
         question: &str,
         choices: Vec<Choice>,
     ) -> Option<String> {
+        let key = origin.key.clone();
+        let admission = self.state.query(move |s| s.questions.admit(&key)).await;
+        match admission {
+            Ok(questions::Admission::Admitted) => {}
+            Ok(questions::Admission::Refused { tell }) => {
+                if tell {
+                    self.tell_user(
+                        Level::Warning,
+                        format!(
+                            "{} has {} questions waiting for you; its further questions are \
+                             answered no until you answer some",
+                            origin.label,
+                            questions::MAX_WAITING_PER_ORIGIN
+                        ),
+                    );
+                }
+                return None;
+            }
+            Err(_) => return None,
+        }
+        let _waiting = Waiting {
+            state: self.state.clone(),
+            origin: origin.key.clone(),
+        };
         let text = format!("{}: {question}", origin.label);
         let dialog = self
             .effects
