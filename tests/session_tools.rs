@@ -337,6 +337,10 @@ async fn only_a_live_session_token_from_loopback_gets_in() {
     let (status, body) = status_with(url, Some(&first)).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(DIAGNOSTIC), "{body}");
+    // Also as structured content, an object (clients refuse an array there).
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    let structured = &answer["result"]["structuredContent"]["result"][0]["diagnostics"][0];
+    assert_eq!(structured["message"], DIAGNOSTIC, "{body}");
 
     // Another process on the machine: no token, a wrong one, another agentls's session's.
     assert_eq!(status_with(url, None).await.0, 401);

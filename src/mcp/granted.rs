@@ -183,6 +183,20 @@ impl ServerHandler for SessionTools {
         if let Err(e) = &outcome {
             tracing::info!(agent = %holder.agent, tool = %name, "editor tool failed: {e}");
         }
-        into_mcp(outcome).map(CallToolResponse::from)
+        let structured = outcome.as_ref().ok().and_then(|texts| structured(texts));
+        let mut result = into_mcp(outcome)?;
+        result.structured_content = structured;
+        Ok(CallToolResponse::from(result))
+    }
+}
+
+/// The answer as `structuredContent`, always an object, when it is one JSON text: some
+/// clients (Gemini CLI) otherwise parse the text themselves and refuse what is not an object
+/// (the diagnostics are an array), failing the call.
+fn structured(texts: &[String]) -> Option<Value> {
+    let [text] = texts else { return None };
+    match serde_json::from_str::<Value>(text).ok()? {
+        object @ Value::Object(_) => Some(object),
+        other => Some(serde_json::json!({"result": other})),
     }
 }
