@@ -522,7 +522,8 @@ fn recipes() -> Vec<Recipe> {
                 rejected: None,
             },
             resumes: Some(true),
-            // Its model reaches MCP tools through its `tool_search` only.
+            // It connects and lists agentls's tools, but its model reaches MCP tools only
+            // through its `tool_search` and `tool_call`, announced after startup.
             offers_mcp_tools: false,
             stop_after_reject: "end_turn",
         },
