@@ -1074,18 +1074,20 @@ impl<'r> Run<'r> {
 
     /// Waits for the turn's summary, ending with `stop`, answering the agent's questions (such
     /// as permission to call a tool) with "Allow" on the way.
-    async fn allowing_until(&self, uri: &str, stop: &str) -> String {
+    async fn allowing_until(&self, uri: &str, stop: &str) -> (String, usize) {
         let summary = self.summary(stop);
         tokio::pin!(summary);
+        let mut allowed = 0;
         loop {
             tokio::select! {
-                summary = &mut summary => return summary,
+                summary = &mut summary => return (summary, allowed),
                 () = tokio::time::sleep(Duration::from_millis(50)) => {
                     let allow = self.client.code_actions(uri).await.iter().any(|a| {
                         a["title"].as_str().unwrap_or_default().starts_with("Allow (")
                     });
                     if allow {
                         self.client.run_code_action(uri, "Allow (").await;
+                        allowed += 1;
                     }
                 }
             }
@@ -1483,8 +1485,12 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             client
                 .prompt("what does the editor say about notes.txt?")
                 .await;
-            let summary = run.allowing_until(&uri, "end_turn").await;
+            let (summary, asked) = run.allowing_until(&uri, "end_turn").await;
             let turn = began.elapsed().as_secs_f64();
+            eprintln!(
+                "matrix tools: {}: asked permission {asked} times",
+                recipe.name
+            );
             let results = run.mock.tool_results();
             assert!(
                 results.iter().any(|r| r.contains(DIAGNOSED)),

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use rmcp::model::{CustomNotification, JsonObject, ServerNotification, Tool};
+use rmcp::model::{CustomNotification, JsonObject, ServerNotification, Tool, ToolAnnotations};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 
@@ -63,6 +63,18 @@ pub struct Call<'a> {
 
 type Run = for<'a> fn(Call<'a>) -> BoxFuture<'a, ToolOutcome>;
 
+/// What a tool does to the user's world, as its MCP annotations say (agents may skip asking
+/// the user before a call that only reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Touches {
+    /// Nothing: it reads the editor's state.
+    Nothing,
+    /// What the editor shows, not any file.
+    View,
+    /// Files or reviews (no annotation: agents ask as for any tool).
+    Files,
+}
+
 /// One tool of the table.
 pub struct ToolSpec {
     /// Its name, as agents call it.
@@ -70,6 +82,7 @@ pub struct ToolSpec {
     description: &'static str,
     input: fn() -> Arc<JsonObject>,
     surfaces: &'static [Surface],
+    touches: Touches,
     /// Runs a call of it.
     pub run: Run,
 }
@@ -77,7 +90,13 @@ pub struct ToolSpec {
 impl ToolSpec {
     /// The tool as `tools/list` shows it.
     pub fn tool(&self) -> Tool {
-        Tool::new(self.name, self.description, (self.input)())
+        let tool = Tool::new(self.name, self.description, (self.input)());
+        let local = ToolAnnotations::new().destructive(false).open_world(false);
+        match self.touches {
+            Touches::Nothing => tool.annotate(local.read_only(true)),
+            Touches::View => tool.annotate(local.read_only(false).idempotent(true)),
+            Touches::Files => tool,
+        }
     }
 }
 
@@ -153,6 +172,7 @@ static TOOLS: [ToolSpec; 13] = [
             )
         },
         surfaces: &[IdeSocket],
+        touches: Touches::Files,
         run: |c| Box::pin(async move { c.tabs.open_blocking(c.editor, c.origin, c.args).await }),
     },
     ToolSpec {
@@ -165,6 +185,7 @@ static TOOLS: [ToolSpec; 13] = [
             )
         },
         surfaces: &[IdeSocket],
+        touches: Touches::Files,
         run: |c| Box::pin(async move { c.tabs.close_tab(c.args) }),
     },
     ToolSpec {
@@ -172,6 +193,7 @@ static TOOLS: [ToolSpec; 13] = [
         description: "Close every diff this client opened",
         input: no_input,
         surfaces: &[IdeSocket],
+        touches: Touches::Files,
         run: |c| Box::pin(async move { c.tabs.close_all() }),
     },
     ToolSpec {
@@ -188,6 +210,7 @@ static TOOLS: [ToolSpec; 13] = [
             )
         },
         surfaces: &[Companion],
+        touches: Touches::Files,
         run: |c| Box::pin(async move { open_diff_notified(c) }),
     },
     ToolSpec {
@@ -195,6 +218,7 @@ static TOOLS: [ToolSpec; 13] = [
         description: "Withdraw the review of a file opened by openDiff",
         input: || schema(file_path(), &["filePath"]),
         surfaces: &[Companion],
+        touches: Touches::Files,
         run: |c| Box::pin(async move { c.tabs.close_notified(c.args) }),
     },
     ToolSpec {
@@ -207,6 +231,7 @@ static TOOLS: [ToolSpec; 13] = [
             )
         },
         surfaces: CONTEXT,
+        touches: Touches::Nothing,
         run: |c| Box::pin(ctx::get_diagnostics(c.editor, c.args)),
     },
     ToolSpec {
@@ -228,6 +253,7 @@ static TOOLS: [ToolSpec; 13] = [
             )
         },
         surfaces: CONTEXT,
+        touches: Touches::View,
         run: |c| Box::pin(ctx::open_file(c.editor, c.args)),
     },
     ToolSpec {
@@ -235,6 +261,7 @@ static TOOLS: [ToolSpec; 13] = [
         description: "The selection in the document the user is in",
         input: no_input,
         surfaces: CONTEXT,
+        touches: Touches::Nothing,
         run: |c| Box::pin(ctx::get_current_selection(c.editor)),
     },
     ToolSpec {
@@ -242,6 +269,7 @@ static TOOLS: [ToolSpec; 13] = [
         description: "The latest text the user selected, in any document",
         input: no_input,
         surfaces: CONTEXT,
+        touches: Touches::Nothing,
         run: |c| Box::pin(ctx::get_latest_selection(c.editor)),
     },
     ToolSpec {
@@ -249,6 +277,7 @@ static TOOLS: [ToolSpec; 13] = [
         description: "The documents open in the editor",
         input: no_input,
         surfaces: CONTEXT,
+        touches: Touches::Nothing,
         run: |c| Box::pin(ctx::get_open_editors(c.editor)),
     },
     ToolSpec {
@@ -256,6 +285,7 @@ static TOOLS: [ToolSpec; 13] = [
         description: "The editor's workspace folders",
         input: no_input,
         surfaces: CONTEXT,
+        touches: Touches::Nothing,
         run: |c| Box::pin(ctx::get_workspace_folders(c.editor)),
     },
     ToolSpec {
@@ -263,6 +293,7 @@ static TOOLS: [ToolSpec; 13] = [
         description: "Whether an open document has unsaved changes",
         input: || schema(file_path(), &["filePath"]),
         surfaces: CONTEXT,
+        touches: Touches::Nothing,
         run: |c| Box::pin(ctx::check_document_dirty(c.editor, c.args)),
     },
     ToolSpec {
@@ -270,6 +301,7 @@ static TOOLS: [ToolSpec; 13] = [
         description: "Save an open document to disk",
         input: || schema(file_path(), &["filePath"]),
         surfaces: &[IdeSocket],
+        touches: Touches::Files,
         run: |c| Box::pin(ctx::save_document(c.editor, c.args)),
     },
 ];
@@ -315,6 +347,21 @@ mod tests {
         }
         assert_eq!(list(DiffStyle::Blocking).len(), 11);
         assert_eq!(list(DiffStyle::Notified).len(), 2);
+    }
+
+    #[test]
+    fn the_reading_tools_say_so() {
+        for tool in list(Session) {
+            let annotations = tool.annotations.clone().unwrap();
+            let reads = tool.name != "openFile";
+            assert_eq!(annotations.read_only_hint, Some(reads), "{}", tool.name);
+            assert_eq!(annotations.destructive_hint, Some(false), "{}", tool.name);
+        }
+        let open_diff = &list(IdeSocket)[0];
+        assert_eq!(
+            (open_diff.name.as_ref(), &open_diff.annotations),
+            ("openDiff", &None)
+        );
     }
 
     #[test]
