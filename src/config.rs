@@ -39,9 +39,18 @@ pub struct AgentSpec {
     /// history): what it writes there is not shown as a change made without asking.
     #[serde(default)]
     pub own_files: Vec<PathBuf>,
+    /// Offer the agent agentls's MCP server in each session (`editorTools`; default true):
+    /// the editor's diagnostics, open files, selection, folders, and opening a file.
+    #[serde(default)]
+    pub editor_tools: Option<bool>,
 }
 
 impl AgentSpec {
+    /// Whether its sessions are offered the editor's tools (`editorTools`, on unless `false`).
+    pub fn offers_editor_tools(&self) -> bool {
+        self.editor_tools != Some(false)
+    }
+
     /// The environment with secret-looking values replaced, for logs and `doctor`.
     pub fn redacted_env(&self) -> BTreeMap<String, String> {
         self.env
@@ -73,6 +82,7 @@ impl fmt::Debug for AgentSpec {
             .field("mode", &self.mode)
             .field("config_options", &self.config_options)
             .field("own_files", &self.own_files)
+            .field("editor_tools", &self.editor_tools)
             .finish()
     }
 }

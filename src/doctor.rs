@@ -73,6 +73,15 @@ pub fn report() -> Report {
         for (key, value) in spec.redacted_env() {
             let _ = writeln!(out, "  env {key}={value}");
         }
+        let tools = if spec.offers_editor_tools() {
+            "on (agentls's MCP server is offered to each of its sessions)"
+        } else {
+            "off (editorTools = false)"
+        };
+        let _ = writeln!(out, "  editor tools: {tools}");
+    }
+    if let Some(dir) = crate::editor::tool_grants::record_dir() {
+        write_tool_records(&mut out, &crate::editor::tool_grants::read_records(&dir));
     }
     let _ = writeln!(out, "mcp.enabled: {}", config.mcp.enabled);
     write_discovery_files(&mut out, &crate::mcp::discovery_files());
@@ -86,6 +95,24 @@ pub fn report() -> Report {
     Report {
         text: out,
         troubles,
+    }
+}
+
+/// Which agents each agentls process offered its editor tools to, and which used them.
+fn write_tool_records(out: &mut String, records: &[crate::editor::tool_grants::Record]) {
+    if records.iter().all(|r| r.agents.is_empty()) {
+        let _ = writeln!(out, "editor tools: not offered to any agent yet");
+    }
+    for record in records.iter().filter(|r| !r.agents.is_empty()) {
+        let state = if record.alive { "running" } else { "ended" };
+        for (agent, used) in &record.agents {
+            let _ = writeln!(
+                out,
+                "editor tools (agentls pid {}, {state}): {agent}: {}",
+                record.pid,
+                used.describe()
+            );
+        }
     }
 }
 

@@ -1,5 +1,5 @@
-//! The `agentls` command line: serve LSP on stdio (the default), `doctor`, `demo`, or
-//! `demo-agent`.
+//! The `agentls` command line: serve LSP on stdio (the default), `doctor`, `demo`,
+//! `demo-agent`, or `mcp-bridge`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,6 +33,12 @@ enum Command {
     /// Speak ACP on stdin/stdout as a small offline demo agent (the default agent when none is
     /// configured; see README for its prompt language).
     DemoAgent,
+    /// Carry an agent's MCP stdio to agentls's editor tools at URL (the token comes in
+    /// AGENTLS_MCP_TOKEN); agentls offers this to agents that take no HTTP MCP servers.
+    McpBridge {
+        /// The server, `http://127.0.0.1:<port>/mcp`.
+        url: String,
+    },
     /// Walk through agentls's main job with the demo agent, no editor needed: prompt, streamed
     /// answer, review, accept, file written.
     Demo {
@@ -46,6 +52,7 @@ fn main() -> ExitCode {
     // The demo agent's stderr is its host's log: keep it quiet unless asked.
     let filter_var = match cli.command {
         Some(Command::DemoAgent) => "AGENTLS_DEMO_LOG",
+        Some(Command::McpBridge { .. }) => "AGENTLS_BRIDGE_LOG",
         _ => "AGENTLS_LOG",
     };
     if let Err(e) = init_logging(cli.log_file.as_deref(), filter_var) {
@@ -64,6 +71,7 @@ fn main() -> ExitCode {
         }
         Command::Serve => serve(),
         Command::DemoAgent => demo_agent(),
+        Command::McpBridge { url } => mcp_bridge(&url),
         Command::Demo { dir } => {
             let mut stdout = std::io::stdout();
             match run_async("demo", agentls::walkthrough::run(dir, &mut stdout)) {
@@ -126,6 +134,26 @@ fn demo_agent() -> ExitCode {
         Some(Ok(())) => ExitCode::SUCCESS,
         Some(Err(e)) => {
             eprintln!("agentls demo-agent: {e}");
+            ExitCode::FAILURE
+        }
+        None => ExitCode::FAILURE,
+    }
+}
+
+fn mcp_bridge(url: &str) -> ExitCode {
+    let var = agentls::editor::tool_grants::BRIDGE_TOKEN_VAR;
+    let Ok(token) = std::env::var(var) else {
+        eprintln!("agentls mcp-bridge: no token in {var}");
+        return ExitCode::FAILURE;
+    };
+    let bridged = run_async(
+        "mcp-bridge",
+        agentls::mcp::bridge::run(url, &token, tokio::io::stdin(), tokio::io::stdout()),
+    );
+    match bridged {
+        Some(Ok(())) => ExitCode::SUCCESS,
+        Some(Err(e)) => {
+            eprintln!("agentls mcp-bridge: {e}");
             ExitCode::FAILURE
         }
         None => ExitCode::FAILURE,

@@ -11,8 +11,11 @@
 //! each agent: its edit tool on an open file, accepted; the same on a closed file; a two-hunk
 //! change partly accepted (its whole-file write tool where the edit tool makes one change a
 //! call); a rejected edit; a new file; and, in its mode that edits without asking, the change
-//! shown after the fact and undone; and a conversation of two messages in a chat document, sent
-//! as a Helix user sends them, whose second request to the model must carry the first exchange. An open file's disk is checked before and after the test
+//! shown after the fact and undone; a conversation of two messages in a chat document, sent as a
+//! Helix user sends them, whose second request to the model must carry the first exchange; and
+//! the editor's tools: the model calls `getDiagnostics` of the MCP server agentls offered the
+//! session, and the tool result it gets back must hold the diagnostic the editor forwarded. An
+//! open file's disk is checked before and after the test
 //! client saves it: an agent writing through `fs/write_text_file` leaves it untouched until then.
 //!
 //! Built only with `--features real-peers` (scripts/test.sh turns it on); the agents come from
@@ -118,6 +121,8 @@ struct Launch<'a> {
     mock: &'a str,
     /// Whether it runs in its mode that edits without asking.
     auto: bool,
+    /// Whether it is to use the MCP servers agentls offers its sessions (the editor tools).
+    tools: bool,
 }
 
 impl Launch<'_> {
@@ -194,6 +199,10 @@ struct Recipe {
     /// Whether a later agentls goes on in its sessions (`session/load` of them works), so it
     /// is not told a resumed chat's transcript; `None`: either may happen.
     resumes: Option<bool>,
+    /// Whether its model is offered the tools of the MCP servers a session is given as tools
+    /// of their own (the editor tools scenario); `false`: it offers them only through a tool
+    /// search of its own, which the mock does not script.
+    offers_mcp_tools: bool,
 }
 
 /// A path as a JSON string argument.
@@ -224,6 +233,8 @@ fn recipes() -> Vec<Recipe> {
                     ("DISABLE_TELEMETRY", "1"),
                     // As root it refuses to run without this.
                     ("IS_SANDBOX", "1"),
+                    // Else MCP tools (agentls's editor tools) hide behind its ToolSearch.
+                    ("ENABLE_TOOL_SEARCH", "false"),
                 ]),
                 ..Launched::default()
             },
@@ -250,6 +261,7 @@ fn recipes() -> Vec<Recipe> {
                 rejected: Some("User refused permission"),
             },
             resumes: Some(true),
+            offers_mcp_tools: true,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -277,10 +289,11 @@ fn recipes() -> Vec<Recipe> {
                         ("GEMINI_API_KEY", "dummy"),
                         ("GOOGLE_GEMINI_BASE_URL", l.mock),
                         ("GEMINI_CLI_NO_RELAUNCH", "true"),
-                        // Its modes that edit without asking need a trusted folder.
+                        // Its modes that edit without asking, and MCP servers, need a trusted
+                        // folder.
                         (
                             "GEMINI_CLI_TRUST_WORKSPACE",
-                            if l.auto { "true" } else { "false" },
+                            if l.auto || l.tools { "true" } else { "false" },
                         ),
                     ]),
                     ..Launched::default()
@@ -310,6 +323,7 @@ fn recipes() -> Vec<Recipe> {
             // that minute starts the file anew: the conversation is gone, and agentls tells the
             // new session the transcript. A load in a later minute goes on in the session.
             resumes: None,
+            offers_mcp_tools: true,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -367,6 +381,7 @@ fn recipes() -> Vec<Recipe> {
                 rejected: None,
             },
             resumes: Some(true),
+            offers_mcp_tools: true,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -446,6 +461,7 @@ fn recipes() -> Vec<Recipe> {
                 rejected: None,
             },
             resumes: Some(true),
+            offers_mcp_tools: true,
             stop_after_reject: "cancelled",
         },
         Recipe {
@@ -506,6 +522,9 @@ fn recipes() -> Vec<Recipe> {
                 rejected: None,
             },
             resumes: Some(true),
+            // It connects and lists agentls's tools, but its model reaches MCP tools only
+            // through its `tool_search` and `tool_call`, announced after startup.
+            offers_mcp_tools: false,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -554,6 +573,7 @@ fn recipes() -> Vec<Recipe> {
                 rejected: Some("The user has declined permission to use this tool"),
             },
             resumes: Some(true),
+            offers_mcp_tools: true,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -605,6 +625,9 @@ fn recipes() -> Vec<Recipe> {
                 rejected: Some("Tool execution denied by approval callback"),
             },
             resumes: Some(true),
+            // It takes MCP servers over stdio only (agentls's bridge: it lists the tools), and
+            // its model reaches them through its `search_tool_functions` only.
+            offers_mcp_tools: false,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -678,6 +701,7 @@ fn recipes() -> Vec<Recipe> {
                 rejected: None,
             },
             resumes: Some(true),
+            offers_mcp_tools: true,
             stop_after_reject: "end_turn",
         },
     ]
@@ -695,6 +719,7 @@ enum Scenario {
     EditsWithoutAsking,
     Conversation,
     Resumed,
+    EditorTools,
 }
 
 /// The editor the test client plays.
@@ -710,7 +735,7 @@ enum Shape {
 /// The scenarios run with the dialogs client too.
 const DIALOG_SCENARIOS: [Scenario; 2] = [Scenario::OpenFileAccepted, Scenario::PartlyAccepted];
 
-const SCENARIOS: [Scenario; 8] = [
+const SCENARIOS: [Scenario; 9] = [
     Scenario::OpenFileAccepted,
     Scenario::ClosedFileAccepted,
     Scenario::PartlyAccepted,
@@ -719,6 +744,7 @@ const SCENARIOS: [Scenario; 8] = [
     Scenario::EditsWithoutAsking,
     Scenario::Conversation,
     Scenario::Resumed,
+    Scenario::EditorTools,
 ];
 
 impl Scenario {
@@ -732,6 +758,7 @@ impl Scenario {
             Self::EditsWithoutAsking => "auto mode, open file, undone after the fact",
             Self::Conversation => "two messages in a chat document",
             Self::Resumed => "a chat opened again after a restart",
+            Self::EditorTools => "editor tools: the model calls getDiagnostics",
         }
     }
 
@@ -746,6 +773,7 @@ impl Scenario {
             Self::EditsWithoutAsking => "auto mode",
             Self::Conversation => "chat",
             Self::Resumed => "resumed",
+            Self::EditorTools => "editor tools",
         }
     }
 
@@ -759,6 +787,7 @@ impl Scenario {
             Self::EditsWithoutAsking => "auto",
             Self::Conversation => "chat",
             Self::Resumed => "resumed",
+            Self::EditorTools => "tools",
         }
     }
 }
@@ -771,6 +800,8 @@ const OLD_LINE: &str = "second line";
 const NEW_LINE: &str = "second line, edited by the model";
 const TODOS: &str = "// TODO a\nx\nx\nx\nx\nx\nx\n// TODO b\n";
 const CREATED: &str = "created by the model\nsecond line\n";
+/// The diagnostic the editor forwards for the model to read through agentls's MCP server.
+const DIAGNOSED: &str = "mock-analyzer: `second` is never used";
 
 /// One agent's run: agentls with the agent configured, its mock LLM, its own HOME.
 struct Run<'r> {
@@ -800,6 +831,7 @@ impl<'r> Run<'r> {
             home: home.path(),
             mock: &url,
             auto,
+            tools: scenario == Scenario::EditorTools,
         };
         let launched = (recipe.launch)(&launch);
         let mut all_env = env(&[
@@ -1017,6 +1049,47 @@ impl<'r> Run<'r> {
                 self.client
                     .run_code_action(uri, "Reject all changes (1)")
                     .await;
+            }
+        }
+    }
+
+    /// The names of the tools the agent offered the model, over every request.
+    fn offered_tools(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for request in self.mock.requests() {
+            let body = request.json();
+            for tool in body["tools"].as_array().into_iter().flatten() {
+                let declared = tool["functionDeclarations"].as_array();
+                let named = declared.map_or_else(|| vec![tool], |d| d.iter().collect());
+                for t in named {
+                    let name = t["name"].as_str().or(t["function"]["name"].as_str());
+                    if let Some(name) = name.filter(|n| !names.iter().any(|m| m == n)) {
+                        names.push(name.to_owned());
+                    }
+                }
+            }
+        }
+        names
+    }
+
+    /// Waits for the turn's summary, ending with `stop`, answering the agent's questions (such
+    /// as permission to call a tool) with "Allow" on the way.
+    async fn allowing_until(&self, uri: &str, stop: &str) -> (String, usize) {
+        let summary = self.summary(stop);
+        tokio::pin!(summary);
+        let mut allowed = 0;
+        loop {
+            tokio::select! {
+                summary = &mut summary => return (summary, allowed),
+                () = tokio::time::sleep(Duration::from_millis(50)) => {
+                    let allow = self.client.code_actions(uri).await.iter().any(|a| {
+                        a["title"].as_str().unwrap_or_default().starts_with("Allow (")
+                    });
+                    if allow {
+                        self.client.run_code_action(uri, "Allow (").await;
+                        allowed += 1;
+                    }
+                }
             }
         }
     }
@@ -1393,6 +1466,47 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             let start = run.start_agent().await;
             (start, run.resume().await)
         }
+        Scenario::EditorTools => {
+            // The editor forwards another language server's diagnostic; the model asks for the
+            // diagnostics through the MCP server agentls offered the session.
+            let uri = client.open("notes.txt", "text", NOTES).await;
+            let diagnostic = json!({"range": range(1, 0, 1, 6), "severity": 2,
+                                    "message": DIAGNOSED, "source": "mock-analyzer"});
+            client
+                .notify(
+                    "agentls/didChangeDiagnostics",
+                    json!({"uri": uri, "diagnostics": [diagnostic]}),
+                )
+                .await;
+            let turn = ToolTurn::say(DONE).then("*getDiagnostics", json!({}));
+            recipe.wire.play(&run.script, turn);
+            let start = run.start_agent().await;
+            let began = Instant::now();
+            client
+                .prompt("what does the editor say about notes.txt?")
+                .await;
+            let (summary, asked) = run.allowing_until(&uri, "end_turn").await;
+            let turn = began.elapsed().as_secs_f64();
+            eprintln!(
+                "matrix tools: {}: asked permission {asked} times",
+                recipe.name
+            );
+            let results = run.mock.tool_results();
+            assert!(
+                results.iter().any(|r| r.contains(DIAGNOSED)),
+                "{} did not hand the model the editor's diagnostics: {results:#?}\n{}\n\
+                 tools offered to the model: {:?}",
+                recipe.name,
+                run.mock.summary(),
+                run.offered_tools()
+            );
+            assert!(
+                summary.contains("editor tools: getDiagnostics ×1"),
+                "{summary}"
+            );
+            run.record(scenario, &summary);
+            (start, turn)
+        }
         Scenario::NewFile => {
             let path = client.workspace.join("hello.txt");
             let uri = file_uri(&path);
@@ -1524,6 +1638,9 @@ fn main() {
         for scenario in SCENARIOS {
             if scenario == Scenario::EditsWithoutAsking && recipe.auto.is_none() {
                 continue; // no such mode: the printed matrix shows "-"
+            }
+            if scenario == Scenario::EditorTools && !recipe.offers_mcp_tools {
+                continue; // not scripted: the printed matrix shows "-"
             }
             let name = format!("{}: {}", recipe.name, scenario.title());
             trials.push(Trial::test(name, move || {

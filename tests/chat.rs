@@ -406,11 +406,16 @@ async fn a_chat_of_an_earlier_run() -> (tempfile::TempDir, std::path::PathBuf) {
 
 /// agentls (and the demo agent) keeping their state in `state`.
 fn in_state(state: &tempfile::TempDir) -> support::Options {
+    let record = state.path().join("mcp.jsonl").display().to_string();
     support::Options {
-        env: vec![(
-            "XDG_STATE_HOME".to_owned(),
-            state.path().display().to_string(),
-        )],
+        env: vec![
+            (
+                "XDG_STATE_HOME".to_owned(),
+                state.path().display().to_string(),
+            ),
+            // The demo agent notes the MCP servers each session is given.
+            ("AGENTLS_DEMO_RECORD_MCP".to_owned(), record),
+        ],
         ..support::Options::default()
     }
 }
@@ -460,6 +465,17 @@ async fn a_chat_reopened_after_a_restart_goes_on_in_its_session() {
         "{text}"
     );
     assert!(!text.contains("agentls told me"), "{text}");
+    // `session/load` offered the session agentls's MCP server again, on a token of this run.
+    let given: Vec<serde_json::Value> = std::fs::read_to_string(state.path().join("mcp.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(given.len(), 2, "{given:?}");
+    assert_eq!(given[0]["session"], given[1]["session"]);
+    let token = |g: &serde_json::Value| g["mcpServers"][0]["headers"][0]["value"].clone();
+    assert_eq!(given[1]["mcpServers"][0]["name"], "agentls");
+    assert_ne!(token(&given[0]), token(&given[1]));
     assert!(second.shutdown().await.success());
 }
 

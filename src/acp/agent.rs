@@ -11,8 +11,9 @@ use std::time::Duration;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, FileSystemCapabilities, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, NewSessionRequest, SessionId,
+    CancelNotification, ClientCapabilities, EnvVariable, FileSystemCapabilities, HttpHeader,
+    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, McpServer,
+    McpServerHttp, McpServerStdio, NewSessionRequest, SessionId,
 };
 use agent_client_protocol::{
     Agent, ErrorCode, JsonRpcRequest, is_connection_terminated, is_incoming_transport_closed,
@@ -28,12 +29,15 @@ use super::session::SessionState;
 use super::session_defaults;
 use super::transport::{self, SkippedLine};
 use crate::config::AgentSpec;
-use crate::editor::{EditorAccess, Level, Withdrawal};
+use crate::editor::tool_grants::{self, Grant, Transport};
+use crate::editor::{EditorAccess, Level, Origin, Withdrawal};
 
 /// How long `initialize` and `session/new` may take (agents may install things on first run).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long quick requests (`session/set_mode`) may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The name of agentls's MCP server among a session's MCP servers.
+const TOOLS_SERVER: &str = "agentls";
 /// How long after a closed connection agentls waits for the exit status that explains it.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
@@ -44,6 +48,9 @@ pub struct AgentInfo {
     pub embedded_context: bool,
     /// Whether it can load a session of an earlier run (`session/load`).
     pub load_session: bool,
+    /// Whether it takes MCP servers over HTTP (`mcpCapabilities.http`); else over stdio, which
+    /// every agent takes.
+    pub mcp_http: bool,
     /// Its capabilities, as sent.
     pub capabilities: Value,
     /// Its authentication methods, as sent.
@@ -119,6 +126,7 @@ impl RunningAgent {
             info: AgentInfo {
                 embedded_context: false,
                 load_session: false,
+                mcp_http: false,
                 capabilities: Value::Null,
                 auth_methods: Vec::new(),
                 implementation: None,
@@ -153,6 +161,7 @@ impl RunningAgent {
         agent.info = AgentInfo {
             embedded_context: init.agent_capabilities.prompt_capabilities.embedded_context,
             load_session: init.agent_capabilities.load_session,
+            mcp_http: init.agent_capabilities.mcp_capabilities.http,
             capabilities: serde_json::to_value(&init.agent_capabilities).unwrap_or_default(),
             auth_methods: init
                 .auth_methods
@@ -294,13 +303,20 @@ impl RunningAgent {
 
     /// Opens a new session in the workspace and makes it current.
     pub async fn new_session(&self) -> Result<String, AgentFailure> {
-        let request = NewSessionRequest::new(self.link.cwd.clone()).mcp_servers(Vec::new());
+        // The session's id comes with the answer: the grant names it then.
+        let unknown = Origin::new(format!("acp:{}:", self.name()), self.name());
+        let (servers, grant) = self.editor_tools(unknown).await;
+        let request = NewSessionRequest::new(self.link.cwd.clone()).mcp_servers(servers);
         let response = self
             .request(request, "session/new", Some(HANDSHAKE_TIMEOUT))
             .await?;
         let id = response.session_id.to_string();
         let mut session = SessionState::new(self.name(), id.clone());
         session.take_settings(response.modes.as_ref(), response.config_options.as_ref());
+        if let Some(grant) = &grant {
+            grant.bind(session.origin.clone());
+        }
+        session.editor_tools = grant;
         for early in self.link.add_session(session) {
             super::updates::apply(&self.link, early);
         }
@@ -314,17 +330,66 @@ impl RunningAgent {
         Ok(id)
     }
 
+    /// The MCP server entry that offers session `origin` the editor's tools, in the transport
+    /// the agent advertised (HTTP, else stdio through `agentls mcp-bridge`), and the grant to
+    /// keep with the session; nothing when `agents.<name>.editorTools = false` or there is no
+    /// listener.
+    async fn editor_tools(&self, origin: Origin) -> (Vec<McpServer>, Option<Grant>) {
+        if !self.spec.offers_editor_tools() {
+            return (Vec::new(), None);
+        }
+        let transport = if self.info.mcp_http {
+            Transport::Http
+        } else {
+            Transport::Stdio
+        };
+        let editor = &self.link.editor;
+        let granted = editor
+            .tool_grants()
+            .grant(editor, self.name(), origin, transport)
+            .await;
+        let grant = match granted {
+            Ok(grant) => grant,
+            Err(why) => {
+                editor.log(
+                    Level::Warning,
+                    format!("{}: no editor tools for its session: {why}\n", self.name()),
+                );
+                return (Vec::new(), None);
+            }
+        };
+        let token = grant.token().as_str();
+        let server = match transport {
+            Transport::Http => {
+                McpServer::Http(McpServerHttp::new(TOOLS_SERVER, grant.url()).headers(vec![
+                    HttpHeader::new("Authorization", format!("Bearer {token}")),
+                ]))
+            }
+            Transport::Stdio => {
+                let me = std::env::current_exe().unwrap_or_else(|_| "agentls".into());
+                McpServer::Stdio(
+                    McpServerStdio::new(TOOLS_SERVER, me)
+                        .args(grant.bridge_args())
+                        .env(vec![EnvVariable::new(tool_grants::BRIDGE_TOKEN_VAR, token)]),
+                )
+            }
+        };
+        (vec![server], Some(grant))
+    }
+
     /// Loads session `id` of an earlier run (`session/load`) and makes it current. The history
     /// the agent replays meanwhile updates the session's state but is not told again: the chat
     /// already shows it.
     async fn load_session(&self, id: &str) -> Result<(), AgentFailure> {
         let mut session = SessionState::new(self.name(), id.to_owned());
         session.replaying = true;
+        let (servers, grant) = self.editor_tools(session.origin.clone()).await;
+        session.editor_tools = grant;
         for early in self.link.add_session(session) {
             super::updates::apply(&self.link, early);
         }
-        let request = LoadSessionRequest::new(SessionId::new(id), self.link.cwd.clone())
-            .mcp_servers(Vec::new());
+        let request =
+            LoadSessionRequest::new(SessionId::new(id), self.link.cwd.clone()).mcp_servers(servers);
         let loaded = self
             .request(request, "session/load", Some(HANDSHAKE_TIMEOUT))
             .await;
@@ -400,6 +465,8 @@ impl RunningAgent {
         let mut origins = Vec::new();
         self.link.each_session(|s| {
             s.withdraw_permissions();
+            // The agent is gone: its sessions' tokens die now.
+            s.editor_tools = None;
             origins.push(s.origin.clone());
         });
         for origin in &origins {

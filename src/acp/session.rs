@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::editor::Origin;
+use crate::editor::tool_grants::{self, Grant};
 
 /// How much of the agent's last message a summary quotes.
 const QUOTE_CHARS: usize = 160;
@@ -51,6 +52,8 @@ pub struct SessionState {
     /// The agent is replaying the session's history (`session/load`): what it says was told
     /// before and is not told again.
     pub replaying: bool,
+    /// The session's right to the editor's tools (dropped with the session: its token dies).
+    pub editor_tools: Option<Grant>,
 }
 
 /// The tally of a running turn.
@@ -83,6 +86,8 @@ pub struct Turn {
     pub log_mid_line: bool,
     /// The chat document the reply streams into, when the prompt came from one.
     pub chat: Option<PathBuf>,
+    /// The editor tools the agent called in this turn, by tool.
+    pub editor_tools: BTreeMap<String, u64>,
 }
 
 impl SessionState {
@@ -105,6 +110,7 @@ impl SessionState {
             withdraw: CancellationToken::new(),
             cancelled_unanswered: false,
             replaying: false,
+            editor_tools: None,
         }
     }
 
@@ -237,6 +243,12 @@ impl Turn {
                 .collect();
             parts.push(format!("changed without asking: {}", names.join(", ")));
         }
+        if !self.editor_tools.is_empty() {
+            parts.push(format!(
+                "editor tools: {}",
+                tool_grants::tally(&self.editor_tools)
+            ));
+        }
         if !self.failed.is_empty() {
             let titles = self.titles(&self.failed).join(", ");
             parts.push(format!("{} failed ({titles})", self.failed.len()));
@@ -267,9 +279,10 @@ mod tests {
         turn.tool_calls.insert("1".into(), "Edit a".into());
         turn.files.insert(PathBuf::from("/ws/a.txt"));
         turn.tool_call_failed("1");
+        turn.editor_tools.insert("getDiagnostics".into(), 2);
         assert_eq!(
             turn.tally(),
-            "1 tool call · files: a.txt · 1 failed (Edit a)"
+            "1 tool call · files: a.txt · editor tools: getDiagnostics ×2 · 1 failed (Edit a)"
         );
     }
 

@@ -210,6 +210,7 @@ impl Agents {
                     None if history.last_error.is_some() => "failed",
                     None => "not started",
                 };
+                let used = self.inner.editor.tool_grants().agent_use(&name);
                 let mut entry = json!({
                     "name": name,
                     "default": default == name,
@@ -218,6 +219,13 @@ impl Agents {
                     "state": state,
                     "starts": history.starts,
                     "lastError": history.last_error,
+                    "editorTools": {
+                        "enabled": spec.offers_editor_tools(),
+                        "offered": used.as_ref().map(|u| json!({
+                            "transport": u.transport, "sessions": u.sessions,
+                        })),
+                        "used": used.map(|u| u.calls).unwrap_or_default(),
+                    },
                 });
                 if let (Some(agent), Some(map)) = (running, entry.as_object_mut())
                     && let Value::Object(more) = agent.describe()

@@ -72,6 +72,9 @@ pub async fn run(
         Some(true) => {}
     }
     let origin = agent.link.origin(&session);
+    // What it called before this turn is not this turn's.
+    let tools = agent.link.editor.tool_grants();
+    tools.take_uses(&origin.key);
     let own_files = agent.own_files(&agent.link.cwd);
     agent.link.editor.turn_started(&origin, own_files);
     let mut notes = agent
@@ -122,6 +125,7 @@ pub async fn run(
         .flatten();
     if let Some(turn) = turn.as_mut() {
         turn.unasked.extend(unasked);
+        turn.editor_tools = tools.take_uses(&origin.key);
     }
     let cancelled = cancel.is_cancelled();
     let end =

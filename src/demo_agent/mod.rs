@@ -5,7 +5,10 @@
 //! prompt language is in [`script`]. It honours `session/cancel`, and repeats what agentls told
 //! it (the `(From agentls)` notes of a prompt) at the start of its answer. Its sessions are kept
 //! on disk (`history`): `session/load` replays one, and its next answer says what it recalls.
+//! It takes MCP servers over HTTP (over stdio only with `AGENTLS_DEMO_MCP=stdio`) and uses
+//! them when a prompt says `@tools` ([`editor_tools`]).
 
+mod editor_tools;
 mod history;
 pub mod script;
 
@@ -17,16 +20,16 @@ use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AvailableCommand, AvailableCommandsUpdate,
     CancelNotification, ContentBlock, ContentChunk, CreateTerminalRequest, Diff,
     EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
-    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse,
-    PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    PromptCapabilities, PromptRequest, PromptResponse, ReadTextFileRequest, ReleaseTerminalRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, SessionConfigOption,
-    SessionConfigOptionValue, SessionConfigSelectOption, SessionId, SessionMode, SessionModeState,
-    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, StopReason,
-    TerminalOutputRequest, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
-    ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate, WaitForTerminalExitRequest,
-    WriteTextFileRequest,
+    LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
+    NewSessionResponse, PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, PromptCapabilities, PromptRequest, PromptResponse, ReadTextFileRequest,
+    ReleaseTerminalRequest, RequestPermissionOutcome, RequestPermissionRequest,
+    SessionConfigOption, SessionConfigOptionValue, SessionConfigSelectOption, SessionId,
+    SessionMode, SessionModeState, SessionNotification, SessionUpdate,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse, StopReason, TerminalOutputRequest, ToolCall, ToolCallContent,
+    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate,
+    WaitForTerminalExitRequest, WriteTextFileRequest,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
@@ -68,6 +71,34 @@ type SharedStdout = Arc<tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>>;
 type Turns = Arc<Mutex<HashMap<String, CancellationToken>>>;
 /// What each loaded session held, until its next turn recalls it.
 type Recalled = Arc<Mutex<HashMap<String, Vec<history::Exchange>>>>;
+/// The MCP servers each session was given.
+type Servers = Arc<Mutex<HashMap<String, Vec<McpServer>>>>;
+
+/// With `AGENTLS_DEMO_MCP=stdio` the agent advertises no HTTP MCP servers (as agents that take
+/// only stdio ones).
+fn mcp_over_http() -> bool {
+    std::env::var("AGENTLS_DEMO_MCP").map_or(true, |v| v != "stdio")
+}
+
+/// Keeps the MCP servers session `id` was given; with `AGENTLS_DEMO_RECORD_MCP=<file>` they
+/// are also appended there, a JSON line each (for tests that need the tokens).
+fn keep_servers(servers: &Servers, id: &str, given: Vec<McpServer>) {
+    if let Some(path) = std::env::var_os("AGENTLS_DEMO_RECORD_MCP") {
+        let line = serde_json::json!({"session": id, "mcpServers": given});
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()));
+        if let Err(e) = appended {
+            tracing::warn!("demo agent: cannot record the MCP servers: {e}");
+        }
+    }
+    servers
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id.to_owned(), given);
+}
 
 /// The modes and config options of a session as it opens.
 fn new_settings() -> (SessionModeState, Vec<SessionConfigOption>) {
@@ -110,6 +141,7 @@ pub async fn run(
     let models: PerSession = Arc::default();
     let history = Arc::new(history::History::from_env());
     let recalled: Recalled = Arc::default();
+    let servers: Servers = Arc::default();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     Agent
         .v1()
@@ -118,6 +150,7 @@ pub async fn run(
             async move |init: InitializeRequest, responder: Responder<InitializeResponse>, _cx| {
                 let capabilities = AgentCapabilities::new()
                     .load_session(true)
+                    .mcp_capabilities(McpCapabilities::new().http(mcp_over_http()))
                     .prompt_capabilities(PromptCapabilities::new().embedded_context(true));
                 let mut response = InitializeResponse::new(init.protocol_version)
                     .agent_capabilities(capabilities)
@@ -136,14 +169,15 @@ pub async fn run(
         )
         .on_receive_request(
             {
-                let history = Arc::clone(&history);
-                async move |_request: NewSessionRequest,
+                let (history, servers) = (Arc::clone(&history), Arc::clone(&servers));
+                async move |request: NewSessionRequest,
                             responder: Responder<NewSessionResponse>,
                             cx: ConnectionTo<Client>| {
                     if requires_login() {
                         return responder.respond_with_error(Error::auth_required());
                     }
                     let id = history.new_session();
+                    keep_servers(&servers, &id, request.mcp_servers);
                     let (modes, options) = new_settings();
                     let response = NewSessionResponse::new(id.clone())
                         .modes(modes)
@@ -157,6 +191,7 @@ pub async fn run(
         .on_receive_request(
             {
                 let (history, recalled) = (Arc::clone(&history), Arc::clone(&recalled));
+                let servers = Arc::clone(&servers);
                 async move |request: LoadSessionRequest,
                             responder: Responder<LoadSessionResponse>,
                             cx: ConnectionTo<Client>| {
@@ -165,6 +200,7 @@ pub async fn run(
                         let why = format!("the demo agent keeps no session {id}");
                         return responder.respond_with_error(Error::invalid_params().data(why));
                     };
+                    keep_servers(&servers, &id, request.mcp_servers);
                     for exchange in &exchanges {
                         for (text, user) in [(&exchange.user, true), (&exchange.agent, false)] {
                             let chunk = ContentChunk::new(ContentBlock::from(text.as_str()));
@@ -258,6 +294,12 @@ pub async fn run(
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .remove(session.0.as_ref());
+                    let given = servers
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(session.0.as_ref())
+                        .cloned()
+                        .unwrap_or_default();
                     let prompt = prompt_text(&request.prompt);
                     let mut script = script::parse(&prompt.text, &prompt.uris, &cwd);
                     if read_only {
@@ -269,6 +311,7 @@ pub async fn run(
                         let turn = Turn {
                             model,
                             recalled,
+                            servers: given,
                             said: Mutex::default(),
                             cx: &cx,
                             session: session.clone(),
@@ -355,6 +398,12 @@ async fn run_turn(
     }
     for (uri, lines) in &prompt.embedded {
         turn.say(&format!("I was given {uri}: {lines} lines\n"))?;
+    }
+    if script.tools {
+        for line in editor_tools::report(&turn.servers, script.path.as_deref()).await {
+            turn.say(&line)?;
+        }
+        return Ok(StopReason::EndTurn);
     }
     if script.crash {
         tracing::error!("demo-agent: crashing on purpose (@crash)");
@@ -452,6 +501,8 @@ struct Turn<'a> {
     model: Option<String>,
     /// What the session held when it was loaded, for its first turn since.
     recalled: Option<Vec<history::Exchange>>,
+    /// The MCP servers the session was given.
+    servers: Vec<McpServer>,
     /// What it said in this turn (its start).
     said: Mutex<String>,
     cx: &'a ConnectionTo<Client>,

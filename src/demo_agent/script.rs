@@ -2,11 +2,13 @@
 //! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@deaf`, `@crash`, `@ask`,
 //! `@run COMMAND…`, `@cwd DIR`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@also FILE`,
 //! `@late`, `@snippet`, `@askaftercancel [MS]`, `@diffearlier`, `@diskwrite`, `@unasked`,
-//! `@writemore`).
+//! `@writemore`, `@tools`).
 //!
 //! - `uppercase <file>`: uppercase the lines that contain `TODO` (every line if none does);
 //! - `sort <file>`: sort the lines;
-//! - `read <file>` (or any other text naming a file): read it and say how long it is.
+//! - `read <file>` (or any other text naming a file): read it and say how long it is;
+//! - `@tools [file]`: call each of the editor's tools agentls offered the session, and say what
+//!   each answered.
 //!
 //! The file is the prompt's `resource` / `resource_link`, else the first word that names an
 //! existing file (absolute, or relative to the agent's working directory).
@@ -17,7 +19,7 @@ use std::path::{Path, PathBuf};
 /// What `/help` answers.
 pub const HELP: &str = "I edit the file you name (`uppercase notes.txt`, `read notes.txt`). Words \
 that change what I do: @snippet, @diskwrite, @unasked, @writemore, @also <file>, @run <command>, \
-@cwd <dir>, @ask, @hang, @flood <n>, @chunk <bytes>.\n";
+@cwd <dir>, @ask, @hang, @flood <n>, @chunk <bytes>, @tools (use the editor's tools).\n";
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Script {
@@ -67,6 +69,9 @@ pub struct Script {
     pub withdraw_after: Option<std::time::Duration>,
     /// The size of each flood chunk in bytes (0: just `chunk <n>\n`).
     pub chunk_bytes: usize,
+    /// Call each of the editor's tools the session was offered (over MCP) and say what they
+    /// answered, instead of editing.
+    pub tools: bool,
 }
 
 /// A deterministic change to a file.
@@ -162,6 +167,7 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
             "@diskwrite" => script.disk_write = true,
             "@unasked" => script.unasked = true,
             "@writemore" => script.write_more = true,
+            "@tools" => script.tools = true,
             "@askaftercancel" => {
                 let ms = words.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(0);
                 script.ask_after_cancel = Some(std::time::Duration::from_millis(ms));

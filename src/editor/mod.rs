@@ -28,6 +28,8 @@ pub mod reviews;
 pub mod selection;
 pub mod settlement;
 pub mod state;
+pub mod token;
+pub mod tool_grants;
 pub mod unasked;
 
 use std::path::{Path, PathBuf};
@@ -165,6 +167,7 @@ pub struct EditorAccess {
     policy: std::sync::Arc<std::sync::RwLock<AccessPolicy>>,
     writing: path_locks::PathLocks,
     chat_inbox: chat_inbox::ChatInbox,
+    tool_grants: tool_grants::ToolGrants,
 }
 
 /// A question admitted for an origin; it leaves the count when dropped (answered, or the
@@ -204,6 +207,7 @@ pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
         policy: std::sync::Arc::clone(&policy),
         writing: path_locks::PathLocks::default(),
         chat_inbox: chat_inbox.clone(),
+        tool_grants: tool_grants::ToolGrants::default(),
     };
     let feed = EditorFeed {
         state,
@@ -214,6 +218,11 @@ pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
 }
 
 impl EditorAccess {
+    /// The editor's tools granted to agent sessions (agentls's MCP server, offered per session).
+    pub fn tool_grants(&self) -> &tool_grants::ToolGrants {
+        &self.tool_grants
+    }
+
     /// The selection in the document the user is in.
     pub async fn current_selection(&self) -> Option<Selection> {
         self.state

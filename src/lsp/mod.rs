@@ -14,6 +14,7 @@ mod mcp_commands;
 pub mod message_check;
 mod output;
 mod server;
+mod session_tools;
 mod transport;
 
 use std::sync::Arc;
@@ -54,6 +55,7 @@ pub async fn serve(
     output_unread: Option<UnreadProbe>,
 ) -> Ending {
     let (editor, feed, effect_queue) = crate::editor::start();
+    let session_tools = session_tools::SessionTools::install(&editor);
     let shutdown_requested = Arc::new(AtomicBool::new(false));
     let (ready, ready_rx) = watch::channel(None);
     let layers = server::initial_layers();
@@ -105,6 +107,7 @@ pub async fn serve(
     };
     // Terminal agents must not find a lockfile of a server that is gone.
     mcp.stop();
+    drop(session_tools);
     // However it ended, no agent (nor a command it runs) outlives us: after `shutdown` this finds
     // nothing left; after a crash of the editor or SIGTERM it stops them now.
     if tokio::time::timeout(AGENTS_STOP_LIMIT, agents_at_end.shutdown())

@@ -53,6 +53,19 @@ pub fn check(
     token: &AuthToken,
     carrier: TokenHeader,
 ) -> Result<(), Refusal> {
+    check_with(headers, port, carrier, |offered| {
+        token.matches(offered).then_some(())
+    })
+}
+
+/// Checks the `Origin` and `Host` rules, then hands the offered token to `accept` (which
+/// compares it in constant time); returns what `accept` found.
+pub fn check_with<T>(
+    headers: &HeaderMap,
+    port: u16,
+    carrier: TokenHeader,
+    accept: impl FnOnce(&str) -> Option<T>,
+) -> Result<T, Refusal> {
     if let Some(origin) = headers.get(header::ORIGIN) {
         return Err(Refusal::Origin(
             String::from_utf8_lossy(origin.as_bytes()).into_owned(),
@@ -74,11 +87,7 @@ pub fn check(
     };
     let offered = offered.ok_or(Refusal::NoToken)?;
     let offered = std::str::from_utf8(offered).map_err(|_| Refusal::WrongToken)?;
-    if token.matches(offered.trim()) {
-        Ok(())
-    } else {
-        Err(Refusal::WrongToken)
-    }
+    accept(offered.trim()).ok_or(Refusal::WrongToken)
 }
 
 /// `127.0.0.1:<port>` or `localhost:<port>` (any case).

@@ -8,6 +8,7 @@
 //! connections and deadlines for those without the token, discovery files 0600 in 0700
 //! directories, removed when the server stops.
 
+pub mod bridge;
 mod companion_file;
 mod connections;
 mod context_push;
@@ -16,13 +17,13 @@ mod diff_tabs;
 pub mod discovery;
 mod event_streams;
 mod frames;
+pub mod granted;
 mod guard;
 mod http;
 pub mod lockfile;
 mod outcome;
 mod session;
 mod shapes;
-mod token;
 mod tools;
 mod websocket;
 
@@ -32,11 +33,12 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
+pub use crate::editor::token::AuthToken;
 pub use discovery::Found;
-pub use token::AuthToken;
 
 use crate::editor::EditorAccess;
 use crate::editor::context::ContextEvent;
+use crate::editor::token;
 use discovery::{DiscoveryError, DiscoveryFile};
 
 /// Why the MCP side could not start (the language server goes on without it).

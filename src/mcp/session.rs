@@ -9,16 +9,15 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CustomNotification, Implementation,
     InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig, ServerNotification,
+    ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
-use super::context_tools as ctx;
 use super::diff_tabs::DiffTabs;
 use super::outcome::{ToolError, ToolOutcome, into_mcp};
-use super::tools::{self, DiffStyle};
+use super::tools::{self, Call, DiffStyle};
 use crate::editor::context::ContextEvent;
 use crate::editor::{EditorAccess, Origin, Withdrawal};
 
@@ -73,45 +72,18 @@ impl Session {
         args: Value,
         peer: &rmcp::Peer<RoleServer>,
     ) -> ToolOutcome {
-        let editor = &self.0.editor;
+        let Some(tool) = tools::find(self.0.style, name) else {
+            return Err(ToolError::UnknownTool(name.to_owned()));
+        };
         let origin = self.origin();
-        let tabs = &self.0.tabs;
-        match (self.0.style, name) {
-            (DiffStyle::Blocking, "openDiff") => tabs.open_blocking(editor, &origin, args).await,
-            (DiffStyle::Blocking, "close_tab") => tabs.close_tab(args),
-            (DiffStyle::Blocking, "closeAllDiffTabs") => tabs.close_all(),
-            (DiffStyle::Notified, "openDiff") => {
-                let peer = peer.clone();
-                let notify = Box::new(move |method: &'static str, params: Value| {
-                    tokio::spawn(async move {
-                        let note = CustomNotification::new(method, Some(params));
-                        let sent = peer
-                            .send_notification(ServerNotification::CustomNotification(note))
-                            .await;
-                        if let Err(e) = sent {
-                            tracing::info!("verdict {method} not delivered: {e}");
-                        }
-                    });
-                });
-                tabs.open_notified(editor, &origin, args, notify)
-            }
-            (DiffStyle::Notified, "closeDiff") => tabs.close_notified(args),
-            (DiffStyle::Blocking, "getDiagnostics") => ctx::get_diagnostics(editor, args).await,
-            (DiffStyle::Blocking, "openFile") => ctx::open_file(editor, args).await,
-            (DiffStyle::Blocking, "getCurrentSelection") => {
-                ctx::get_current_selection(editor).await
-            }
-            (DiffStyle::Blocking, "getLatestSelection") => ctx::get_latest_selection(editor).await,
-            (DiffStyle::Blocking, "getOpenEditors") => ctx::get_open_editors(editor).await,
-            (DiffStyle::Blocking, "getWorkspaceFolders") => {
-                ctx::get_workspace_folders(editor).await
-            }
-            (DiffStyle::Blocking, "checkDocumentDirty") => {
-                ctx::check_document_dirty(editor, args).await
-            }
-            (DiffStyle::Blocking, "saveDocument") => ctx::save_document(editor, args).await,
-            (_, other) => Err(ToolError::UnknownTool(other.to_owned())),
-        }
+        (tool.run)(Call {
+            editor: &self.0.editor,
+            origin: &origin,
+            tabs: &self.0.tabs,
+            peer,
+            args,
+        })
+        .await
     }
 }
 

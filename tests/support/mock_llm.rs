@@ -413,7 +413,10 @@ impl ToolInput {
 /// One tool call the scripted model makes.
 #[derive(Debug, Clone)]
 pub struct ToolCall {
-    /// Tool name as the agent declares it (`write_file`, `Write`, ...).
+    /// Tool name as the agent declares it (`write_file`, `Write`, ...); `*name` stands for the
+    /// offered tool whose name ends with `name` (an MCP server's tool, which each agent names
+    /// its own way: `mcp__agentls__getDiagnostics`, `agentls_getDiagnostics`, …), one naming
+    /// `agentls` first.
     pub tool: String,
     /// What the call carries.
     pub input: ToolInput,
@@ -462,15 +465,32 @@ impl ToolTurn {
     }
 
     /// The call to make in a request whose conversation holds `results` tool results, if the
-    /// request offers that tool (`offers`); `None`: answer with text (the calls are done, or it
-    /// is a side call such as a title, which offers no tools).
-    fn next_call(
+    /// request offers that tool (`offered`: the names of the tools it offers), named as
+    /// offered; `None`: answer with text (the calls are done, or it is a side call such as a
+    /// title, which offers no tools).
+    fn next_call<'a>(
         &self,
         results: usize,
-        offers: impl Fn(&str) -> bool,
-    ) -> Option<(usize, &ToolCall)> {
+        offered: impl Iterator<Item = &'a str>,
+    ) -> Option<(usize, ToolCall)> {
         let call = self.calls.get(results)?;
-        offers(&call.tool).then_some((results + 1, call))
+        let offered: Vec<&str> = offered.collect();
+        let name = match call.tool.strip_prefix('*') {
+            None => offered
+                .contains(&call.tool.as_str())
+                .then(|| call.tool.clone())?,
+            Some(suffix) => {
+                let mut matching: Vec<&str> = offered
+                    .into_iter()
+                    .filter(|name| name.ends_with(suffix))
+                    .collect();
+                matching.sort_by_key(|name| !name.contains("agentls"));
+                matching.first()?.to_string()
+            }
+        };
+        let mut call = call.clone();
+        call.tool = name;
+        Some((results + 1, call))
     }
 }
 
@@ -578,17 +598,15 @@ impl Gemini {
     /// The model's parts for this request: the next tool call while there is one and the
     /// request offers it, then text.
     fn parts(&self, body: &Value) -> Value {
-        let offers = |tool: &str| {
-            body["tools"].as_array().is_some_and(|tools| {
-                tools.iter().any(|t| {
-                    t["functionDeclarations"]
-                        .as_array()
-                        .is_some_and(|d| d.iter().any(|f| f["name"] == tool))
-                })
-            })
-        };
+        let offered = body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["functionDeclarations"].as_array())
+            .flatten()
+            .filter_map(|f| f["name"].as_str());
         let results = Self::function_responses(body).len();
-        if let Some((_, call)) = self.turn.next_call(results, offers) {
+        if let Some((_, call)) = self.turn.next_call(results, offered) {
             json!([{"functionCall": {"name": call.tool, "args": call.input.as_json()}}])
         } else if body["generationConfig"]["responseMimeType"] == "application/json" {
             // Structured side calls (e.g. "who speaks next"): a minimal valid object.
@@ -716,13 +734,13 @@ impl Anthropic {
 
     /// The next tool call while there is one and the request offers it (titles, summaries and
     /// other side calls offer none and get text), with its number.
-    fn call<'a>(&'a self, body: &Value) -> Option<(usize, &'a ToolCall)> {
-        let offers = |tool: &str| {
-            body["tools"]
-                .as_array()
-                .is_some_and(|t| t.iter().any(|t| t["name"] == tool))
-        };
-        self.0.next_call(Self::result_blocks(body).len(), offers)
+    fn call(&self, body: &Value) -> Option<(usize, ToolCall)> {
+        let offered = body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str());
+        self.0.next_call(Self::result_blocks(body).len(), offered)
     }
 }
 
@@ -742,7 +760,7 @@ impl Script for Anthropic {
             body["messages"].as_array().map_or(0, Vec::len)
         );
         let call = self.call(&body);
-        let block = match call {
+        let block = match &call {
             Some((n, call)) => json!({"type": "tool_use", "id": format!("toolu_mock_{n}"),
                                       "name": call.tool, "input": call.input.as_json()}),
             None => json!({"type": "text", "text": self.0.text}),
@@ -760,7 +778,7 @@ impl Script for Anthropic {
                 "usage": usage
             })));
         }
-        let (start_block, delta) = match call {
+        let (start_block, delta) = match &call {
             Some((_, call)) => {
                 let mut start = block.clone();
                 start["input"] = json!({});
@@ -840,13 +858,13 @@ impl OpenAi {
     }
 
     /// The next tool call while there is one and the request offers it, with its number.
-    fn call<'a>(&'a self, body: &Value) -> Option<(usize, &'a ToolCall)> {
-        let offers = |tool: &str| {
-            body["tools"]
-                .as_array()
-                .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == tool))
-        };
-        self.0.next_call(Self::tool_messages(body).len(), offers)
+    fn call(&self, body: &Value) -> Option<(usize, ToolCall)> {
+        let offered = body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["function"]["name"].as_str());
+        self.0.next_call(Self::tool_messages(body).len(), offered)
     }
 }
 
@@ -938,25 +956,41 @@ impl Responses {
             .collect()
     }
 
-    /// The next tool call while there is one and the request offers it, with its number.
-    fn call<'a>(&'a self, body: &Value) -> Option<(usize, &'a ToolCall)> {
-        let offers = |tool: &str| {
-            body["tools"]
-                .as_array()
-                .is_some_and(|t| t.iter().any(|t| t["name"] == tool))
-        };
-        self.0.next_call(Self::outputs(body).len(), offers)
+    /// The next tool call while there is one and the request offers it, with its number. A
+    /// tool of a namespace (how codex offers an MCP server's tools) is offered as
+    /// `<namespace>.<name>`.
+    fn call(&self, body: &Value) -> Option<(usize, ToolCall)> {
+        let tools = body["tools"].as_array().into_iter().flatten();
+        let offered: Vec<String> = tools
+            .flat_map(|t| match (t["type"].as_str(), t["tools"].as_array()) {
+                (Some("namespace"), Some(inner)) => inner
+                    .iter()
+                    .filter_map(|i| i["name"].as_str())
+                    .map(|i| format!("{}.{i}", t["name"].as_str().unwrap_or_default()))
+                    .collect::<Vec<_>>(),
+                _ => t["name"].as_str().map(str::to_owned).into_iter().collect(),
+            })
+            .collect();
+        let offered = offered.iter().map(String::as_str);
+        self.0.next_call(Self::outputs(body).len(), offered)
     }
 
     /// The output item: the tool call, or the final message.
-    fn item(&self, call: Option<(usize, &ToolCall)>) -> Value {
+    fn item(&self, call: Option<&(usize, ToolCall)>) -> Value {
         match call {
             Some((n, call)) => match &call.input {
-                ToolInput::Json(args) => json!({
-                    "type": "function_call", "id": format!("fc_mock_{n}"), "status": "completed",
-                    "call_id": format!("call_mock_{n}"), "name": call.tool,
-                    "arguments": args.to_string()
-                }),
+                ToolInput::Json(args) => {
+                    let mut item = json!({
+                        "type": "function_call", "id": format!("fc_mock_{n}"),
+                        "status": "completed", "call_id": format!("call_mock_{n}"),
+                        "name": call.tool, "arguments": args.to_string()
+                    });
+                    if let Some((namespace, name)) = call.tool.split_once('.') {
+                        item["namespace"] = json!(namespace);
+                        item["name"] = json!(name);
+                    }
+                    item
+                }
                 ToolInput::Freeform(input) => json!({
                     "type": "custom_tool_call", "id": format!("ctc_mock_{n}"),
                     "status": "completed", "call_id": format!("call_mock_{n}"),
@@ -979,7 +1013,7 @@ impl Script for Responses {
         let body = request.json();
         let model = body["model"].as_str().unwrap_or("mock").to_owned();
         let call = self.call(&body);
-        let item = self.item(call);
+        let item = self.item(call.as_ref());
         let usage = json!({
             "input_tokens": USAGE_IN, "input_tokens_details": {"cached_tokens": 0},
             "output_tokens": USAGE_OUT, "output_tokens_details": {"reasoning_tokens": 0},

@@ -1,5 +1,5 @@
-//! The secret a terminal agent must present: 128 random bits, compared in constant time, never
-//! shown in `Debug` output.
+//! The secret an agent must present to agentls's MCP servers: 128 random bits, compared in
+//! constant time, never shown in `Debug` output.
 
 use std::fmt;
 
