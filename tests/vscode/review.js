@@ -2,7 +2,8 @@
 // demo agent from the palette (an input box), watch its reply stream into the chat beside the
 // code, list its two proposed changes and see them in the diff editor, keep one and undo the
 // other with the CodeLens, pick a mode and read the status in quick picks, cancel a turn from
-// its progress notification, save and close everything without a dialog. Prints the result as
+// its progress notification, bring the chat back from the status bar and send a message typed in
+// an input box, prompt about selected lines, save and close everything without a dialog. Prints the result as
 // one JSON line (driver.js).
 const fs = require('fs');
 const { main } = require('./driver');
@@ -20,7 +21,7 @@ main(async (d, config) => {
   await d.shot('01-chat-beside');
 
   // The prompt goes from the code editor: click into it again, as a user would.
-  await d.page.click('.editor-group-container:first-child .view-lines');
+  await d.focusEditor(0);
   await d.palette('agentls: Prompt Agent');
   await d.answerInput('agentls: prompt demo', config.prompt);
 
@@ -69,7 +70,7 @@ main(async (d, config) => {
   await d.page.keyboard.press('Escape');
 
   // A turn that waits until cancelled, cancelled from its progress notification.
-  await d.page.click('.editor-group-container:first-child .view-lines');
+  await d.focusEditor(0);
   await d.palette('agentls: Prompt Agent');
   await d.answerInput('agentls: prompt demo', '@hang');
   await d.waitUntil('the turn runs', (s) =>
@@ -84,14 +85,39 @@ main(async (d, config) => {
   await d.waitUntil('the turn is cancelled and the status bar idle', (s) =>
     s.groups[1].text.includes('demo: cancelled') && s.statusBar.some((t) => t.includes('demo · idle')));
 
+  // The status bar item brings the chat back; Send Chat Message asks for the message.
+  await d.focusEditor(1);
+  await d.waitUntil('the chat is saved', (s) => !s.groups[1].dirty);
+  await d.palette('View: Close Editor');
+  await d.waitUntil('the chat is closed', (s) => s.groups.length === 1 || s.groups[1].tabs === 0);
+  await d.page.click('.statusbar-item[id$="agentls.status"] a, .statusbar-item[id$="agentls.status"]');
+  await d.waitUntil('the chat is open beside the code again', (s) =>
+    s.groups.length === 2 && s.groups[1].text.includes('demo: cancelled'));
+  await d.palette('agentls: Send Chat Message');
+  await d.answerInput('agentls: message to demo', 'read notes.rs');
+  await d.waitUntil('the reply to the message', (s) => /read notes\.rs[\s\S]*has 7 lines[\s\S]*demo: end_turn/.test(s.groups[1].text));
+
+  // A prompt about the selected lines: they go along as the context.
+  await d.focusEditor(0);
+  await d.ctrl('Home');
+  for (let i = 0; i < 3; i++) {
+    await d.page.keyboard.down('Shift');
+    await d.page.keyboard.press('ArrowDown');
+    await d.page.keyboard.up('Shift');
+  }
+  await d.palette('agentls: Prompt Agent');
+  await d.answerInput('the selection in notes.rs goes along', 'read notes.rs');
+  await d.waitUntil('the agent got the 3 selected lines', (s) => /notes\.rs: 3 lines[\s\S]*demo: end_turn/.test(s.groups[1].text));
+  await d.shot('07-selection-prompt');
+
   // Save the file (its tab shows it modified) and close everything: no dialog may ask anything.
-  await d.page.click('.editor-group-container:first-child .view-lines');
+  await d.focusEditor(0);
   await d.ctrl('KeyS');
   await d.waitUntil('the file is saved (its tab no longer modified)', (s) => !s.groups[0].dirty);
   const onDisk = fs.readFileSync(file, 'utf8');
   await d.palette('View: Close All Editors');
   await d.waitUntil('every editor is closed, or a dialog asks', (s) => s.dialog || s.groups.every((g) => g.tabs === 0));
-  await d.shot('07-saved-and-closed');
+  await d.shot('08-saved-and-closed');
   const { dialog } = await d.snapshot();
   return { onDisk, dialog, diff, status };
 });
