@@ -5,9 +5,9 @@
 //! box, the demo agent's streamed reply, its two changes listed and in the diff editor, Keep on
 //! one and Undo on the other through CodeLens, a mode picked, the status read, a turn cancelled
 //! from its progress notification, the chat back from the status bar, a message typed in an
-//! input box, a prompt about selected lines, save and close without a dialog; and without agentls, a
-//! clear message whose button opens the setting (`tests/vscode/missing.js`). Screenshots go to
-//! `AGENTLS_TEST_CAPTURES`.
+//! input box, a prompt about selected lines, save and close without a dialog. Without agentls
+//! (`tests/vscode/missing.js`): a clear message whose button opens the setting, where its full
+//! path makes it start. Screenshots go to `AGENTLS_TEST_CAPTURES`.
 //!
 //! Node.js 24, code-server, puppeteer-core and Chromium come from `AGENTLS_TEST_NODE24`,
 //! `AGENTLS_TEST_CODE_SERVER`, `AGENTLS_TEST_PUPPETEER` and `AGENTLS_TEST_CHROMIUM`
@@ -201,6 +201,7 @@ fn run(tools: &Tools, scenario: &str, installed: bool, viewport: [u32; 2]) -> (S
         "file": notes,
         "prompt": "uppercase the TODO lines in notes.rs",
         "expectVisible": ["// TODO ONE", "// TODO two"],
+        "agentls": env!("CARGO_BIN_EXE_agentls"),
     });
     let mut command = Command::new(&tools.node24);
     command
