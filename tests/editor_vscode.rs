@@ -3,11 +3,12 @@
 //! commands its README gives, and starts the real `agentls` from the sandbox's `~/.cargo/bin`.
 //! A user's session (`tests/vscode/review.js`): the chat from the palette, a prompt in an input
 //! box, the demo agent's streamed reply, its two changes listed and in the diff editor, Keep on
-//! one and Undo on the other through CodeLens, a mode picked, the status read, a turn cancelled
-//! from its progress notification, the chat back from the status bar, a message typed in an
-//! input box, a prompt about selected lines, save and close without a dialog. Without agentls
-//! (`tests/vscode/missing.js`): a clear message whose button opens the setting, where its full
-//! path makes it start. Screenshots go to `AGENTLS_TEST_CAPTURES`.
+//! one and Undo on the other through CodeLens, Undo on a change made without asking, a mode
+//! picked, the status read, a turn cancelled from its progress notification, the chat back from
+//! the status bar, a message typed in an input box, a prompt about selected lines, save and
+//! close without a dialog. Without agentls (`tests/vscode/missing.js`): a clear message whose
+//! button opens the setting, where its full path makes it start. Screenshots go to
+//! `AGENTLS_TEST_CAPTURES`.
 //!
 //! Node.js 24, code-server, puppeteer-core and Chromium come from `AGENTLS_TEST_NODE24`,
 //! `AGENTLS_TEST_CODE_SERVER`, `AGENTLS_TEST_PUPPETEER` and `AGENTLS_TEST_CHROMIUM`
@@ -306,7 +307,7 @@ fn vscode_keeps_one_change_and_undoes_the_other_through_codelens() {
         );
     }
     let shots = session.result["screenshots"].as_array().unwrap();
-    assert_eq!(shots.len(), 8, "{context}");
+    assert_eq!(shots.len(), 9, "{context}");
     assert!(
         session.result["status"]
             .as_str()

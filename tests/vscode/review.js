@@ -1,7 +1,7 @@
 // The whole conversation in VS Code (code-server): open the chat from the palette, prompt the
 // demo agent from the palette (an input box), watch its reply stream into the chat beside the
 // code, list its two proposed changes and see them in the diff editor, keep one and undo the
-// other with the CodeLens, pick a mode and read the status in quick picks, cancel a turn from
+// other with the CodeLens, undo a change it made without asking, pick a mode and read the status in quick picks, cancel a turn from
 // its progress notification, bring the chat back from the status bar and send a message typed in
 // an input box, prompt about selected lines, save and close everything without a dialog. Prints the result as
 // one JSON line (driver.js).
@@ -58,6 +58,18 @@ main(async (d, config) => {
   await d.waitUntil("the agent's turn is over in the chat", (s) => s.groups[1].text.includes('demo: end_turn'));
   await d.shot('04-kept-one-undid-one');
 
+  // A change made without asking (the demo agent's @unasked) is in the buffer already: its
+  // CodeLens offers to keep it or undo it; Undo brings the old line back.
+  await d.focusEditor(0);
+  await d.palette('agentls: Prompt Agent');
+  await d.answerInput('agentls: prompt demo', `@unasked ${config.prompt}`);
+  await d.waitUntil('the change made without asking, in the buffer with Keep and Undo', (s) =>
+    s.groups[0].text.includes('// TODO TWO') && s.groups[0].lenses.includes('Keep') && s.groups[0].lenses.includes('Undo'));
+  await d.shot('05-changed-without-asking');
+  await d.clickLens('Undo', 0);
+  await d.waitUntil('the old line back and no CodeLens left', (s) =>
+    config.expectVisible.every((line) => s.groups[0].text.includes(line)) && s.groups[0].lenses.length === 0);
+
   await d.palette('agentls: Set Mode');
   await d.waitUntil("the quick pick offers the demo agent's modes", (s) =>
     s.quickInput.includes("demo's mode") && /read-only/i.test(s.quickInput));
@@ -66,7 +78,7 @@ main(async (d, config) => {
   await d.palette('agentls: Show Status');
   const status = await d.waitUntil('the status says the mode', (s) =>
     s.quickInput.includes('demo (default)') && s.quickInput.includes('mode read-only') && s.quickInput);
-  await d.shot('05-status');
+  await d.shot('06-status');
   await d.page.keyboard.press('Escape');
 
   // A turn that waits until cancelled, cancelled from its progress notification.
@@ -75,7 +87,7 @@ main(async (d, config) => {
   await d.answerInput('agentls: prompt demo', '@hang');
   await d.waitUntil('the turn runs', (s) =>
     s.groups[1].text.includes('Waiting until you cancel') && s.notifications.some((n) => n.includes('agentls: demo')));
-  await d.shot('06-turn-running');
+  await d.shot('07-turn-running');
   await d.waitFor("the progress notification's Cancel, clicked", () => {
     const toast = [...document.querySelectorAll('.notification-toast')].find((t) => t.innerText.includes('agentls: demo'));
     const button = toast && [...toast.querySelectorAll('.monaco-button')].find((b) => b.innerText.trim() === 'Cancel');
@@ -108,7 +120,7 @@ main(async (d, config) => {
   await d.palette('agentls: Prompt Agent');
   await d.answerInput('the selection in notes.rs goes along', 'read notes.rs');
   await d.waitUntil('the agent got the 3 selected lines', (s) => /notes\.rs: 3 lines[\s\S]*demo: end_turn/.test(s.groups[1].text));
-  await d.shot('07-selection-prompt');
+  await d.shot('08-selection-prompt');
 
   // Save the file (its tab shows it modified) and close everything: no dialog may ask anything.
   await d.focusEditor(0);
@@ -117,7 +129,7 @@ main(async (d, config) => {
   const onDisk = fs.readFileSync(file, 'utf8');
   await d.palette('View: Close All Editors');
   await d.waitUntil('every editor is closed, or a dialog asks', (s) => s.dialog || s.groups.every((g) => g.tabs === 0));
-  await d.shot('08-saved-and-closed');
+  await d.shot('09-saved-and-closed');
   const { dialog } = await d.snapshot();
   return { onDisk, dialog, diff, status };
 });
