@@ -54,8 +54,9 @@ main(async (d, config) => {
     if (input) input.focus();
     return !!input && document.activeElement === input;
   });
+  // Pasted, as one input (the Settings editor writes the setting as it changes).
   await d.ctrl('KeyA');
-  await d.page.keyboard.type(config.agentls);
+  await d.page.keyboard.sendCharacter(config.agentls);
   await d.waitUntil('agentls runs with the demo agent', (s) => s.statusBar.some((t) => /demo · (idle|not started)/.test(t)));
   await d.page.keyboard.press('Escape');
   await d.waitFor('the Settings editor closed', () => !document.querySelector('.settings-editor'));

@@ -20,12 +20,14 @@ class Agentls {
     this.client = undefined;
     this.output = vscode.window.createOutputChannel('agentls');
     this.status = new StatusItem();
-    this.reviews = new Reviews((command, argument) => this.run(command, argument), (text) => this.output.appendLine(text));
+    this.reviews = new Reviews((command, argument) => this.run(command, argument));
     /** The last file editor that is not a chat: the context of a prompt. */
     this.codeEditor = undefined;
     /** The chat last opened or prompted into, by agent. */
     this.chats = new Map();
     this.refreshTimer = undefined;
+    /** The restart waiting for a change of `agentls.path` or `agentls.logFile` to settle. */
+    this.restartTimer = undefined;
     /** Chat editor → whether its view follows the end (see `followChat`). */
     this.following = new WeakMap();
     /** Chat URI → its save in progress. */
@@ -298,7 +300,9 @@ async function activate(context) {
     vscode.languages.onDidChangeDiagnostics((event) => agentls.sendDiagnostics(event.uris)),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (['agentls.path', 'agentls.logFile'].some((key) => event.affectsConfiguration(key))) {
-        agentls.restart();
+        // Once the typing in the Settings editor (which writes as you type) has paused.
+        clearTimeout(agentls.restartTimer);
+        agentls.restartTimer = setTimeout(() => agentls.restart(), 800);
         return;
       }
       const server = Object.keys(packageJSON.contributes.configuration.properties).filter(
