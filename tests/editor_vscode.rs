@@ -3,9 +3,11 @@
 //! commands its README gives, and starts the real `agentls` from the sandbox's `~/.cargo/bin`.
 //! A user's session (`tests/vscode/review.js`): the chat from the palette, a prompt in an input
 //! box, the demo agent's streamed reply, its two changes listed and in the diff editor, Keep on
-//! one and Undo on the other through CodeLens, a mode picked, the status read, a turn cancelled
-//! from its progress notification, save and close without a dialog; and without agentls, a
-//! clear message whose button opens the setting (`tests/vscode/missing.js`). Screenshots go to
+//! one and Undo on the other through CodeLens, Undo on a change made without asking, a mode
+//! picked, the status read, a turn cancelled from its progress notification, the chat back from
+//! the status bar, a message typed in an input box, a prompt about selected lines, save and
+//! close without a dialog. Without agentls (`tests/vscode/missing.js`): a clear message whose
+//! button opens the setting, where its full path makes it start. Screenshots go to
 //! `AGENTLS_TEST_CAPTURES`.
 //!
 //! Node.js 24, code-server, puppeteer-core and Chromium come from `AGENTLS_TEST_NODE24`,
@@ -200,6 +202,7 @@ fn run(tools: &Tools, scenario: &str, installed: bool, viewport: [u32; 2]) -> (S
         "file": notes,
         "prompt": "uppercase the TODO lines in notes.rs",
         "expectVisible": ["// TODO ONE", "// TODO two"],
+        "agentls": env!("CARGO_BIN_EXE_agentls"),
     });
     let mut command = Command::new(&tools.node24);
     command
@@ -222,12 +225,40 @@ fn run(tools: &Tools, scenario: &str, installed: bool, viewport: [u32; 2]) -> (S
     (session, notes)
 }
 
-/// The driver's steps and error, its stderr, and the tail of agentls's log.
+/// Files under `dir` (recursively) whose name ends with `suffix`.
+fn find_files(dir: &Path, suffix: &str, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            find_files(&path, suffix, out);
+        } else if path.to_string_lossy().ends_with(suffix) {
+            out.push(path);
+        }
+    }
+}
+
+/// The driver's steps and error, its stderr, the tail of agentls's log, and the extension
+/// host's logs (its own and the agentls output channel).
 fn context(session: &Session, scenario: &str) -> String {
     let steps = session.result["steps"]
         .as_array()
         .cloned()
         .unwrap_or_default();
+    let mut logs = Vec::new();
+    let root = session.dir.path();
+    find_files(&root.join("user-data/logs"), "-agentls.log", &mut logs);
+    find_files(&root.join("user-data/logs"), "remoteexthost.log", &mut logs);
+    let logs: Vec<String> = logs
+        .iter()
+        .map(|path| {
+            path.strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let mut names = vec!["agentls.log"];
+    names.extend(logs.iter().map(String::as_str));
     format!(
         "--- error ---\n{}\n--- steps ---\n{}\n--- code-server ---\n{}\n{}",
         session.result["error"].as_str().unwrap_or("(none)"),
@@ -237,7 +268,7 @@ fn context(session: &Session, scenario: &str) -> String {
             .collect::<Vec<_>>()
             .join("\n"),
         session.result["codeServer"].as_str().unwrap_or(""),
-        session.context(scenario, &["agentls.log"], 6000)
+        session.context(scenario, &names, 6000)
     )
 }
 
@@ -267,6 +298,8 @@ fn vscode_keeps_one_change_and_undoes_the_other_through_codelens() {
         "demo: end_turn",
         "Waiting until you cancel",
         "demo: cancelled",
+        "_about notes.rs lines 1–3_",
+        "notes.rs: 3 lines",
     ] {
         assert!(
             chat.contains(expected),
@@ -274,7 +307,7 @@ fn vscode_keeps_one_change_and_undoes_the_other_through_codelens() {
         );
     }
     let shots = session.result["screenshots"].as_array().unwrap();
-    assert_eq!(shots.len(), 7, "{context}");
+    assert_eq!(shots.len(), 9, "{context}");
     assert!(
         session.result["status"]
             .as_str()

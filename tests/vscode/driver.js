@@ -160,16 +160,36 @@ class Driver {
   }
 
   /**
+   * Presses `key` (with Control when `control`) until the quick input is open and focused: a key
+   * pressed while the workbench moves the focus can be swallowed, so it is pressed again after
+   * 2 s, up to the step's deadline.
+   */
+  async openQuickInput(key, what, control) {
+    const open = () => {
+      const input = document.querySelector('.quick-input-widget .quick-input-box input');
+      return !!input && document.activeElement === input;
+    };
+    const deadline = Date.now() + STEP_MS;
+    for (;;) {
+      if (control) await this.ctrl(key);
+      else await this.page.keyboard.press(key);
+      const until = Math.min(Date.now() + 2000, deadline);
+      while (Date.now() < until) {
+        if (await this.page.evaluate(open).catch(() => false)) return;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      if (Date.now() >= deadline) await this.waitFor(what, open);
+      this.log(`${what} did not open: ${key} again`);
+    }
+  }
+
+  /**
    * Runs a command from the palette (F1) by its label (a title ending in `…` may be given
    * without it): types it, moves to the row that is exactly it, and presses Enter.
    */
   async palette(label) {
     this.log(`palette: ${label}`);
-    await this.page.keyboard.press('F1');
-    await this.waitFor('the command palette', () => {
-      const input = document.querySelector('.quick-input-widget .quick-input-box input');
-      return input && document.activeElement === input;
-    });
+    await this.openQuickInput('F1', 'the command palette');
     await this.page.keyboard.type(label);
     const focusedIs = (label) => {
       const rows = [...document.querySelectorAll('.quick-input-widget .monaco-list-row')];
@@ -205,6 +225,15 @@ class Driver {
     await this.page.keyboard.press('Enter');
   }
 
+  /** Focuses the editor of group `index` (0-based, left to right): Ctrl+1, Ctrl+2… */
+  async focusEditor(index) {
+    await this.ctrl(`Digit${index + 1}`);
+    await this.waitFor(`editor group ${index + 1} focused`, (index) => {
+      const group = document.querySelectorAll('.editor-group-container')[index];
+      return group && group.classList.contains('active') && group.contains(document.activeElement);
+    }, index);
+  }
+
   /** Presses a key with Control held. */
   async ctrl(key) {
     await this.page.keyboard.down('Control');
@@ -215,11 +244,7 @@ class Driver {
   /** Opens a workspace file with Quick Open (Ctrl+P). */
   async quickOpen(name) {
     this.log(`quick open ${name}`);
-    await this.ctrl('KeyP');
-    await this.waitFor('quick open', () => {
-      const input = document.querySelector('.quick-input-widget .quick-input-box input');
-      return input && document.activeElement === input;
-    });
+    await this.openQuickInput('KeyP', 'quick open', true);
     await this.page.keyboard.type(name);
     await this.waitFor(`${name} in quick open`, (name) => {
       const row = document.querySelector('.quick-input-widget .monaco-list-row.focused');

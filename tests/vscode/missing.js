@@ -1,6 +1,6 @@
 // agentls not installed: the extension says so in a notification whose button opens the
-// setting, instead of `spawn agentls ENOENT`; the Settings UI lists every agentls setting with
-// its description. Prints the result as one JSON line (driver.js).
+// setting, instead of `spawn agentls ENOENT`; agentls starts once its full path is typed there;
+// the Settings UI lists every agentls setting with its description. Prints the result as one JSON line (driver.js).
 const { main } = require('./driver');
 
 /** The settings the Settings editor shows now: `{key, title, description}` per row. */
@@ -33,7 +33,7 @@ async function allSettings(d) {
   return [...seen.values()];
 }
 
-main(async (d) => {
+main(async (d, config) => {
   const message = await d.waitUntil('a notification says agentls was not found', (s) =>
     s.notifications.find((n) => n.includes('agentls executable was not found')));
   const statusBar = (await d.snapshot()).statusBar;
@@ -48,6 +48,16 @@ main(async (d) => {
     !!document.querySelector('.settings-editor .setting-item-contents[data-key="agentls.path"]'));
   await d.shot('06-settings-path');
   const pathSettings = await visibleSettings(d);
+  // The fix the message suggests: the full path in the setting; agentls starts at once.
+  await d.waitFor('the agentls.path box, focused', () => {
+    const input = document.querySelector('.settings-editor .setting-item-contents[data-key="agentls.path"] input');
+    if (input) input.focus();
+    return !!input && document.activeElement === input;
+  });
+  // Pasted, as one input (the Settings editor writes the setting as it changes).
+  await d.ctrl('KeyA');
+  await d.page.keyboard.sendCharacter(config.agentls);
+  await d.waitUntil('agentls runs with the demo agent', (s) => s.statusBar.some((t) => /demo · (idle|not started)/.test(t)));
   await d.page.keyboard.press('Escape');
   await d.waitFor('the Settings editor closed', () => !document.querySelector('.settings-editor'));
 

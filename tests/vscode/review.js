@@ -1,8 +1,9 @@
 // The whole conversation in VS Code (code-server): open the chat from the palette, prompt the
 // demo agent from the palette (an input box), watch its reply stream into the chat beside the
 // code, list its two proposed changes and see them in the diff editor, keep one and undo the
-// other with the CodeLens, pick a mode and read the status in quick picks, cancel a turn from
-// its progress notification, save and close everything without a dialog. Prints the result as
+// other with the CodeLens, undo a change it made without asking, pick a mode and read the status in quick picks, cancel a turn from
+// its progress notification, bring the chat back from the status bar and send a message typed in
+// an input box, prompt about selected lines, save and close everything without a dialog. Prints the result as
 // one JSON line (driver.js).
 const fs = require('fs');
 const { main } = require('./driver');
@@ -20,7 +21,7 @@ main(async (d, config) => {
   await d.shot('01-chat-beside');
 
   // The prompt goes from the code editor: click into it again, as a user would.
-  await d.page.click('.editor-group-container:first-child .view-lines');
+  await d.focusEditor(0);
   await d.palette('agentls: Prompt Agent');
   await d.answerInput('agentls: prompt demo', config.prompt);
 
@@ -57,6 +58,18 @@ main(async (d, config) => {
   await d.waitUntil("the agent's turn is over in the chat", (s) => s.groups[1].text.includes('demo: end_turn'));
   await d.shot('04-kept-one-undid-one');
 
+  // A change made without asking (the demo agent's @unasked) is in the buffer already: its
+  // CodeLens offers to keep it or undo it; Undo brings the old line back.
+  await d.focusEditor(0);
+  await d.palette('agentls: Prompt Agent');
+  await d.answerInput('agentls: prompt demo', `@unasked ${config.prompt}`);
+  await d.waitUntil('the change made without asking, in the buffer with Keep and Undo', (s) =>
+    s.groups[0].text.includes('// TODO TWO') && s.groups[0].lenses.includes('Keep') && s.groups[0].lenses.includes('Undo'));
+  await d.shot('05-changed-without-asking');
+  await d.clickLens('Undo', 0);
+  await d.waitUntil('the old line back and no CodeLens left', (s) =>
+    config.expectVisible.every((line) => s.groups[0].text.includes(line)) && s.groups[0].lenses.length === 0);
+
   await d.palette('agentls: Set Mode');
   await d.waitUntil("the quick pick offers the demo agent's modes", (s) =>
     s.quickInput.includes("demo's mode") && /read-only/i.test(s.quickInput));
@@ -65,16 +78,16 @@ main(async (d, config) => {
   await d.palette('agentls: Show Status');
   const status = await d.waitUntil('the status says the mode', (s) =>
     s.quickInput.includes('demo (default)') && s.quickInput.includes('mode read-only') && s.quickInput);
-  await d.shot('05-status');
+  await d.shot('06-status');
   await d.page.keyboard.press('Escape');
 
   // A turn that waits until cancelled, cancelled from its progress notification.
-  await d.page.click('.editor-group-container:first-child .view-lines');
+  await d.focusEditor(0);
   await d.palette('agentls: Prompt Agent');
   await d.answerInput('agentls: prompt demo', '@hang');
   await d.waitUntil('the turn runs', (s) =>
     s.groups[1].text.includes('Waiting until you cancel') && s.notifications.some((n) => n.includes('agentls: demo')));
-  await d.shot('06-turn-running');
+  await d.shot('07-turn-running');
   await d.waitFor("the progress notification's Cancel, clicked", () => {
     const toast = [...document.querySelectorAll('.notification-toast')].find((t) => t.innerText.includes('agentls: demo'));
     const button = toast && [...toast.querySelectorAll('.monaco-button')].find((b) => b.innerText.trim() === 'Cancel');
@@ -84,14 +97,39 @@ main(async (d, config) => {
   await d.waitUntil('the turn is cancelled and the status bar idle', (s) =>
     s.groups[1].text.includes('demo: cancelled') && s.statusBar.some((t) => t.includes('demo · idle')));
 
+  // The status bar item brings the chat back; Send Chat Message asks for the message.
+  await d.focusEditor(1);
+  await d.waitUntil('the chat is saved', (s) => !s.groups[1].dirty);
+  await d.palette('View: Close Editor');
+  await d.waitUntil('the chat is closed', (s) => s.groups.length === 1 || s.groups[1].tabs === 0);
+  await d.page.click('.statusbar-item[id$="agentls.status"] a, .statusbar-item[id$="agentls.status"]');
+  await d.waitUntil('the chat is open beside the code again', (s) =>
+    s.groups.length === 2 && s.groups[1].text.includes('demo: cancelled'));
+  await d.palette('agentls: Send Chat Message');
+  await d.answerInput('agentls: message to demo', 'read notes.rs');
+  await d.waitUntil('the reply to the message', (s) => /read notes\.rs[\s\S]*has 7 lines[\s\S]*demo: end_turn/.test(s.groups[1].text));
+
+  // A prompt about the selected lines: they go along as the context.
+  await d.focusEditor(0);
+  await d.ctrl('Home');
+  for (let i = 0; i < 3; i++) {
+    await d.page.keyboard.down('Shift');
+    await d.page.keyboard.press('ArrowDown');
+    await d.page.keyboard.up('Shift');
+  }
+  await d.palette('agentls: Prompt Agent');
+  await d.answerInput('the selection in notes.rs goes along', 'read notes.rs');
+  await d.waitUntil('the agent got the 3 selected lines', (s) => /notes\.rs: 3 lines[\s\S]*demo: end_turn/.test(s.groups[1].text));
+  await d.shot('08-selection-prompt');
+
   // Save the file (its tab shows it modified) and close everything: no dialog may ask anything.
-  await d.page.click('.editor-group-container:first-child .view-lines');
+  await d.focusEditor(0);
   await d.ctrl('KeyS');
   await d.waitUntil('the file is saved (its tab no longer modified)', (s) => !s.groups[0].dirty);
   const onDisk = fs.readFileSync(file, 'utf8');
   await d.palette('View: Close All Editors');
   await d.waitUntil('every editor is closed, or a dialog asks', (s) => s.dialog || s.groups.every((g) => g.tabs === 0));
-  await d.shot('07-saved-and-closed');
+  await d.shot('09-saved-and-closed');
   const { dialog } = await d.snapshot();
   return { onDisk, dialog, diff, status };
 });

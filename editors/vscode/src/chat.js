@@ -22,16 +22,26 @@ let showing = Promise.resolve();
 
 /**
  * Shows the chat `uri` beside the code: where it is already visible, that editor; else a new
- * editor in the column beside the active one. Calls are serialized, so a `window/showDocument`
- * from agentls and the extension's own call never open it twice.
+ * editor in the column beside the active one. `focus` moves the focus to it; `"if-hidden"` only
+ * when it was not visible (agentls's `window/showDocument` must not pull the focus back to a
+ * chat the user just left). Calls are serialized, so agentls's call and the extension's own never
+ * open it twice.
  */
-function showChat(uri, preserveFocus) {
+function showChat(uri, focus) {
   const target = typeof uri === 'string' ? (uri.includes(':') ? vscode.Uri.parse(uri) : vscode.Uri.file(uri)) : uri;
   const next = showing.then(async () => {
     const visible = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === target.toString());
     const document = await vscode.workspace.openTextDocument(target);
     const viewColumn = visible ? visible.viewColumn : vscode.ViewColumn.Beside;
-    return vscode.window.showTextDocument(document, { viewColumn, preserveFocus, preview: false });
+    const preserveFocus = focus === 'if-hidden' ? !!visible : !focus;
+    const editor = await vscode.window.showTextDocument(document, { viewColumn, preserveFocus, preview: false });
+    if (!visible) {
+      // A chat opens at its end, where the conversation goes on and the next message is written.
+      const end = document.lineAt(document.lineCount - 1).range.end;
+      editor.selection = new vscode.Selection(end, end);
+      editor.revealRange(new vscode.Range(end, end), vscode.TextEditorRevealType.Default);
+    }
+    return editor;
   });
   showing = next.catch(() => undefined);
   return next;

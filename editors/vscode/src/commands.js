@@ -75,12 +75,9 @@ function register(agentls, openPathSetting) {
     }
     const result = await run('agentls.openChat', agent ? { agent } : undefined);
     if (result && result.uri) {
-      const editor = await showChat(result.uri, false);
+      const editor = await showChat(result.uri, true);
       const chatOf = chatAgent(editor.document);
       if (chatOf) agentls.chats.set(chatOf, editor.document.uri);
-      // The cursor where the message goes: the end, under `## You`.
-      const end = editor.document.lineAt(editor.document.lineCount - 1).range.end;
-      editor.selection = new vscode.Selection(end, end);
     }
   }
 
@@ -90,7 +87,7 @@ function register(agentls, openPathSetting) {
     const { agent } = agentIn(s);
     const known = agent && agentls.chats.get(agent.name);
     if (known) {
-      await showChat(known, false);
+      await showChat(known, true);
       return;
     }
     await openChat();
@@ -126,7 +123,7 @@ function register(agentls, openPathSetting) {
     const result = await run('agentls.prompt', payload);
     if (result && result.chat) {
       // The reply streams into the chat: show it beside, the focus stays in the code.
-      const editorOfChat = await showChat(result.chat, true);
+      const editorOfChat = await showChat(result.chat, false);
       agentls.chats.set(result.agent, editorOfChat.document.uri);
     }
   }

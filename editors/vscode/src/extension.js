@@ -20,13 +20,17 @@ class Agentls {
     this.client = undefined;
     this.output = vscode.window.createOutputChannel('agentls');
     this.status = new StatusItem();
-    this.reviews = new Reviews((command, argument) => this.run(command, argument), (text) => this.output.appendLine(text));
+    this.reviews = new Reviews((command, argument) => this.run(command, argument));
     /** The last file editor that is not a chat: the context of a prompt. */
     this.codeEditor = undefined;
     /** The chat last opened or prompted into, by agent. */
     this.chats = new Map();
     this.refreshTimer = undefined;
-    /** Chat URI → its pending save. */
+    /** The restart waiting for a change of `agentls.path` or `agentls.logFile` to settle. */
+    this.restartTimer = undefined;
+    /** Chat editor → whether its view follows the end (see `followChat`). */
+    this.following = new WeakMap();
+    /** Chat URI → its save in progress. */
     this.chatSaves = new Map();
   }
 
@@ -63,12 +67,31 @@ class Agentls {
             // A chat goes beside the code; anything else where VS Code puts it.
             showDocument: async (params, next) => {
               const uri = vscode.Uri.parse(params.uri);
+              if (params.external || uri.scheme !== 'file') return next(params);
               try {
                 const document = await vscode.workspace.openTextDocument(uri);
                 const agent = chatAgent(document);
                 if (agent) {
                   this.chats.set(agent, uri);
-                  await showChat(uri, params.takeFocus === false);
+                  await showChat(uri, params.takeFocus === false ? false : 'if-hidden');
+                  return { success: true };
+                }
+                // A file (a review's first change): where it is already visible, else where the
+                // code is, never in the chat's column.
+                const visible = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === uri.toString());
+                const active = vscode.window.activeTextEditor;
+                const inChat = active && chatAgent(active.document);
+                const column = visible ? visible.viewColumn : inChat && this.codeEditor ? this.codeEditor.viewColumn : undefined;
+                if (column !== undefined) {
+                  const editor = await vscode.window.showTextDocument(document, {
+                    viewColumn: column,
+                    preserveFocus: params.takeFocus === false,
+                  });
+                  if (params.selection) {
+                    const range = this.client.protocol2CodeConverter.asRange(params.selection);
+                    editor.selection = new vscode.Selection(range.start, range.end);
+                    editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+                  }
                   return { success: true };
                 }
               } catch {
@@ -188,29 +211,49 @@ class Agentls {
   }
 
   /**
-   * Saves a chat document shortly after it changed (agentls streams the reply into the editor's
-   * buffer): a chat is a log of the conversation, and closing it must not ask to save it.
+   * Saves a chat document as soon as it changed (agentls streams the reply into the editor's
+   * buffer, at most ten edits a second): a chat is a log of the conversation, and closing it must
+   * not ask to save it. One save at a time; changes during a save are saved right after it.
+   * (Called on every change event of a chat, also the one that only says it became modified: a
+   * document is not yet marked modified when the event of its edit fires.)
    */
   saveChatSoon(document) {
     const key = document.uri.toString();
-    clearTimeout(this.chatSaves.get(key));
-    this.chatSaves.set(key, setTimeout(() => {
+    const state = this.chatSaves.get(key);
+    if (state) {
+      state.again = true;
+      return;
+    }
+    const entry = { again: false };
+    this.chatSaves.set(key, entry);
+    const save = async () => {
+      do {
+        entry.again = false;
+        if (!document.isClosed) await document.save();
+      } while (entry.again);
       this.chatSaves.delete(key);
-      if (document.isDirty && !document.isClosed) document.save();
-    }, 300));
+    };
+    save().catch(() => this.chatSaves.delete(key));
   }
 
   /**
-   * Keeps the end of a chat in view while the reply streams in, in each editor showing it where
-   * the user is not writing (another editor has the focus, or the cursor is on its last lines).
+   * Keeps the end of a chat in view while the reply streams in, like a terminal: in each editor
+   * showing it whose view was at the end (scrolling up stops following; back to the end, it
+   * follows again).
    */
   followChat(document) {
-    const last = document.lineCount - 1;
     for (const editor of vscode.window.visibleTextEditors) {
-      if (editor.document !== document) continue;
-      const writing = editor === vscode.window.activeTextEditor && editor.selection.active.line < last - 2;
-      if (!writing) editor.revealRange(document.lineAt(last).range, vscode.TextEditorRevealType.Default);
+      if (editor.document !== document || this.following.get(editor) === false) continue;
+      const end = document.lineAt(document.lineCount - 1).range.end;
+      editor.revealRange(new vscode.Range(end, end), vscode.TextEditorRevealType.Default);
     }
+  }
+
+  /** Notes whether a chat editor's view shows the chat's end (see `followChat`). */
+  trackScroll(editor, visibleRanges) {
+    if (!chatAgent(editor.document) || !visibleRanges.length) return;
+    const last = visibleRanges[visibleRanges.length - 1].end.line;
+    this.following.set(editor, last >= editor.document.lineCount - 2);
   }
 
   trackEditor(editor) {
@@ -249,15 +292,17 @@ async function activate(context) {
       agentls.sendSelection(event.textEditor);
     }),
     vscode.workspace.onDidChangeTextDocument((event) => {
-      if (event.contentChanges.length && chatAgent(event.document)) {
-        agentls.saveChatSoon(event.document);
-        agentls.followChat(event.document);
-      }
+      if (!chatAgent(event.document)) return;
+      if (event.document.isDirty || event.contentChanges.length) agentls.saveChatSoon(event.document);
+      if (event.contentChanges.length) agentls.followChat(event.document);
     }),
+    vscode.window.onDidChangeTextEditorVisibleRanges((event) => agentls.trackScroll(event.textEditor, event.visibleRanges)),
     vscode.languages.onDidChangeDiagnostics((event) => agentls.sendDiagnostics(event.uris)),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (['agentls.path', 'agentls.logFile'].some((key) => event.affectsConfiguration(key))) {
-        agentls.restart();
+        // Once the typing in the Settings editor (which writes as you type) has paused.
+        clearTimeout(agentls.restartTimer);
+        agentls.restartTimer = setTimeout(() => agentls.restart(), 800);
         return;
       }
       const server = Object.keys(packageJSON.contributes.configuration.properties).filter(

@@ -19,10 +19,9 @@ function normalize(uri) {
 }
 
 class Reviews {
-  /** `run(command, argument)` runs an agentls command; `log(text)` writes to the output. */
-  constructor(run, log) {
+  /** `run(command, argument)` runs an agentls command. */
+  constructor(run) {
     this.run = run;
-    this.log = log;
     /** Normalized file URI → that file's open reviews. */
     this.byUri = new Map();
     this.changed = new vscode.EventEmitter();
