@@ -1,0 +1,479 @@
+//! Chaos through the real binary: the demo agent SIGKILLed and SIGSTOPped at random points over
+//! a hundred turns (seeded; the seed is printed, `AGENTLS_CHAOS_SEED` replays one), an editor that
+//! never answers agentls's requests, an MCP client that stalls in the middle of a WebSocket
+//! frame, and a disk that fails or a workspace folder that is gone when a change is accepted.
+//! After each fault agentls must still serve the editor, tell the user what happened with the
+//! right class of error, withdraw what the dead agent left open, and leave no zombie.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::agents::capabilities_without_dialogs;
+use support::processes::{children, cmdline, state};
+use support::{Options, TestClient};
+
+/// A small seeded generator (SplitMix64): the same seed replays the same faults.
+struct Rng(u64);
+
+impl Rng {
+    /// The seed from `AGENTLS_CHAOS_SEED`, else from the clock; printed either way.
+    fn seeded(test: &str) -> Self {
+        let seed = std::env::var("AGENTLS_CHAOS_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+            });
+        eprintln!("{test}: seed {seed} (AGENTLS_CHAOS_SEED={seed} replays it)");
+        Self(seed)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n`.
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// What a turn asks of the demo agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    /// A change to the open `notes.txt`: a review waits for the user.
+    Review,
+    /// Three hundred streamed chunks, then a read.
+    Flood,
+    /// A line, then nothing until cancelled.
+    Hang,
+}
+
+/// What happens to the agent process during the turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    None,
+    /// SIGKILL.
+    Kill,
+    /// SIGSTOP, then SIGCONT a little later.
+    StopCont,
+    /// SIGSTOP, then SIGKILL while stopped.
+    StopKill,
+}
+
+/// When the fault strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum When {
+    /// Before the prompt, on the agent left idle by the previous turn; the prompt follows at once.
+    Idle,
+    /// This many milliseconds after the prompt was sent (once the agent process exists).
+    After(u64),
+    /// Once the turn's review is offered (or, for a turn without one, once it streams).
+    Waiting,
+}
+
+/// The lines the user was told, in order: from the log, which keeps every message as it is
+/// told (popups beyond a small burst go out merged, seconds later).
+fn told(client: &TestClient) -> Vec<String> {
+    client.log_text().lines().map(str::to_owned).collect()
+}
+
+/// Waits until a line told after the first `from` lines satisfies `pred`; returns it.
+async fn told_after(
+    client: &TestClient,
+    from: usize,
+    what: &str,
+    pred: impl Fn(&str) -> bool,
+) -> String {
+    let found = support::eventually(|| told(client).iter().skip(from).any(|l| pred(l))).await;
+    let lines = told(client);
+    if found.is_none() {
+        panic!(
+            "never told {what}; told since the turn began: {:#?}",
+            &lines[from.min(lines.len())..]
+        );
+    }
+    lines.into_iter().skip(from).find(|l| pred(l)).unwrap()
+}
+
+/// The demo agent processes agentls runs now (its children whose command is `demo-agent`).
+fn demo_agents(server: u32) -> Vec<u32> {
+    children(server)
+        .into_iter()
+        .filter(|pid| cmdline(*pid).contains("demo-agent"))
+        .collect()
+}
+
+/// Waits for the one demo agent process and returns its pid.
+async fn demo_agent(server: u32) -> u32 {
+    support::eventually(|| demo_agents(server).len() == 1)
+        .await
+        .unwrap_or_else(|| panic!("no single demo agent: {:?}", demo_agents(server)));
+    demo_agents(server)[0]
+}
+
+fn signal(pid: u32, signal: i32) {
+    // SAFETY: kill(2) on a pid of ours; harmless when it is gone.
+    unsafe {
+        libc::kill(pid as i32, signal);
+    }
+}
+
+/// agentls answers a request of the editor quickly while `what`; returns how long it took.
+async fn still_serves(client: &TestClient, uri: &str, what: &str) -> Duration {
+    let started = Instant::now();
+    let status = client.agent_status().await;
+    assert_eq!(status["agents"][0]["name"], "demo", "{status}");
+    client.code_actions(uri).await;
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "agentls took {took:?} to answer while {what}"
+    );
+    took
+}
+
+/// No child of agentls is a zombie, and none runs that is not the current demo agent.
+async fn no_zombies(server: u32) {
+    let clean = || {
+        let kids = children(server);
+        kids.iter().all(|pid| state(*pid) != Some('Z')) && kids.len() <= 1
+    };
+    support::eventually(clean).await.unwrap_or_else(|| {
+        let kids: Vec<_> = children(server)
+            .into_iter()
+            .map(|pid| (pid, state(pid), cmdline(pid)))
+            .collect();
+        panic!("agentls's children are not clean: {kids:?}")
+    });
+}
+
+/// Tallies of a chaos run.
+#[derive(Debug, Default)]
+struct Tally {
+    turns: usize,
+    kills: usize,
+    stops: usize,
+    stops_then_killed: usize,
+    reviews_withdrawn: usize,
+    slowest_answer: Duration,
+}
+
+const NOTES: &str = "keep\n// TODO fix this\n";
+
+/// A hundred turns (`AGENTLS_CHAOS_TURNS` changes it); in each the agent may be killed, stopped
+/// and continued, or stopped and killed, at a random point. After every fault agentls answers
+/// the editor at once, tells the user once that the process died (never a protocol or
+/// transport error), withdraws the dead agent's review, reaps it, and the next prompt runs on a
+/// new agent process.
+#[tokio::test]
+async fn the_agent_killed_or_stopped_at_random_points_over_a_hundred_turns() {
+    let mut rng = Rng::seeded("chaos");
+    let turns: usize = std::env::var("AGENTLS_CHAOS_TURNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(100);
+    let client = TestClient::start(Options {
+        env: vec![("AGENTLS_TEST_RESTART_BACKOFF_MS".into(), "50".into())],
+        ..Options::default()
+    })
+    .await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    let server = client.pid();
+    let uri = client.open("notes.txt", "text", NOTES).await;
+    let mut tally = Tally::default();
+    let started = Instant::now();
+    for turn in 0..turns {
+        let ask = match rng.below(3) {
+            0 => Ask::Review,
+            1 => Ask::Flood,
+            _ => Ask::Hang,
+        };
+        let fault = match rng.below(10) {
+            0..=3 => Fault::None,
+            4..=6 => Fault::Kill,
+            7 | 8 => Fault::StopCont,
+            _ => Fault::StopKill,
+        };
+        let when = match rng.below(4) {
+            0 if turn > 0 => When::Idle,
+            0 | 1 => When::After(rng.below(150)),
+            _ => When::Waiting,
+        };
+        let plan = format!("turn {turn}: {ask:?}, {fault:?} {when:?}");
+        let turn_started = Instant::now();
+        let from = told(&client).len();
+        let killed = run_turn(
+            &client,
+            &uri,
+            server,
+            (ask, fault, when),
+            &mut rng,
+            &mut tally,
+        )
+        .await
+        .unwrap_or_else(|| panic!("{plan}: failed (see above)"));
+        eprintln!("{plan}: {:?}", turn_started.elapsed());
+        tally.turns += 1;
+        let lines = told(&client)[from..].to_vec();
+        let deaths = lines.iter().filter(|l| l.contains("process died")).count();
+        assert_eq!(deaths, usize::from(killed), "{plan}: told {lines:#?}");
+        let wrong_class = [
+            "protocol error",
+            "closed its output",
+            "timeout",
+            "transport",
+        ];
+        assert!(
+            !lines
+                .iter()
+                .any(|l| wrong_class.iter().any(|w| l.contains(w))),
+            "{plan}: told {lines:#?}"
+        );
+        no_zombies(server).await;
+    }
+    let status = client.agent_status().await;
+    eprintln!(
+        "chaos: {tally:?} in {:?}; agent starts {}",
+        started.elapsed(),
+        status["agents"][0]["starts"]
+    );
+    assert!(client.shutdown().await.success());
+    assert!(children(server).is_empty(), "agentls left children behind");
+}
+
+/// One chaos turn; returns whether the agent was killed (failures panic).
+async fn run_turn(
+    client: &TestClient,
+    uri: &str,
+    server: u32,
+    (ask, fault, when): (Ask, Fault, When),
+    rng: &mut Rng,
+    tally: &mut Tally,
+) -> Option<bool> {
+    let from = told(client).len();
+    let prompt = match ask {
+        Ask::Review => "uppercase notes.txt",
+        Ask::Flood => "@flood 300 read notes.txt",
+        Ask::Hang => "@hang",
+    };
+    let streamed = Streamed::before(client, ask);
+    let killed = matches!(fault, Fault::Kill | Fault::StopKill);
+    if when == When::Idle && fault != Fault::None {
+        // The previous turn left its agent idle; it is struck, and the prompt follows at once.
+        let Some(&pid) = demo_agents(server).first() else {
+            client.prompt(prompt).await;
+            finish(client, uri, from, ask, streamed, rng).await;
+            return Some(false);
+        };
+        strike(client, uri, pid, fault, rng, tally).await;
+        client.prompt(prompt).await;
+        if !killed {
+            finish(client, uri, from, ask, streamed, rng).await;
+            return Some(false);
+        }
+        let line = told_after(client, from, "that the agent died", died).await;
+        reaped(pid).await;
+        if line.contains("turn failed") {
+            // The prompt found the agent dead: the next one starts it again.
+            next_prompt_runs_on_a_new_agent(client, server, pid).await;
+        } else {
+            // Told before the prompt was taken up: the prompt started a new agent.
+            finish(client, uri, from, ask, streamed, rng).await;
+            assert_ne!(demo_agent(server).await, pid);
+        }
+        return Some(true);
+    }
+    client.prompt(prompt).await;
+    let victim = match (fault, when) {
+        (Fault::None, _) | (_, When::Idle) => None,
+        (_, When::After(ms)) => {
+            let pid = demo_agent(server).await;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Some(pid)
+        }
+        (_, When::Waiting) => {
+            let pid = demo_agent(server).await;
+            match ask {
+                Ask::Review => client.wait_for_review(uri).await,
+                _ => streamed.wait(client).await,
+            }
+            Some(pid)
+        }
+    };
+    let Some(pid) = victim else {
+        finish(client, uri, from, ask, streamed, rng).await;
+        return Some(false);
+    };
+    strike(client, uri, pid, fault, rng, tally).await;
+    if !killed {
+        finish(client, uri, from, ask, streamed, rng).await;
+        return Some(false);
+    }
+    // Told once that the process died, its review withdrawn by then; it is reaped. (The death
+    // may also come after the turn ended: the watcher tells it.)
+    told_after(client, from, "that the agent died", died).await;
+    let reviews = client.server_state().await["reviews"].clone();
+    assert_eq!(reviews, json!([]), "the dead agent's review is still open");
+    assert!(client.code_actions(uri).await.is_empty());
+    if ask == Ask::Review {
+        tally.reviews_withdrawn += 1;
+    }
+    reaped(pid).await;
+    next_prompt_runs_on_a_new_agent(client, server, pid).await;
+    Some(true)
+}
+
+/// Whether `line` tells that the demo agent was killed.
+fn died(line: &str) -> bool {
+    line.starts_with("demo: ") && line.contains("process died (killed by signal 9 (SIGKILL))")
+}
+
+/// Waits until `pid` is gone from `/proc` (reaped, not a zombie).
+async fn reaped(pid: u32) {
+    support::eventually(|| state(pid).is_none())
+        .await
+        .unwrap_or_else(|| panic!("agent {pid} not reaped: {:?}", state(pid)));
+}
+
+/// A plain prompt after the agent `dead` died ends normally, on a new process.
+async fn next_prompt_runs_on_a_new_agent(client: &TestClient, server: u32, dead: u32) {
+    let from = told(client).len();
+    client.prompt("read notes.txt").await;
+    told_after(client, from, "the next turn's end", |l| {
+        l.starts_with("demo: end_turn") && l.contains("notes.txt has")
+    })
+    .await;
+    assert_ne!(
+        demo_agent(server).await,
+        dead,
+        "the next prompt ran on the dead agent's pid"
+    );
+}
+
+/// How often the turn's first streamed line had been shown before the prompt.
+#[derive(Debug, Clone, Copy)]
+struct Streamed {
+    needle: &'static str,
+    before: usize,
+}
+
+impl Streamed {
+    fn before(client: &TestClient, ask: Ask) -> Self {
+        let needle = match ask {
+            Ask::Hang => "Waiting until you cancel",
+            _ => "Hello from the demo agent",
+        };
+        Self {
+            needle,
+            before: client.shown_text().matches(needle).count(),
+        }
+    }
+
+    /// Waits until the turn is under way: its line was shown once more.
+    async fn wait(self, client: &TestClient) {
+        support::eventually(|| client.shown_text().matches(self.needle).count() > self.before)
+            .await
+            .unwrap_or_else(|| panic!("the turn never streamed {:?}", self.needle));
+    }
+}
+
+/// Signals `pid` as `fault` says, checking that agentls serves the editor while it is stopped.
+async fn strike(
+    client: &TestClient,
+    uri: &str,
+    pid: u32,
+    fault: Fault,
+    rng: &mut Rng,
+    tally: &mut Tally,
+) {
+    match fault {
+        Fault::None => {}
+        Fault::Kill => {
+            signal(pid, libc::SIGKILL);
+            tally.kills += 1;
+        }
+        Fault::StopCont | Fault::StopKill => {
+            signal(pid, libc::SIGSTOP);
+            support::eventually(|| matches!(state(pid), Some('T') | None))
+                .await
+                .expect("the agent stopped");
+            let took = still_serves(client, uri, "the agent is stopped").await;
+            tally.slowest_answer = tally.slowest_answer.max(took);
+            tokio::time::sleep(Duration::from_millis(rng.below(200))).await;
+            if fault == Fault::StopCont {
+                signal(pid, libc::SIGCONT);
+                tally.stops += 1;
+            } else {
+                signal(pid, libc::SIGKILL);
+                tally.stops_then_killed += 1;
+                tally.kills += 1;
+            }
+        }
+    }
+}
+
+/// Takes a turn nothing killed to its end: the review decided at random, a hang cancelled.
+async fn finish(
+    client: &TestClient,
+    uri: &str,
+    from: usize,
+    ask: Ask,
+    streamed: Streamed,
+    rng: &mut Rng,
+) {
+    match ask {
+        Ask::Review => {
+            client.wait_for_review(uri).await;
+            let accept = rng.below(2) == 0;
+            let action = if accept {
+                "Accept all changes"
+            } else {
+                "Reject all changes"
+            };
+            client.run_code_action(uri, action).await;
+            told_after(client, from, "the end of the reviewed turn", |l| {
+                l.starts_with("demo: end_turn")
+            })
+            .await;
+            if accept {
+                let upper = NOTES.replace("fix this", "FIX THIS");
+                support::eventually(|| client.document(uri).text == upper)
+                    .await
+                    .expect("the accepted change in the buffer");
+                // The user puts it back by hand for the next turn.
+                let lines = upper.lines().count() as u32;
+                client
+                    .edit(uri, support::range(0, 0, lines, 0), NOTES)
+                    .await;
+            }
+        }
+        Ask::Flood => {
+            told_after(client, from, "the end of the flood", |l| {
+                l.starts_with("demo: end_turn")
+            })
+            .await;
+        }
+        Ask::Hang => {
+            streamed.wait(client).await;
+            let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
+            assert_eq!(cancelled, json!({"cancelled": true}));
+            told_after(client, from, "the end of the cancelled turn", |l| {
+                l.starts_with("demo: cancelled")
+            })
+            .await;
+        }
+    }
+    let _: Value = client.server_state().await;
+}
