@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::agents::capabilities_without_dialogs;
 use support::processes::{children, cmdline, state};
-use support::{Options, TestClient};
+use support::{Options, TestClient, WAIT};
 
 /// A small seeded generator (SplitMix64): the same seed replays the same faults.
 struct Rng(u64);
@@ -476,4 +476,95 @@ async fn finish(
         }
     }
     let _: Value = client.server_state().await;
+}
+
+/// A WebSocket connection upgraded with the token, as its raw TCP stream.
+async fn raw_websocket(lock: &support::mcp_client::Lock) -> tokio::net::TcpStream {
+    let socket = support::mcp_client::websocket(lock.port, &lock.token()).await;
+    match socket.into_inner() {
+        tokio_tungstenite::MaybeTlsStream::Plain(tcp) => tcp,
+        _ => unreachable!("a plain ws:// connection"),
+    }
+}
+
+/// Reads `socket` until the server closes it (end of stream or reset); how long that took, or
+/// `None` when it is still open after [`WAIT`].
+async fn until_closed(socket: &mut tokio::net::TcpStream) -> Option<Duration> {
+    use tokio::io::AsyncReadExt as _;
+    let started = Instant::now();
+    let closed = tokio::time::timeout(WAIT, async {
+        let mut buffer = [0u8; 1024];
+        while let Ok(1..) = socket.read(&mut buffer).await {}
+    })
+    .await;
+    closed.ok().map(|()| started.elapsed())
+}
+
+/// How long a WebSocket client may stop in the middle of a frame, in this test.
+const STALL: Duration = Duration::from_millis(500);
+
+/// Two terminal agents stop in the middle of a WebSocket frame (one inside a frame's payload,
+/// one between the frames of a fragmented message) and send nothing more. A third client and
+/// the editor are served all the while; the stalled ones are closed after the stall limit
+/// (shortened here through `AGENTLS_TEST_MCP_LIMITS`), while the good client, idle between its
+/// messages for longer than that, keeps its connection.
+#[tokio::test]
+async fn mcp_clients_stalled_in_the_middle_of_a_frame_are_closed_and_stall_nobody() {
+    use tokio::io::AsyncWriteExt as _;
+    let client = TestClient::start_initialized(Options {
+        env: vec![(
+            "AGENTLS_TEST_MCP_LIMITS".into(),
+            format!("stall_ms={}", STALL.as_millis()),
+        )],
+        ..Options::default()
+    })
+    .await;
+    let uri = client.open("main.rs", "rust", "fn main() {}\n").await;
+    let lock = support::mcp_client::lockfile(&client.lock_dir()).await;
+    let good = support::mcp_client::McpClient::connect(&lock, "good").await;
+    // A masked text frame announcing 1,000 bytes, of which 10 arrive.
+    let mut in_payload = raw_websocket(&lock).await;
+    let mut frame = vec![0x81, 0x80 | 126, 0x03, 0xE8, 1, 2, 3, 4];
+    frame.extend_from_slice(b"{\"jsonrpc\"");
+    in_payload.write_all(&frame).await.unwrap();
+    // A whole first fragment (no FIN) of a text message, and no more.
+    let mut in_message = raw_websocket(&lock).await;
+    in_message
+        .write_all(&[0x01, 0x81, 0, 0, 0, 0, b'{'])
+        .await
+        .unwrap();
+    let stalled_at = Instant::now();
+    // Served while they stall.
+    let mut slowest = Duration::ZERO;
+    while stalled_at.elapsed() < STALL {
+        let asked = Instant::now();
+        let folders = good.json("getWorkspaceFolders", json!({})).await;
+        assert!(folders["folders"].as_array().is_some(), "{folders}");
+        client.code_actions(&uri).await;
+        slowest = slowest.max(asked.elapsed());
+    }
+    assert!(
+        slowest < Duration::from_secs(2),
+        "served slowly: {slowest:?}"
+    );
+    for (socket, what) in [(&mut in_payload, "payload"), (&mut in_message, "message")] {
+        let closed = until_closed(socket).await;
+        let after = stalled_at.elapsed();
+        assert!(
+            closed.is_some(),
+            "a client stalled in the middle of a {what} is still connected after {after:?}"
+        );
+        assert!(after >= STALL, "closed after {after:?}, before the limit");
+    }
+    // The good client was idle between messages for longer than the limit: still connected.
+    tokio::time::sleep(STALL * 2).await;
+    let texts = good.texts("getOpenEditors", json!({})).await;
+    assert!(texts[0].contains("main.rs"), "{texts:?}");
+    let logged = client.stderr();
+    assert!(
+        logged.contains("in the middle of a frame"),
+        "no log line says why"
+    );
+    good.close().await;
+    assert!(client.shutdown().await.success());
 }
