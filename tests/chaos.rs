@@ -568,3 +568,99 @@ async fn mcp_clients_stalled_in_the_middle_of_a_frame_are_closed_and_stall_nobod
     good.close().await;
     assert!(client.shutdown().await.success());
 }
+
+/// How long agentls waits for the editor's answer, in this test.
+const CLIENT_TIMEOUT_MS: u64 = 500;
+
+/// An editor that never answers agentls's requests (`workspace/applyEdit`,
+/// `window/showDocument`, `window/showMessageRequest`), over many turns: agentls answers the
+/// editor's own requests at once all the while. It gives up on an edit after its timeout
+/// (shortened here through `AGENTLS_TEST_CLIENT_TIMEOUT_MS`) and says so, and the agent whose
+/// accepted change that was hears that its write failed (before, it heard "written" and said
+/// "Done" over an unchanged buffer). A dialog whose turn was cancelled is taken back with
+/// `$/cancelRequest` (before, agentls waited for its answer forever, one task per dialog).
+/// Threads and descriptors do not grow.
+#[tokio::test]
+async fn an_editor_that_never_answers_is_not_waited_for_forever() {
+    let client = TestClient::start(Options {
+        env: vec![(
+            "AGENTLS_TEST_CLIENT_TIMEOUT_MS".into(),
+            CLIENT_TIMEOUT_MS.to_string(),
+        )],
+        ..Options::default()
+    })
+    .await;
+    client
+        .initialize(TestClient::rich_capabilities(false), None)
+        .await;
+    for method in [
+        "workspace/applyEdit",
+        "window/showDocument",
+        "window/showMessageRequest",
+    ] {
+        client.answer(method, support::Answer::Never);
+    }
+    let server = client.pid();
+    let uri = client.open("notes.txt", "text", NOTES).await;
+    let rounds = 10;
+    let mut samples = Vec::new();
+    for round in 0..rounds {
+        // An accepted change whose workspace/applyEdit goes unanswered.
+        let from = told(&client).len();
+        client.prompt("uppercase notes.txt").await;
+        client.wait_for_review(&uri).await;
+        still_serves(&client, &uri, "a review is open").await;
+        client.run_code_action(&uri, "Accept all changes").await;
+        let gave_up = format!(
+            "agentls: could not apply the accepted change to notes.txt: the editor did not \
+             answer within {} s",
+            CLIENT_TIMEOUT_MS as f64 / 1000.0
+        );
+        told_after(&client, from, "that the edit was not applied", |l| {
+            l == gave_up
+        })
+        .await;
+        let summary = told_after(&client, from, "the end of the accepted turn", |l| {
+            l.starts_with("demo: ")
+                && !l.starts_with("demo proposes")
+                && !l.starts_with("demo answers")
+        })
+        .await;
+        assert!(
+            summary.starts_with("demo: end_turn")
+                && summary.contains("Write failed")
+                && !summary.contains("Done"),
+            "round {round}: {summary}"
+        );
+        assert_eq!(client.server_state().await["reviews"], json!([]));
+        assert_eq!(client.document(&uri).text, NOTES, "the buffer changed");
+        still_serves(&client, &uri, "an edit went unanswered").await;
+        // A question in a dialog nobody answers: the user cancels the turn.
+        let from = told(&client).len();
+        client.prompt("@ask").await;
+        let dialog = client
+            .take("window/showMessageRequest", |p| {
+                p["message"].as_str().unwrap_or_default().contains("Run")
+            })
+            .await;
+        still_serves(&client, &uri, "a dialog is open").await;
+        let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
+        assert_eq!(cancelled, json!({"cancelled": true}));
+        told_after(&client, from, "the end of the cancelled turn", |l| {
+            l.starts_with("demo: cancelled")
+        })
+        .await;
+        client
+            .take("$/cancelRequest", |p| p["id"] == dialog["id"])
+            .await;
+        let usage = support::processes::usage(server).expect("agentls runs");
+        eprintln!("round {round}: {usage:?}");
+        samples.push(usage);
+    }
+    let (early, last) = (samples[2], samples[rounds - 1]);
+    assert!(
+        last.threads <= early.threads + 2 && last.fds <= early.fds + 2,
+        "grew: {samples:?}"
+    );
+    assert!(client.shutdown().await.success());
+}

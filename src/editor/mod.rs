@@ -355,12 +355,17 @@ impl EditorAccess {
                 view,
             }) => {
                 let view = match applied {
-                    Some(applied) => applied.await.map_err(|_| WriteError::Editor {
-                        path: path.to_owned(),
-                        source: EffectError::Transport(
-                            "the editor did not apply the accepted change".into(),
-                        ),
-                    })?,
+                    Some(applied) => applied
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(EffectError::Transport(
+                                "the editor did not apply the accepted change".into(),
+                            ))
+                        })
+                        .map_err(|source| WriteError::Editor {
+                            path: path.to_owned(),
+                            source,
+                        })?,
                     None => view,
                 };
                 if let Some(disk) = disk {
