@@ -664,3 +664,193 @@ async fn an_editor_that_never_answers_is_not_waited_for_forever() {
     );
     assert!(client.shutdown().await.success());
 }
+
+/// Limits the size of files `pid` may write to `bytes` (its soft `RLIMIT_FSIZE`; `None` lifts
+/// it): a write beyond it fails as on a full disk.
+fn limit_file_size(pid: u32, bytes: Option<u64>) {
+    let limit = libc::rlimit {
+        rlim_cur: bytes.unwrap_or(libc::RLIM_INFINITY),
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: prlimit(2) with a valid new limit and no old-limit pointer.
+    let done = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_FSIZE,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(done, 0, "prlimit: {}", std::io::Error::last_os_error());
+}
+
+/// The id of the one open review, once there is one.
+async fn open_review(client: &TestClient) -> Value {
+    support::agents::eventually_async(|| async {
+        client.server_state().await["reviews"]
+            .as_array()
+            .is_some_and(|r| r.len() == 1)
+    })
+    .await
+    .expect("a review");
+    client.server_state().await["reviews"][0]["id"].clone()
+}
+
+/// Files agentls left beside the real ones (its temporary files are `.agentls-*`).
+fn leftovers(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(".agentls-"))
+        .collect()
+}
+
+/// The disk refuses agentls's write when the user accepts a change to a file that is not open
+/// (agentls may write files of at most 256 KiB, its `RLIMIT_FSIZE`, as a full disk would refuse
+/// a 384 KiB file): agentls lives on (before, SIGXFSZ ended it and left its temporary file
+/// half-written in the workspace), the file keeps its old text whole with no temporary file
+/// left, the review is settled, and the user hears from agentls itself that the change was not
+/// written and why (before, only the agent's words said so, naming agentls's temporary file).
+/// Once the disk takes writes again, the same change goes through.
+#[tokio::test]
+async fn a_disk_that_refuses_the_accepted_change_leaves_the_file_whole_and_says_so() {
+    // The file is there before agentls watches the folder: its creation is nobody's edit.
+    let workspace = tempfile::tempdir().unwrap();
+    let old: String = (0..16000)
+        .map(|i| format!("line {i:05} of the file\n"))
+        .collect();
+    std::fs::write(workspace.path().join("big.txt"), &old).unwrap();
+    let client = TestClient::start(Options {
+        workspace: Some(workspace.path().to_owned()),
+        ..Options::default()
+    })
+    .await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    let server = client.pid();
+    let path = client.workspace.join("big.txt");
+    let from = told(&client).len();
+    client.prompt("uppercase big.txt").await;
+    let id = open_review(&client).await;
+    limit_file_size(server, Some(256 * 1024));
+    client
+        .execute("agentls.accept", json!({"review": id}))
+        .await
+        .unwrap();
+    let summary = told_after(&client, from, "the end of the turn", |l| {
+        l.starts_with("demo: end_turn")
+    })
+    .await;
+    let not_written = told_after(&client, from, "that the change was not written", |l| {
+        l.contains("was not written")
+    })
+    .await;
+    assert_eq!(
+        not_written,
+        format!(
+            "agentls: the change you accepted from demo to big.txt was not written ({}: File \
+             too large (os error 27)); the file keeps its old text",
+            path.display()
+        )
+    );
+    assert!(
+        summary.contains("1 failed (Edit big.txt)") && !summary.contains("Done"),
+        "{summary}"
+    );
+    assert!(support::processes::runs(server), "agentls died");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), old);
+    assert_eq!(leftovers(&client.workspace), Vec::<String>::new());
+    assert_eq!(client.server_state().await["reviews"], json!([]));
+    // The disk takes writes again.
+    limit_file_size(server, None);
+    let from = told(&client).len();
+    client.prompt("uppercase big.txt").await;
+    let id = open_review(&client).await;
+    client
+        .execute("agentls.accept", json!({"review": id}))
+        .await
+        .unwrap();
+    told_after(&client, from, "the end of the second turn", |l| {
+        l.starts_with("demo: end_turn") && l.contains("Done")
+    })
+    .await;
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), old.to_uppercase());
+    assert!(client.shutdown().await.success());
+}
+
+/// The workspace folder is removed while the changes the agent proposed to two of its files
+/// wait for review, one file open in the editor with the user's unsaved text, one not open; the
+/// user accepts both. The open one's buffer gets the change and keeps the user's text; agentls
+/// does not bring the folder back for the other (before, its write would have recreated the
+/// folder holding that one file) and says that the change was not written; it goes on serving.
+#[tokio::test]
+async fn a_workspace_folder_removed_before_the_accept_is_not_recreated() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    std::fs::write(client.workspace.join("notes.txt"), NOTES).unwrap();
+    let draft = client.open("draft.txt", "text", NOTES).await;
+    client
+        .edit(&draft, support::range(0, 0, 0, 0), "mine\n")
+        .await;
+    let from = told(&client).len();
+    client.prompt("uppercase notes.txt @also draft.txt").await;
+    support::agents::eventually_async(|| async {
+        client.server_state().await["reviews"]
+            .as_array()
+            .is_some_and(|r| r.len() == 2)
+    })
+    .await
+    .expect("two reviews");
+    std::fs::remove_dir_all(&client.workspace).unwrap();
+    for review in client.server_state().await["reviews"].as_array().unwrap() {
+        client
+            .execute("agentls.accept", json!({"review": review["id"]}))
+            .await
+            .unwrap();
+    }
+    told_after(
+        &client,
+        from,
+        "that the closed file's change was not written",
+        |l| {
+            l == "agentls: notes.txt is no longer on disk (removed while the change waited); the \
+              change you accepted from demo was not written"
+        },
+    )
+    .await;
+    told_after(&client, from, "the end of the turn", |l| {
+        l.starts_with("demo: end_turn")
+    })
+    .await;
+    support::agents::eventually_async(|| async {
+        client.server_state().await["reviews"] == json!([])
+    })
+    .await
+    .expect("the reviews settled");
+    assert_eq!(
+        client.document(&draft).text,
+        "mine\nkeep\n// TODO FIX THIS\n",
+        "the buffer lost the user's text or the accepted change"
+    );
+    assert!(!client.workspace.exists(), "the workspace folder came back");
+    still_serves(&client, &draft, "the workspace folder is gone").await;
+    // An agent's write of a new file there is refused too: it would bring the folder back.
+    let from = told(&client).len();
+    let new = support::file_uri(&client.workspace.join("new.txt"));
+    let args = json!([{"uri": new, "text": "x\n"}]);
+    client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "agentls.debug.write", "arguments": args}),
+        )
+        .await
+        .unwrap();
+    told_after(&client, from, "that the write was refused", |l| {
+        l.contains("the workspace folder no longer exists")
+    })
+    .await;
+    assert!(!client.workspace.exists(), "the workspace folder came back");
+    assert!(client.shutdown().await.success());
+}

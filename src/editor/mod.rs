@@ -368,8 +368,21 @@ impl EditorAccess {
                         })?,
                     None => view,
                 };
-                if let Some(disk) = disk {
-                    self.state.write_file(path, &disk).await?;
+                if let Some(disk) = disk
+                    && let Err(e) = self.state.write_file(path, &disk).await
+                {
+                    // The user accepted this change: they hear it did not land, whatever the
+                    // agent makes of its failed write.
+                    self.tell_user(
+                        Level::Error,
+                        format!(
+                            "agentls: the change you accepted from {} to {} was not written \
+                             ({e}); the file keeps its old text",
+                            origin.label,
+                            file_name(path)
+                        ),
+                    );
+                    return Err(e.into());
                 }
                 Ok(Written::reviewed(view))
             }

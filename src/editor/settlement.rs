@@ -193,6 +193,21 @@ impl State {
             &now_text
         };
         let open = self.documents.get(&path).is_some();
+        if forced && !written_by_proposer && now.is_none() && !open && review.file_existed {
+            // The file went (its folder too, perhaps) while the change waited: what was accepted
+            // is not a reason to bring it back holding only that change.
+            self.effects.message(
+                Level::Warning,
+                format!(
+                    "agentls: {} is no longer on disk (removed while the change waited); the \
+                     change you accepted from {label} was not written",
+                    file_name(&path)
+                ),
+            );
+            self.record_settled_disk(id, None);
+            self.apply_approved(id);
+            return true;
+        }
         let target = diff::merge3(&review.base, under, &accepted);
         let disk = match (&target, open) {
             (Some(target), _) if written_by_proposer => Some(target.clone()),
