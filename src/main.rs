@@ -48,6 +48,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    survive_file_size_limit();
     let cli = Cli::parse();
     // The demo agent's stderr is its host's log: keep it quiet unless asked.
     let filter_var = match cli.command {
@@ -83,6 +84,23 @@ fn main() -> ExitCode {
                 None => ExitCode::FAILURE,
             }
         }
+    }
+}
+
+/// Under a file-size limit (`ulimit -f`), a write beyond it fails with EFBIG and is reported like
+/// a full disk, instead of SIGXFSZ ending agentls (its pending reviews with it, and a temporary
+/// file left half-written). A handler that does nothing, not SIG_IGN: handlers are reset at
+/// `exec`, so agents and the commands they run keep the default.
+fn survive_file_size_limit() {
+    extern "C" fn nothing(_: libc::c_int) {}
+    // SAFETY: sigaction(2) with a zeroed (valid) action whose handler is async-signal-safe (it
+    // does nothing).
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = nothing as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigaction(libc::SIGXFSZ, &action, std::ptr::null_mut());
     }
 }
 

@@ -27,6 +27,10 @@ use crate::editor::{EditorAccess, Level};
 const CRASH_WINDOW: Duration = Duration::from_secs(60);
 /// The longest wait before a restart.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The environment variable tests set to cap the wait before a restart (in milliseconds), so
+/// that a hundred deliberate kills do not add up to minutes of backoff; read once. It can only
+/// shorten it.
+const BACKOFF_VAR: &str = "AGENTLS_TEST_RESTART_BACKOFF_MS";
 /// How long a stopping agent gets between SIGTERM and SIGKILL (and before SIGTERM).
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
@@ -555,7 +559,7 @@ impl Slot {
     fn backoff(&self) -> Duration {
         let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
         history.crashes.retain(|at| at.elapsed() < CRASH_WINDOW);
-        backoff_after(history.crashes.len())
+        backoff_after(history.crashes.len()).min(backoff_cap())
     }
 }
 
@@ -564,6 +568,17 @@ fn backoff_after(recent_crashes: usize) -> Duration {
         0 | 1 => Duration::ZERO,
         n => Duration::from_secs(1u64 << (n - 2).min(5)).min(MAX_BACKOFF),
     }
+}
+
+/// [`MAX_BACKOFF`], or less when `AGENTLS_TEST_RESTART_BACKOFF_MS` says so.
+fn backoff_cap() -> Duration {
+    static CAP: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *CAP.get_or_init(|| {
+        std::env::var(BACKOFF_VAR)
+            .ok()
+            .and_then(|ms| ms.trim().parse().ok())
+            .map_or(MAX_BACKOFF, |ms| Duration::from_millis(ms).min(MAX_BACKOFF))
+    })
 }
 
 #[cfg(test)]

@@ -91,8 +91,8 @@ pub enum EffectError {
     /// The client answered and declined.
     #[error("the editor declined: {0}")]
     Refused(String),
-    /// The client did not answer in time.
-    #[error("the editor did not answer within {0} seconds")]
+    /// The client did not answer in time (milliseconds).
+    #[error("the editor did not answer within {} s", *.0 as f64 / 1000.0)]
     Timeout(u64),
     /// The connection to the editor failed or answered with an error.
     #[error("the editor connection failed: {0}")]

@@ -56,18 +56,26 @@ pub fn check_shape(path: &Path) -> Result<(), FileError> {
 
 /// Refuses paths that are relative, contain `..`, or resolve (through symlinks) outside every
 /// folder in `folders` — with no folders, every path is outside. A file that does not exist
-/// yet is judged by its nearest existing ancestor.
+/// yet is judged by its nearest existing ancestor. A folder that no longer exists (removed
+/// while agentls runs) holds nothing: reading there fails, and a write would bring the folder
+/// back for one file, so it is refused too.
 pub fn check_inside(path: &Path, folders: &[PathBuf]) -> Result<(), FileError> {
     check_shape(path)?;
     let resolved = resolve_existing_prefix(path);
-    let inside = folders.iter().any(|folder| {
-        let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.clone());
+    let inside = folders.iter().find(|folder| {
+        let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
         resolved.starts_with(&folder)
     });
-    if inside {
-        Ok(())
-    } else {
-        Err(FileError::OutsideWorkspace(path.to_owned()))
+    match inside {
+        Some(folder) if !folder.is_dir() => Err(FileError::io(
+            folder,
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the workspace folder no longer exists; nothing was read or written there",
+            ),
+        )),
+        Some(_) => Ok(()),
+        None => Err(FileError::OutsideWorkspace(path.to_owned())),
     }
 }
 
@@ -170,7 +178,10 @@ fn write_atomic_blocking(path: &Path, content: &str) -> Result<(), FileError> {
         builder.permissions(std::fs::Permissions::from_mode(0o666));
     }
     let mut temp = builder.tempfile_in(dir).map_err(io)?;
-    temp.write_all(content.as_bytes()).map_err(io)?;
+    // Through the file itself: an error names the file being replaced, not the temporary one.
+    temp.as_file_mut()
+        .write_all(content.as_bytes())
+        .map_err(io)?;
     temp.as_file().sync_all().map_err(io)?;
     if let Some(permissions) = permissions {
         temp.as_file().set_permissions(permissions).map_err(io)?;

@@ -378,16 +378,34 @@ impl EditorAccess {
                 view,
             }) => {
                 let view = match applied {
-                    Some(applied) => applied.await.map_err(|_| WriteError::Editor {
-                        path: path.to_owned(),
-                        source: EffectError::Transport(
-                            "the editor did not apply the accepted change".into(),
-                        ),
-                    })?,
+                    Some(applied) => applied
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(EffectError::Transport(
+                                "the editor did not apply the accepted change".into(),
+                            ))
+                        })
+                        .map_err(|source| WriteError::Editor {
+                            path: path.to_owned(),
+                            source,
+                        })?,
                     None => view,
                 };
-                if let Some(disk) = disk {
-                    self.state.write_file(path, &disk).await?;
+                if let Some(disk) = disk
+                    && let Err(e) = self.state.write_file(path, &disk).await
+                {
+                    // The user accepted this change: they hear it did not land, whatever the
+                    // agent makes of its failed write.
+                    self.tell_user(
+                        Level::Error,
+                        format!(
+                            "agentls: the change you accepted from {} to {} was not written \
+                             ({e}); the file keeps its old text",
+                            origin.label,
+                            file_name(path)
+                        ),
+                    );
+                    return Err(e.into());
                 }
                 Ok(Written::reviewed(view))
             }

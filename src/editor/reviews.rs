@@ -362,6 +362,9 @@ impl State {
         let Ok(review) = self.review_mut(id) else {
             return;
         };
+        if let (Err(e), Some(settling)) = (&result, review.settling.as_mut()) {
+            settling.fail_writers(e);
+        }
         for &i in indices {
             let hunk = &mut review.hunks[i];
             if hunk.state != HunkState::Applying {

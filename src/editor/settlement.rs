@@ -17,7 +17,7 @@ use tokio::sync::{Notify, oneshot};
 
 use super::review::{Applier, HunkState, Verdict};
 use super::state::{State, StateHandle};
-use super::{Level, Origin, diff, file_name, files};
+use super::{EffectError, Level, Origin, diff, file_name, files};
 
 /// How long agentls waits for a proposer's own write before applying the accepted change itself
 /// (the end of its turn usually comes first). Counted from the file's verdict: long enough for
@@ -33,8 +33,9 @@ pub struct Settling {
     /// Tells the watcher to settle now (the turn ended, the origin went away); dropped once the
     /// review settled another way.
     force: Option<oneshot::Sender<()>>,
-    /// Writers waiting for the accepted hunks to reach the buffer: they get its text.
-    waiters: Vec<oneshot::Sender<String>>,
+    /// Writers waiting for the accepted hunks to reach the buffer: they get its text, or why
+    /// the editor did not apply them.
+    waiters: Vec<oneshot::Sender<Result<String, EffectError>>>,
     /// Wakes the watcher: the workspace watcher saw the file change.
     disk_changed: Arc<Notify>,
     /// What agentls made the disk say when the proposer's write came (`None`: it left the disk
@@ -47,6 +48,14 @@ impl Settling {
     pub fn settled_disk(&self) -> Option<&str> {
         self.disk.as_deref()
     }
+
+    /// The editor did not apply the accepted hunks: the writers waiting for them hear why
+    /// (their write did not happen), instead of the unchanged buffer as if it had.
+    pub fn fail_writers(&mut self, error: &EffectError) {
+        for waiter in self.waiters.drain(..) {
+            let _ = waiter.send(Err(error.clone()));
+        }
+    }
 }
 
 /// How an agent's write of a file whose accepted proposal waits for it is carried out.
@@ -56,8 +65,9 @@ pub enum SettledWrite {
     /// resolves to its text once it has them) and its disk waits for the editor's save; a closed
     /// file's disk gets `disk` (`None`: leave the disk as it is).
     Accepted {
-        /// The buffer's text with the accepted hunks, once applied (open files only).
-        applied: Option<oneshot::Receiver<String>>,
+        /// The buffer's text with the accepted hunks, once applied, or why the editor did not
+        /// apply them (open files only).
+        applied: Option<oneshot::Receiver<Result<String, EffectError>>>,
         /// What the disk of a closed file gets.
         disk: Option<String>,
         /// What the writer should believe the file holds when the file is not open.
@@ -183,6 +193,21 @@ impl State {
             &now_text
         };
         let open = self.documents.get(&path).is_some();
+        if forced && !written_by_proposer && now.is_none() && !open && review.file_existed {
+            // The file went (its folder too, perhaps) while the change waited: what was accepted
+            // is not a reason to bring it back holding only that change.
+            self.effects.message(
+                Level::Warning,
+                format!(
+                    "agentls: {} is no longer on disk (removed while the change waited); the \
+                     change you accepted from {label} was not written",
+                    file_name(&path)
+                ),
+            );
+            self.record_settled_disk(id, None);
+            self.apply_approved(id);
+            return true;
+        }
         let target = diff::merge3(&review.base, under, &accepted);
         let disk = match (&target, open) {
             (Some(target), _) if written_by_proposer => Some(target.clone()),
@@ -427,7 +452,7 @@ impl State {
             .map(|(t, _)| t)
             .unwrap_or_default();
         for waiter in settling.waiters {
-            let _ = waiter.send(text.clone());
+            let _ = waiter.send(Ok(text.clone()));
         }
     }
 }

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc, watch};
 use tower_lsp_server::Client;
-use tower_lsp_server::jsonrpc::Request;
+use tower_lsp_server::jsonrpc::{Id, Request};
 use tower_lsp_server::ls_types::{
-    ApplyWorkspaceEditParams, MessageActionItem, MessageType, OneOf,
-    OptionalVersionedTextDocumentIdentifier, ShowDocumentParams, TextDocumentEdit, WorkspaceEdit,
-    request,
+    ApplyWorkspaceEditParams, CancelParams, MessageActionItem, MessageType, NumberOrString, OneOf,
+    OptionalVersionedTextDocumentIdentifier, ShowDocumentParams, ShowMessageRequestParams,
+    TextDocumentEdit, WorkspaceEdit, notification, request,
 };
 use tower_service::Service as _;
 
@@ -23,7 +23,24 @@ use crate::editor::effects::{DocumentEdit, Reply};
 use crate::editor::{Choice, Effect, EffectError, EffectReceiver};
 
 /// How long a request to the editor may go unanswered.
-pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The environment variable tests set to shorten [`CLIENT_TIMEOUT`] (in milliseconds), so that
+/// an editor that never answers is tested without waiting out half a minute; read once. It can
+/// only shorten it.
+const CLIENT_TIMEOUT_VAR: &str = "AGENTLS_TEST_CLIENT_TIMEOUT_MS";
+
+/// [`CLIENT_TIMEOUT`], or less when `AGENTLS_TEST_CLIENT_TIMEOUT_MS` says so.
+fn client_timeout() -> Duration {
+    static TIMEOUT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *TIMEOUT.get_or_init(|| {
+        std::env::var(CLIENT_TIMEOUT_VAR)
+            .ok()
+            .and_then(|ms| ms.trim().parse().ok())
+            .map_or(CLIENT_TIMEOUT, |ms| {
+                Duration::from_millis(ms).min(CLIENT_TIMEOUT)
+            })
+    })
+}
 
 /// Runs effects until the port shuts down. Waits for `initialized` first: until then the
 /// client may not be sent requests, and its capabilities are unknown.
@@ -189,14 +206,15 @@ async fn refresh_inlay_hints(client: Client, changed: Arc<Notify>) {
     }
 }
 
-/// Shows a dialog. No timeout: a human answers it, however long that takes; a withdrawn question
-/// simply ignores the late answer.
+/// Shows a dialog. No timeout: a human answers it, however long that takes. A question withdrawn
+/// meanwhile (its turn was cancelled, its agent died) is taken back from the editor with
+/// `$/cancelRequest`, and agentls stops waiting for its answer.
 async fn ask_user(
     client: Client,
     features: ClientFeatures,
     text: String,
     choices: Vec<Choice>,
-    reply: Reply<Option<String>>,
+    mut reply: Reply<Option<String>>,
 ) {
     if !features.show_message_request {
         let _ = reply.send(Err(EffectError::Unsupported("window/showMessageRequest")));
@@ -209,17 +227,24 @@ async fn ask_user(
             properties: HashMap::new(),
         })
         .collect();
-    let answer = client
-        .show_message_request(MessageType::WARNING, text, Some(actions))
-        .await;
-    let outcome = match answer {
-        Ok(Some(item)) => Ok(choices
-            .into_iter()
-            .find(|c| c.label == item.title)
-            .map(|c| c.id)),
-        Ok(None) => Ok(None),
-        Err(e) => Err(EffectError::Transport(e.message.into_owned())),
+    let params = ShowMessageRequestParams {
+        typ: MessageType::WARNING,
+        message: text,
+        actions: Some(actions),
     };
+    let withdrawn = async {
+        reply.closed().await;
+        EffectError::Refused("the question was withdrawn".into())
+    };
+    let answer = request_until::<request::ShowMessageRequest>(&client, params, withdrawn).await;
+    let outcome = answer.map(|item| {
+        item.and_then(|item| {
+            choices
+                .into_iter()
+                .find(|c| c.label == item.title)
+                .map(|c| c.id)
+        })
+    });
     let _ = reply.send(outcome);
 }
 
@@ -228,9 +253,53 @@ async fn ask<R: request::Request>(
     client: &Client,
     params: R::Params,
 ) -> Result<R::Result, EffectError> {
-    match tokio::time::timeout(CLIENT_TIMEOUT, client.send_request::<R>(params)).await {
-        Err(_) => Err(EffectError::Timeout(CLIENT_TIMEOUT.as_secs())),
-        Ok(Err(e)) => Err(EffectError::Transport(e.message.into_owned())),
-        Ok(Ok(result)) => Ok(result),
+    let limit = client_timeout();
+    let timed_out = async {
+        tokio::time::sleep(limit).await;
+        EffectError::Timeout(limit.as_millis() as u64)
+    };
+    request_until::<R>(client, params, timed_out).await
+}
+
+/// Sends request `R` to the client and waits for its answer until `give_up` resolves (to why).
+/// Then the editor hears with `$/cancelRequest` that agentls no longer waits: one that honours
+/// it closes its dialog and answers, which also frees what tower-lsp keeps for the request.
+async fn request_until<R: request::Request>(
+    client: &Client,
+    params: R::Params,
+    give_up: impl std::future::Future<Output = EffectError>,
+) -> Result<R::Result, EffectError> {
+    let id = client.next_request_id();
+    let mut request = Request::build(R::METHOD).id(id.clone());
+    match serde_json::to_value(params) {
+        Ok(serde_json::Value::Null) => {}
+        Ok(params) => request = request.params(params),
+        Err(e) => {
+            return Err(EffectError::Transport(format!(
+                "cannot encode {}: {e}",
+                R::METHOD
+            )));
+        }
+    }
+    let call = client.clone().call(request.finish());
+    tokio::select! {
+        response = call => {
+            let Ok(Some(response)) = response else {
+                return Err(EffectError::Transport("the editor connection closed".into()));
+            };
+            let (_, result) = response.into_parts();
+            let value = result.map_err(|e| EffectError::Transport(e.message.into_owned()))?;
+            serde_json::from_value(value)
+                .map_err(|e| EffectError::Transport(format!("{} answered {e}", R::METHOD)))
+        }
+        why = give_up => {
+            if let Id::Number(n) = id
+                && let Ok(n) = i32::try_from(n)
+            {
+                let cancel = CancelParams { id: NumberOrString::Number(n) };
+                client.send_notification::<notification::Cancel>(cancel).await;
+            }
+            Err(why)
+        }
     }
 }

@@ -4,7 +4,10 @@
 //! it within [`Limits::handshake`]. Without this anyone on the machine could hold a thousand
 //! silent sockets, no token needed, until agentls runs out of file descriptors. A connection
 //! whose request passed the guard ([`Connection::authenticated`]) stays as long as its client
-//! likes. Checking the token is `guard`'s business, not this module's.
+//! likes, between messages: on the WebSocket port a client that stops in the middle of a frame
+//! (or of a fragmented message) for [`Limits::stall`] is closed, as it holds a reader of the
+//! server that waits for bytes that never come. Checking the token is `guard`'s business, not
+//! this module's.
 
 use std::io;
 use std::net::SocketAddr;
@@ -22,7 +25,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
 /// The environment variable tests set to shorten the limits (`connections=8,handshake_ms=1000,
-/// idle_ms=300`); read once. It can only tighten them.
+/// idle_ms=300,stall_ms=300`); read once. It can only tighten them.
 const LIMITS_VAR: &str = "AGENTLS_TEST_MCP_LIMITS";
 
 /// How long and how many connections may wait for their first request to pass the guard.
@@ -34,6 +37,8 @@ pub struct Limits {
     pub handshake: Duration,
     /// How long a connection that has not passed the guard may go without a byte either way.
     pub idle: Duration,
+    /// How long a WebSocket client may go without a byte in the middle of a frame or message.
+    pub stall: Duration,
 }
 
 impl Limits {
@@ -42,6 +47,7 @@ impl Limits {
         connections: 64,
         handshake: Duration::from_secs(10),
         idle: Duration::from_secs(5),
+        stall: Duration::from_secs(10),
     };
 
     /// The limits in force: [`Limits::DEFAULT`], tightened by `AGENTLS_TEST_MCP_LIMITS`.
@@ -67,6 +73,7 @@ impl Limits {
                     self.handshake = self.handshake.min(Duration::from_millis(ms))
                 }
                 Some(("idle_ms", ms)) => self.idle = self.idle.min(Duration::from_millis(ms)),
+                Some(("stall_ms", ms)) => self.stall = self.stall.min(Duration::from_millis(ms)),
                 _ => tracing::warn!("{LIMITS_VAR}: ignored {part:?}"),
             }
         }
@@ -95,22 +102,33 @@ impl Connected<IncomingStream<'_, LimitedListener>> for Connection {
     }
 }
 
+/// What a port speaks once a request passed the guard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP requests, each on its own.
+    Http,
+    /// One HTTP upgrade request, then WebSocket frames ([`Limits::stall`] applies).
+    WebSocket,
+}
+
 /// A loopback listener that applies [`Limits`] to what it accepts.
 #[derive(Debug)]
 pub struct LimitedListener {
     socket: TcpListener,
     port: u16,
     limits: Limits,
+    protocol: Protocol,
     slots: Arc<Semaphore>,
 }
 
 impl LimitedListener {
-    /// Accepts from `socket` (bound on `port`) within `limits`.
-    pub fn new(socket: TcpListener, port: u16, limits: Limits) -> Self {
+    /// Accepts from `socket` (bound on `port`, speaking `protocol`) within `limits`.
+    pub fn new(socket: TcpListener, port: u16, limits: Limits, protocol: Protocol) -> Self {
         Self {
             socket,
             port,
             limits,
+            protocol,
             slots: Arc::new(Semaphore::new(limits.connections)),
         }
     }
@@ -124,7 +142,10 @@ impl Listener for LimitedListener {
         loop {
             let (stream, peer) = Listener::accept(&mut self.socket).await;
             match Arc::clone(&self.slots).try_acquire_owned() {
-                Ok(slot) => return (LimitedStream::new(stream, slot, self.limits), peer),
+                Ok(slot) => {
+                    let stream = LimitedStream::new(stream, slot, self.limits, self.protocol);
+                    return (stream, peer);
+                }
                 Err(_) => tracing::warn!(
                     port = self.port,
                     "refused a connection: {} are open already (the most a port takes)",
@@ -149,10 +170,20 @@ pub struct LimitedStream {
     handshake_by: Instant,
     /// The next moment it is closed unless it authenticated; `None` once it has.
     deadline: Option<Pin<Box<Sleep>>>,
+    /// Where a WebSocket client is in its frames (`None` on an HTTP port).
+    frames: Option<FrameScan>,
+    stall: Duration,
+    /// The moment a client stopped in the middle of a frame is closed; `None` between frames.
+    stalled_by: Option<Pin<Box<Sleep>>>,
 }
 
 impl LimitedStream {
-    fn new(stream: TcpStream, slot: OwnedSemaphorePermit, limits: Limits) -> Self {
+    fn new(
+        stream: TcpStream,
+        slot: OwnedSemaphorePermit,
+        limits: Limits,
+        protocol: Protocol,
+    ) -> Self {
         let now = Instant::now();
         let handshake_by = now + limits.handshake;
         Self {
@@ -164,7 +195,44 @@ impl LimitedStream {
             deadline: Some(Box::pin(tokio::time::sleep_until(
                 handshake_by.min(now + limits.idle),
             ))),
+            frames: (protocol == Protocol::WebSocket).then(FrameScan::default),
+            stall: limits.stall,
+            stalled_by: None,
         }
+    }
+
+    /// `bytes` arrived: a client in the middle of a frame has [`Limits::stall`] from now for
+    /// the next byte; one between frames has all the time it likes.
+    fn scan(&mut self, bytes: &[u8]) {
+        let Some(frames) = self.frames.as_mut() else {
+            return;
+        };
+        frames.feed(bytes);
+        if !frames.in_the_middle() {
+            self.stalled_by = None;
+            return;
+        }
+        let by = Instant::now() + self.stall;
+        match self.stalled_by.as_mut() {
+            Some(sleep) => sleep.as_mut().reset(by),
+            None => self.stalled_by = Some(Box::pin(tokio::time::sleep_until(by))),
+        }
+    }
+
+    /// Whether a client stopped in the middle of a frame for too long (registering for the
+    /// moment when it has not yet).
+    fn stalled(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(by) = self.stalled_by.as_mut() else {
+            return false;
+        };
+        if by.as_mut().poll(cx).is_pending() {
+            return false;
+        }
+        tracing::warn!(
+            "closed a WebSocket connection: no byte for {:?} in the middle of a frame",
+            self.stall
+        );
+        true
     }
 
     /// Whether its time is up (registering for the deadline when it is not).
@@ -214,8 +282,13 @@ impl AsyncRead for LimitedStream {
         // What arrived counts before the clock does: a busy server is no reason to drop a client.
         match Pin::new(&mut this.stream).poll_read(cx, buf) {
             Poll::Pending if this.expired(cx) => Poll::Ready(Err(timed_out())),
+            Poll::Pending if this.stalled(cx) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client stopped in the middle of a frame",
+            ))),
             Poll::Ready(Ok(())) if buf.filled().len() > before => {
                 this.active();
+                this.scan(&buf.filled()[before..]);
                 Poll::Ready(Ok(()))
             }
             read => read,
@@ -249,9 +322,126 @@ impl AsyncWrite for LimitedStream {
     }
 }
 
+/// Follows a WebSocket client's bytes: its HTTP upgrade request (up to the blank line), then
+/// frame headers and payload lengths (RFC 6455 §5.2), enough to know whether it stopped in the
+/// middle of a frame or of a fragmented message. Nothing is decoded or checked here (the
+/// WebSocket library does that); a client that breaks the framing is closed by it.
+#[derive(Debug, Default)]
+struct FrameScan {
+    /// How much of the request's closing `\r\n\r\n` was seen; 4 once the frames began.
+    request_end: usize,
+    /// The header of the frame being read, and how many of its bytes arrived.
+    header: [u8; 14],
+    header_len: usize,
+    /// Payload bytes of the current frame still to come.
+    payload_left: u64,
+    /// A data frame without FIN arrived: the message goes on in the next frame.
+    message_open: bool,
+}
+
+impl FrameScan {
+    fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            if self.request_end < 4 {
+                let byte = bytes[0];
+                bytes = &bytes[1..];
+                self.request_end = match (self.request_end, byte) {
+                    (0 | 2, b'\r') => self.request_end + 1,
+                    (1 | 3, b'\n') => self.request_end + 1,
+                    (_, b'\r') => 1,
+                    _ => 0,
+                };
+                continue;
+            }
+            if self.payload_left > 0 {
+                let taken = (bytes.len() as u64).min(self.payload_left);
+                self.payload_left -= taken;
+                bytes = &bytes[taken as usize..];
+                continue;
+            }
+            self.header[self.header_len] = bytes[0];
+            self.header_len += 1;
+            bytes = &bytes[1..];
+            if let Some(payload) = self.header_complete() {
+                let (fin, opcode) = (self.header[0] & 0x80 != 0, self.header[0] & 0x0F);
+                if opcode < 8 {
+                    self.message_open = !fin;
+                }
+                self.header_len = 0;
+                self.payload_left = payload;
+            }
+        }
+    }
+
+    /// The payload length once the header so far is whole.
+    fn header_complete(&self) -> Option<u64> {
+        let h = &self.header[..self.header_len];
+        if h.len() < 2 {
+            return None;
+        }
+        let masked = h[1] & 0x80 != 0;
+        let (extended, short) = match h[1] & 0x7F {
+            126 => (2, None),
+            127 => (8, None),
+            n => (0, Some(u64::from(n))),
+        };
+        let needed = 2 + extended + if masked { 4 } else { 0 };
+        if h.len() < needed {
+            return None;
+        }
+        Some(short.unwrap_or_else(|| {
+            h[2..2 + extended]
+                .iter()
+                .fold(0u64, |n, b| (n << 8) | u64::from(*b))
+        }))
+    }
+
+    /// Whether the client is in the middle of a frame (or of a fragmented message).
+    fn in_the_middle(&self) -> bool {
+        self.request_end == 4 && (self.header_len > 0 || self.payload_left > 0 || self.message_open)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_are_followed_across_reads() {
+        let mut scan = FrameScan::default();
+        scan.feed(b"GET / HTTP/1.1\r\nHost: x\r\n");
+        assert!(!scan.in_the_middle());
+        scan.feed(b"\r\n");
+        assert!(
+            !scan.in_the_middle(),
+            "between the request and the first frame"
+        );
+        // A masked text frame of 5 bytes, header and payload split across reads.
+        let frame = [0x81, 0x85, 1, 2, 3, 4, b'h', b'e', b'l', b'l', b'o'];
+        scan.feed(&frame[..1]);
+        assert!(scan.in_the_middle());
+        scan.feed(&frame[1..8]);
+        assert!(scan.in_the_middle());
+        scan.feed(&frame[8..]);
+        assert!(!scan.in_the_middle());
+        // A 300-byte frame (16-bit length), only its header and part of its payload.
+        let mut long = vec![0x82, 0xFE, 0x01, 0x2C, 0, 0, 0, 0];
+        long.extend(std::iter::repeat_n(b'x', 299));
+        scan.feed(&long);
+        assert!(scan.in_the_middle());
+        scan.feed(b"x");
+        assert!(!scan.in_the_middle());
+        // A fragmented message: open until its FIN frame, a ping in between changes nothing.
+        scan.feed(&[0x01, 0x81, 0, 0, 0, 0, b'a']);
+        assert!(scan.in_the_middle());
+        scan.feed(&[0x89, 0x80, 0, 0, 0, 0]);
+        assert!(scan.in_the_middle());
+        scan.feed(&[0x80, 0x81, 0, 0, 0, 0, b'b']);
+        assert!(!scan.in_the_middle());
+        // Two whole frames in one read.
+        scan.feed(&[0x81, 0x80, 0, 0, 0, 0, 0x81, 0x81, 0, 0, 0, 0, b'z']);
+        assert!(!scan.in_the_middle());
+    }
 
     #[test]
     fn the_environment_can_only_tighten_the_limits() {
@@ -262,6 +452,7 @@ mod tests {
                 connections: 8,
                 handshake: Duration::from_secs(1),
                 idle: Duration::from_millis(300),
+                stall: Limits::DEFAULT.stall,
             }
         );
         let loose = Limits::DEFAULT.tightened("connections=100000,idle_ms=999999,bogus=1,x");

@@ -96,7 +96,7 @@ impl std::fmt::Debug for McpServer {
 /// (handlers see each request's [`connections::Connection`]).
 async fn listen(
     router: impl FnOnce(u16) -> axum::Router,
-    limits: connections::Limits,
+    (limits, protocol): (connections::Limits, connections::Protocol),
     stopped: watch::Receiver<bool>,
 ) -> Result<u16, StartError> {
     let socket = tokio::net::TcpListener::bind(("127.0.0.1", 0))
@@ -104,7 +104,7 @@ async fn listen(
         .map_err(StartError::Bind)?;
     let port = socket.local_addr().map_err(StartError::Bind)?.port();
     let service = router(port).into_make_service_with_connect_info::<connections::Connection>();
-    let socket = connections::LimitedListener::new(socket, port, limits);
+    let socket = connections::LimitedListener::new(socket, port, limits, protocol);
     let mut until_stopped = stopped;
     tokio::spawn(async move {
         let shutdown = async move {
@@ -135,7 +135,7 @@ impl McpServer {
                     let listener = websocket::Listener::new(port, token, editor, stopped2);
                     websocket::router(Arc::new(listener))
                 },
-                limits,
+                (limits, connections::Protocol::WebSocket),
                 stopped.clone(),
             )
             .await?
@@ -144,7 +144,7 @@ impl McpServer {
             let (token, editor) = (http_token.clone(), editor.clone());
             listen(
                 move |port| http::router(port, token, editor),
-                limits,
+                (limits, connections::Protocol::Http),
                 stopped.clone(),
             )
             .await?
