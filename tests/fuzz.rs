@@ -481,7 +481,12 @@ fn random_message(rng: &mut Rng, n: usize, uris: &[String]) -> Value {
         message["id"] = match rng.below(3) {
             0 => json!(format!("fuzz-{n}")),
             1 => json!(-(n as i64) - 1),
-            _ => random_json(rng, 1, uris),
+            // Anything but a whole number ≥ 0, which could be one of the client's own ids (its
+            // request would then get this one's answer).
+            _ => match random_json(rng, 1, uris) {
+                Value::Number(id) if id.as_u64().is_some() => json!(-(n as i64) - 1),
+                id => id,
+            },
         };
     }
     message

@@ -25,7 +25,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::connections::{Connection, Limits};
+use super::connections::{Connection, Limits, Protocol};
 use super::frames::MAX_MESSAGE_BYTES;
 use super::guard::{self, TokenHeader};
 use super::outcome::{ToolError, into_mcp};
@@ -44,7 +44,7 @@ pub async fn start(
 ) -> Result<u16, StartError> {
     listen(
         move |port| router(port, editor),
-        Limits::configured(),
+        (Limits::configured(), Protocol::Http),
         stopped,
     )
     .await
