@@ -309,6 +309,10 @@ async fn a_rejected_change_written_in_a_later_turn_lands() {
         .run_code_action_at(&uri, range(7, 0, 7, 1), "Reject change 2/2")
         .await;
     client.take_message("demo: end_turn").await;
+    // The chat says what the user decided, not "accepted".
+    client
+        .shown_until("> → notes.txt partly accepted (1 rejected)")
+        .await;
     let decided = "// TODO A\nx\nx\nx\nx\nx\nx\n// TODO b\n";
     support::eventually(|| client.document(&uri).text == decided)
         .await

@@ -259,6 +259,8 @@ async fn decide_edits(
     }
     let verdicts = futures::future::join_all(reviews).await;
     let mut applied = Vec::new();
+    // What the chat says of each file: accepted, partly, rejected.
+    let mut decided = Vec::new();
     let mut rejected = Vec::new();
     let mut declined = false;
     let mut cancelled = false;
@@ -269,6 +271,10 @@ async fn decide_edits(
                 rejected: hunks, ..
             }) => {
                 note_rejected_hunks(link, session, &proposal.path, &hunks);
+                decided.push(match hunks.len() {
+                    0 => format!("{file} accepted"),
+                    n => format!("{file} partly accepted ({n} rejected)"),
+                });
                 applied.push(file);
             }
             Ok(Verdict::Rejected { reason: None }) => {
@@ -282,7 +288,6 @@ async fn decide_edits(
         }
     }
     if let Some(chat) = &chat {
-        let mut decided: Vec<String> = applied.iter().map(|f| format!("{f} accepted")).collect();
         decided.extend(rejected.iter().map(|(f, _)| format!("{f} rejected")));
         if cancelled {
             decided.push("withdrawn".to_owned());
