@@ -404,6 +404,13 @@ impl TestClient {
             .collect()
     }
 
+    /// Drops every message received so far that was not taken (counts stay): a long run keeps
+    /// the record, and the scans of it, short.
+    pub fn forget_received(&self) {
+        self.shared.received.lock().unwrap().clear();
+        self.shared.unclaimed.lock().unwrap().clear();
+    }
+
     /// How many messages with `method` the server has sent so far (taken or not; `None`: all
     /// methods). Responses are not counted.
     pub fn count(&self, method: Option<&str>) -> usize {
