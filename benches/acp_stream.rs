@@ -9,7 +9,13 @@
 //! live from the demo agent. The client is the test client of `tests/support`, which parses
 //! every message like an editor would.
 //!
-//! Run: `cargo bench --bench acp_stream`
+//! Also printed, each against a baseline of the same run: agentls's CPU time for the replayed
+//! stream against the `cat | parse` reader's (from `/proc` and `getrusage`), its resident memory
+//! idle, at its peak during the streams and a second after them (`VmRSS`, `VmHWM`), and the p95
+//! of the round trip while streaming against idle.
+//!
+//! Run: `cargo bench --bench acp_stream`. With `ACP_STREAM_PROFILE=1` it only streams the replay
+//! through agentls once, with no round trips (for a profiler wrapped around agentls).
 
 #[path = "common/agent_alone.rs"]
 mod agent_alone;
@@ -27,12 +33,12 @@ use support::{Options, TestClient};
 
 const CHUNKS: usize = 100_000;
 const CHUNK_BYTES: usize = 100;
-/// Round trips measured in each state.
-const SAMPLES: usize = 50;
+/// Round trips measured in each state (at least).
+const SAMPLES: usize = 200;
 /// The pause between two round trips, so that measuring does not become the load.
-const SPACING: Duration = Duration::from_millis(10);
+const SPACING: Duration = Duration::from_millis(2);
 /// At most this many streams to collect the round trips measured while streaming.
-const MAX_STREAMS: usize = 5;
+const MAX_STREAMS: usize = 10;
 
 fn prompt_text() -> String {
     format!("@flood {CHUNKS} @chunk {CHUNK_BYTES}")
@@ -42,6 +48,11 @@ fn prompt_text() -> String {
 struct Run {
     /// Prompt to summary, first stream.
     elapsed: Duration,
+    /// agentls's CPU time (user + system) over the first stream.
+    cpu: Duration,
+    /// Resident memory: idle (agent started), peak (high-water mark after the streams), and
+    /// a second after the streams, in bytes.
+    rss: (u64, u64, u64),
     /// (logMessage, sessionUpdate, all) messages the client got for the first stream.
     counts: (usize, usize, usize),
     idle: Vec<Duration>,
@@ -58,10 +69,20 @@ async fn main() {
     file.flush().unwrap();
     drop(file);
     let bytes = std::fs::metadata(&ndjson).unwrap().len();
-    let cat = (0..3).map(|_| cat_and_parse(&ndjson)).min().unwrap();
-    let replay =
-        through_agentls(Some(replay_config(dir.path(), &ndjson, &session)), "replay").await;
-    let demo = through_agentls(None, "demo").await;
+    if std::env::var_os("ACP_STREAM_PROFILE").is_some() {
+        let config = replay_config(dir.path(), &ndjson, &session);
+        let run = through_agentls(Some(config), "replay", 0).await;
+        println!("replay through agentls: {:.3} s", secs(run.elapsed));
+        return;
+    }
+    let (cat, cat_cpu) = (0..3).map(|_| cat_and_parse(&ndjson)).min().unwrap();
+    let replay = through_agentls(
+        Some(replay_config(dir.path(), &ndjson, &session)),
+        "replay",
+        SAMPLES,
+    )
+    .await;
+    let demo = through_agentls(None, "demo", SAMPLES).await;
 
     let mb = bytes as f64 / 1e6;
     let text_mb = (CHUNKS * CHUNK_BYTES) as f64 / 1e6;
@@ -95,6 +116,22 @@ async fn main() {
         "  throughput ratio, demo agent through agentls vs alone:  {:.3}",
         secs(agent_alone) / secs(demo.elapsed),
     );
+    println!(
+        "  CPU: agentls {:.0} ms for the replayed stream ({:.2} µs per line), cat | parse {:.0} ms: {:.1}×",
+        ms(replay.cpu),
+        replay.cpu.as_secs_f64() * 1e6 / lines as f64,
+        ms(cat_cpu),
+        secs(replay.cpu) / secs(cat_cpu),
+    );
+    for (name, run) in [("replay", &replay), ("demo", &demo)] {
+        let (idle, peak, after) = run.rss;
+        println!(
+            "  {name:<6} RSS: idle {:.1} MB, peak {:.1} MB, 1 s after the streams {:.1} MB",
+            idle as f64 / 1e6,
+            peak as f64 / 1e6,
+            after as f64 / 1e6,
+        );
+    }
     for (name, run) in [("replay", &replay), ("demo", &demo)] {
         let (logs, updates, total) = run.counts;
         println!(
@@ -109,12 +146,16 @@ async fn main() {
             "  {name:<6} didChange → response, streaming: {}",
             describe(&run.streaming)
         );
+        println!(
+            "  {name:<6} p95 streaming / p95 idle: {:.1}×",
+            secs(quantile(&run.streaming, 0.95)) / secs(quantile(&run.idle, 0.95)),
+        );
     }
 }
 
 /// agentls (with `config`, else the built-in demo agent) streaming to the test client, with
 /// round trips measured idle and during the stream.
-async fn through_agentls(config: Option<String>, agent: &str) -> Run {
+async fn through_agentls(config: Option<String>, agent: &str, samples: usize) -> Run {
     let client = TestClient::start(Options {
         config_toml: config,
         // The default log level, as users run it (the test client asks for `debug`).
@@ -132,40 +173,66 @@ async fn through_agentls(config: Option<String>, agent: &str) -> Run {
         .await
         .unwrap();
     client.take("window/showMessage", |_| true).await;
+    let pid = client.pid();
+    let idle_rss = memory(pid, "VmRSS:");
     let version = Cell::new(0);
-    let idle = round_trips(&client, &uri, &version, SAMPLES, || false).await;
+    let idle = round_trips(&client, &uri, &version, samples, || false).await;
     let summary = format!("{agent}: end_turn");
     let mut streaming = Vec::new();
     let mut first = None;
     for _ in 0..MAX_STREAMS {
         let before = counts(&client);
+        let cpu_before = cpu_time(pid);
         let started = Instant::now();
         let done = Cell::new(false);
         client.prompt(&prompt_text()).await;
         let summary = async {
-            client
-                .take("window/showMessage", |p| {
-                    p["message"].as_str().is_some_and(|m| m.contains(&summary))
-                })
-                .await;
+            if samples == 0 {
+                // Under a profiler: longer than the client's own deadline.
+                let ended = || {
+                    client.received("window/showMessage").iter().any(|m| {
+                        let text = m["params"]["message"].as_str();
+                        text.is_some_and(|m| m.contains(&summary))
+                    })
+                };
+                while !ended() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            } else {
+                client
+                    .take("window/showMessage", |p| {
+                        p["message"].as_str().is_some_and(|m| m.contains(&summary))
+                    })
+                    .await;
+            }
             done.set(true);
         };
-        let sampling = round_trips(&client, &uri, &version, usize::MAX, || done.get());
-        let ((), samples) = tokio::join!(summary, sampling);
+        let sampling = async {
+            if samples == 0 {
+                return Vec::new();
+            }
+            round_trips(&client, &uri, &version, usize::MAX, || done.get()).await
+        };
+        let ((), sampled) = tokio::join!(summary, sampling);
         let elapsed = started.elapsed();
+        let cpu = cpu_time(pid) - cpu_before;
         // Let the last batched log text arrive before counting.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let after = counts(&client);
-        streaming.extend(samples);
-        first.get_or_insert((elapsed, diff(after, before)));
-        if streaming.len() >= SAMPLES {
+        streaming.extend(sampled);
+        first.get_or_insert((elapsed, cpu, diff(after, before)));
+        if streaming.len() >= samples {
             break;
         }
     }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rss = (idle_rss, memory(pid, "VmHWM:"), memory(pid, "VmRSS:"));
     assert!(client.shutdown().await.success());
-    let (elapsed, counts) = first.unwrap();
+    let (elapsed, cpu, counts) = first.unwrap();
     Run {
         elapsed,
+        cpu,
+        rss,
         counts,
         idle,
         streaming,
@@ -201,8 +268,10 @@ done
     )
 }
 
-/// `cat file | reader` where the reader parses every line as JSON; returns how long it took.
-fn cat_and_parse(file: &Path) -> Duration {
+/// `cat file | reader` where the reader parses every line as JSON; returns how long it took and
+/// the reader's CPU time.
+fn cat_and_parse(file: &Path) -> (Duration, Duration) {
+    let cpu_before = thread_cpu_time();
     let started = Instant::now();
     let mut cat = Command::new("cat")
         .arg(file)
@@ -221,7 +290,47 @@ fn cat_and_parse(file: &Path) -> Duration {
     }
     cat.wait().unwrap();
     assert!(chunks >= CHUNKS);
-    started.elapsed()
+    (started.elapsed(), thread_cpu_time() - cpu_before)
+}
+
+/// The CPU time (user + system) of this thread so far.
+fn thread_cpu_time() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+/// The CPU time (user + system, all threads) of process `pid` so far, from `/proc`.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name (which is in parentheses and may hold spaces).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let (utime, stime): (f64, f64) = (fields[11].parse().unwrap(), fields[12].parse().unwrap());
+    Duration::from_secs_f64((utime + stime) / ticks)
+}
+
+/// A memory line of `/proc/pid/status` (`VmRSS:`, `VmHWM:`), in bytes.
+fn memory(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(key)).unwrap();
+    let kb: u64 = line[key.len()..]
+        .trim()
+        .trim_end_matches(" kB")
+        .parse()
+        .unwrap();
+    kb * 1024
 }
 
 /// Round trips: a one-character `didChange`, then `agentls.debug.state`, which must show the new
@@ -266,17 +375,25 @@ fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
-/// "median 1.2 ms, p95 3.4 ms, max 5.6 ms (n = 50)".
-fn describe(samples: &[Duration]) -> String {
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The `q` quantile of `samples` (nearest rank).
+fn quantile(samples: &[Duration], q: f64) -> Duration {
     let mut sorted = samples.to_vec();
     sorted.sort();
-    let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+/// "median 1.2 ms, p95 3.4 ms, p99 4.5 ms, max 5.6 ms (n = 50)".
+fn describe(samples: &[Duration]) -> String {
     format!(
-        "median {:.2} ms, p95 {:.2} ms, max {:.2} ms (n = {})",
-        ms(at(0.5)),
-        ms(at(0.95)),
-        ms(*sorted.last().unwrap()),
-        sorted.len()
+        "median {:.2} ms, p95 {:.2} ms, p99 {:.2} ms, max {:.2} ms (n = {})",
+        ms(quantile(samples, 0.5)),
+        ms(quantile(samples, 0.95)),
+        ms(quantile(samples, 0.99)),
+        ms(quantile(samples, 1.0)),
+        samples.len()
     )
 }
