@@ -295,7 +295,7 @@ fn acp_lines(pieces: Vec<Vec<u8>>) -> (Vec<String>, Vec<SkippedLine>) {
         let skipped = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = std::sync::Arc::clone(&skipped);
         let on_skipped: OnSkipped = std::sync::Arc::new(move |s| sink.lock().unwrap().push(s));
-        let lines = incoming_messages(Pieces(pieces.into()), on_skipped)
+        let lines = incoming_messages(Pieces(pieces.into()), on_skipped, None)
             .map(|line| line.expect("no I/O error from memory"))
             .collect::<Vec<_>>()
             .await;

@@ -28,6 +28,7 @@ use super::process::{self, ChildProcess};
 use super::session::SessionState;
 use super::session_defaults;
 use super::transport::{self, SkippedLine};
+use super::updates;
 use crate::config::AgentSpec;
 use crate::editor::tool_grants::{self, Grant, Transport};
 use crate::editor::{EditorAccess, Level, Origin, Withdrawal};
@@ -108,7 +109,14 @@ impl RunningAgent {
             tracing::warn!("{}", text.trim_end());
             editor.log(Level::Warning, text);
         });
-        let lines = transport::lines(pipes.stdin, pipes.stdout, on_skipped);
+        let direct = transport::Direct {
+            apply: Box::new({
+                let link = Arc::clone(&link);
+                move |note| updates::apply(&link, note)
+            }),
+            dispatched: Arc::clone(&link.dispatched),
+        };
+        let lines = transport::lines(pipes.stdin, pipes.stdout, on_skipped, Some(direct));
         let connected = tokio::select! {
             connected = connection::connect(Arc::clone(&link), lines) => connected,
             status = process.wait() => return Err(process.died(status).await),
@@ -152,7 +160,11 @@ impl RunningAgent {
             .request(initialize, "initialize", Some(HANDSHAKE_TIMEOUT))
             .await;
         let init: InitializeResponse = match result {
-            Ok(init) => init,
+            Ok(init) => {
+                // The SDK takes notifications now: session updates may bypass it.
+                agent.link.dispatched.start();
+                init
+            }
             Err(failure) => {
                 agent.stop(Duration::from_millis(200)).await;
                 return Err(failure);

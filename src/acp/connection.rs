@@ -1,6 +1,8 @@
 //! The client side of one ACP connection: every request and notification an agent may send,
 //! routed to its handler. Handlers run on the SDK's dispatch loop, so anything that waits (the
-//! editor, the disk, a human) is spawned and answered later through its `Responder`.
+//! editor, the disk, a human) is spawned and answered later through its `Responder`. Session
+//! updates mostly come straight from the reader (`transport::Direct`); the handler here takes
+//! those that come before the connection is initialized.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -18,6 +20,7 @@ use agent_client_protocol::{
 use tokio::sync::oneshot;
 
 use super::link::AgentLink;
+use super::transport::DispatchMark;
 use super::{fs, permission, terminal, updates};
 
 /// A connection being driven by its own task.
@@ -40,6 +43,16 @@ pub async fn connect(
     let builder = Client
         .v1()
         .name("agentls")
+        .on_receive_notification(
+            {
+                let dispatched = Arc::clone(&link.dispatched);
+                async move |mark: DispatchMark, _cx: ConnectionTo<Agent>| {
+                    dispatched.reached(mark.mark);
+                    Ok(())
+                }
+            },
+            on_receive_notification!(),
+        )
         .on_receive_notification(
             {
                 let link = Arc::clone(&link);

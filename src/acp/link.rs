@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::SessionNotification;
 use serde_json::Value;
@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::plugin_updates::PluginUpdates;
 use super::session::SessionState;
 use super::terminal::Terminals;
+use super::transport::Dispatched;
 use crate::editor::{EditorAccess, Origin};
 
 /// State shared by one agent connection's handlers.
@@ -28,6 +29,8 @@ pub struct AgentLink {
     pub terminals: Terminals,
     /// Session updates on their way to editor plugins.
     pub plugin_updates: PluginUpdates,
+    /// How far the SDK has dispatched the agent's messages (session updates bypass it).
+    pub dispatched: Arc<Dispatched>,
     sessions: Mutex<HashMap<String, SessionSlot>>,
     next_id: AtomicU64,
 }
@@ -53,6 +56,7 @@ impl AgentLink {
             editor,
             cwd,
             terminals: Terminals::default(),
+            dispatched: Arc::default(),
             sessions: Mutex::default(),
             next_id: AtomicU64::new(1),
         }

@@ -135,6 +135,7 @@ pub async fn run(
     let incoming = transport::incoming_messages(
         input,
         Arc::new(|skipped| tracing::warn!(?skipped, "demo agent: skipped input")),
+        None,
     );
     let turns: Turns = Arc::default();
     let modes: PerSession = Arc::default();
