@@ -65,6 +65,8 @@ pub async fn serve(
     let (agent_config, agent_config_rx) = watch::channel(crate::config::Config::default());
     let agents = crate::acp::Agents::new(editor.clone(), agent_config_rx);
     let agents_at_end = agents.clone();
+    let pacing = transport::Pacing::default();
+    let backend_pacing = pacing.clone();
     let (service, socket) = LspService::build(move |client| {
         tokio::spawn(effects::run(client, ready_rx, effect_queue));
         Backend {
@@ -77,6 +79,7 @@ pub async fn serve(
             config: std::sync::Mutex::new(layers),
             shutdown_requested: flag,
             mcp: backend_mcp,
+            pacing: backend_pacing,
         }
     })
     .custom_method("agentls/didChangeSelection", Backend::did_change_selection)
@@ -87,14 +90,14 @@ pub async fn serve(
     .finish();
     tracing::debug!(
         pipe = output_unread.is_some(),
-        "after a reply, output waits until the client has read it (on a pipe) or a moment"
+        "after a reply, output waits until a client that needs it has read it (on a pipe) or a moment"
     );
     // One queue of whole frames to the client: tower-lsp's, and the input filter's answers to
     // messages it kept from tower-lsp (whose reader would stop at the first bad one).
     let (frames, queued) = tokio::sync::mpsc::channel(OUTPUT_QUEUE);
     let input = framing::Filtered::new(input, PollSender::new(frames.clone()));
     let server_output = transport::FrameSink::new(PollSender::new(frames));
-    let output = transport::ReplyGap::new(Box::pin(output), output_unread);
+    let output = transport::ReplyGap::new(Box::pin(output), output_unread, pacing);
     let serving = async {
         tokio::join!(
             Server::new(input, server_output, socket).serve(service),

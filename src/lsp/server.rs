@@ -39,6 +39,7 @@ pub struct Backend {
     pub(super) agents: crate::acp::Agents,
     pub(super) agent_config: watch::Sender<config::Config>,
     pub(super) mcp: Arc<super::mcp_commands::McpSlot>,
+    pub(super) pacing: super::transport::Pacing,
 }
 
 /// Parameters of the client notification `agentls/didChangeSelection`.
@@ -116,6 +117,10 @@ impl Backend {
 
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        // Decided before this reply goes out: it is the first one paced, or not.
+        let client = params.client_info.as_ref();
+        self.pacing
+            .set_for(client.map(|c| (c.name.as_str(), c.version.as_deref())));
         let features = ClientFeatures::from_capabilities(&params.capabilities);
         self.feed.set_encoding(features.encoding);
         let folders = initial_folders(&params);

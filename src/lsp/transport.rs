@@ -15,12 +15,19 @@
 //! fixed pause stands in. A client that reads continuously costs a millisecond after a reply,
 //! and messages that do not follow a reply go out at once.
 //!
+//! Only a client that may need it is paced ([`Pacing`], decided at `initialize`): one that does
+//! not say who it is (eglot 1.9, Emacs 28's, sends no `clientInfo`), and eglot before 1.17,
+//! whose jsonrpc may be as old. Emacs 30's jsonrpc parses a whole read before it acts on any
+//! message, and the other editors read their input as a stream; their output is never held.
+//!
 //! tower-lsp is not the only writer: the input filter (`framing.rs`) answers bad messages
 //! itself. Both go through one queue of whole frames ([`FrameSink`] cuts tower-lsp's output into
 //! frames), and [`write_frames`] alone writes to the client, so no frame lands inside another.
 
 use std::future::Future as _;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -44,6 +51,51 @@ const FIXED_HOLD: Duration = Duration::from_millis(20);
 /// How many written bytes the client has not read yet, when the output can tell.
 pub type UnreadProbe = Box<dyn Fn() -> Option<u64> + Send + Sync>;
 
+/// Whether output after a reply waits for the client to read it; clones share it. On until the
+/// client has said who it is.
+#[derive(Debug, Clone)]
+pub struct Pacing(Arc<AtomicBool>);
+
+impl Default for Pacing {
+    fn default() -> Self {
+        Self(Arc::new(AtomicBool::new(true)))
+    }
+}
+
+impl Pacing {
+    /// Paces the output for `client` (its `clientInfo` name and version) only if it may need it.
+    pub fn set_for(&self, client: Option<(&str, Option<&str>)>) {
+        let needed = needs_pacing(client);
+        tracing::debug!(?client, needed, "output paced after replies");
+        self.0.store(needed, Ordering::Relaxed);
+    }
+
+    fn on(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Eglot from this version on needs jsonrpc 1.0.24, which parses a whole read first.
+const WHOLE_READS_FROM: (u32, u32) = (1, 17);
+
+/// Whether a client, by its `clientInfo`, may leave messages after a reply unparsed.
+fn needs_pacing(client: Option<(&str, Option<&str>)>) -> bool {
+    let Some((name, version)) = client else {
+        return true;
+    };
+    if !name.eq_ignore_ascii_case("eglot") {
+        return false;
+    }
+    let mut parts = version
+        .unwrap_or_default()
+        .split('.')
+        .map(str::parse::<u32>);
+    match (parts.next(), parts.next()) {
+        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) < WHOLE_READS_FROM,
+        _ => true,
+    }
+}
+
 /// The probe for an output that is a pipe (`fd`, e.g. this process's stdout): the bytes
 /// written to it that the reader has not taken yet. `None` for anything else.
 #[cfg(unix)]
@@ -63,6 +115,7 @@ where
 pub struct ReplyGap<W> {
     inner: W,
     unread: Option<UnreadProbe>,
+    pacing: Pacing,
     frames: Frames,
     /// A reply was written but not flushed yet.
     reply_unflushed: bool,
@@ -71,11 +124,13 @@ pub struct ReplyGap<W> {
 }
 
 impl<W> ReplyGap<W> {
-    /// Wraps `inner`; `unread` tells how much of what was written the client has not read.
-    pub fn new(inner: W, unread: Option<UnreadProbe>) -> Self {
+    /// Wraps `inner`; `unread` tells how much of what was written the client has not read, and
+    /// `pacing` whether to wait for that at all.
+    pub fn new(inner: W, unread: Option<UnreadProbe>, pacing: Pacing) -> Self {
         Self {
             inner,
             unread,
+            pacing,
             frames: Frames::default(),
             reply_unflushed: false,
             hold: None,
@@ -87,7 +142,7 @@ impl<W: AsyncWrite + Unpin> ReplyGap<W> {
     /// Flushes `inner`; when that flushes a reply, output is held from now on.
     fn flush_inner(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         ready!(Pin::new(&mut self.inner).poll_flush(cx))?;
-        if std::mem::take(&mut self.reply_unflushed) {
+        if std::mem::take(&mut self.reply_unflushed) && self.pacing.on() {
             let now = Instant::now();
             self.hold = Some((now, Box::pin(tokio::time::sleep_until(now))));
         }
@@ -480,12 +535,46 @@ mod tests {
         );
     }
 
+    /// Only eglot before 1.17 (or a client that does not say who it is) is paced.
+    #[test]
+    fn pacing_is_for_clients_that_may_need_it() {
+        assert!(needs_pacing(None));
+        assert!(needs_pacing(Some(("Eglot", None))));
+        assert!(needs_pacing(Some(("Eglot", Some("1.12.29")))));
+        assert!(needs_pacing(Some(("eglot", Some("1.16")))));
+        assert!(!needs_pacing(Some(("Eglot", Some("1.17.30")))));
+        assert!(!needs_pacing(Some(("Eglot", Some("2.0")))));
+        assert!(!needs_pacing(Some(("Neovim", Some("0.11.4")))));
+        assert!(!needs_pacing(Some(("helix", None))));
+        assert!(!needs_pacing(Some(("Visual Studio Code", Some("1.100.0")))));
+    }
+
+    /// A client that is not paced gets what follows a reply at once, read or not.
+    #[tokio::test]
+    async fn an_unpaced_client_gets_what_follows_a_reply_at_once() {
+        let sink = Recorder::default();
+        let unread = Arc::clone(&sink.unread);
+        let probe: UnreadProbe = Box::new(move || Some(unread.load(Ordering::SeqCst)));
+        let pacing = Pacing::default();
+        pacing.set_for(Some(("Neovim", Some("0.11.4"))));
+        let mut out = ReplyGap::new(sink.clone(), Some(probe), pacing);
+        let mut burst = frame(REPLY);
+        burst.extend(frame(REQUEST));
+        out.write_all(&burst).await.unwrap();
+        out.flush().await.unwrap();
+        assert_eq!(
+            *sink.writes.lock().unwrap(),
+            vec![frame(REPLY), frame(REQUEST)]
+        );
+        assert!(sink.unread.load(Ordering::SeqCst) > 0, "nothing was read");
+    }
+
     #[tokio::test]
     async fn what_follows_a_reply_waits_until_the_reply_was_read() {
         let sink = Recorder::default();
         let unread = Arc::clone(&sink.unread);
         let probe: UnreadProbe = Box::new(move || Some(unread.load(Ordering::SeqCst)));
-        let mut out = ReplyGap::new(sink.clone(), Some(probe));
+        let mut out = ReplyGap::new(sink.clone(), Some(probe), Pacing::default());
         let mut burst = frame(NOTE);
         burst.extend(frame(REPLY));
         burst.extend(frame(REQUEST));
@@ -510,7 +599,7 @@ mod tests {
         let sink = Recorder::default();
         let unread = Arc::clone(&sink.unread);
         let probe: UnreadProbe = Box::new(move || Some(unread.load(Ordering::SeqCst)));
-        let mut out = ReplyGap::new(sink.clone(), Some(probe));
+        let mut out = ReplyGap::new(sink.clone(), Some(probe), Pacing::default());
         let started = std::time::Instant::now();
         out.write_all(&frame(REPLY)).await.unwrap();
         out.write_all(&frame(NOTE)).await.unwrap();
@@ -522,7 +611,7 @@ mod tests {
     #[tokio::test]
     async fn without_a_probe_a_fixed_pause_follows_a_reply_only() {
         let sink = Recorder::default();
-        let mut out = ReplyGap::new(sink.clone(), None);
+        let mut out = ReplyGap::new(sink.clone(), None, Pacing::default());
         let started = std::time::Instant::now();
         out.write_all(&frame(NOTE)).await.unwrap();
         out.write_all(&frame(NOTE)).await.unwrap();
