@@ -11,4 +11,5 @@ pub mod editor;
 pub mod file_uri;
 pub mod lsp;
 pub mod mcp;
+pub mod memory;
 pub mod walkthrough;

@@ -123,6 +123,7 @@ fn run_async<T>(what: &str, work: impl std::future::Future<Output = T>) -> Optio
 const DESCENDANTS_END_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn serve() -> ExitCode {
+    agentls::memory::limit_arenas();
     // On a pipe, the server can tell when the editor has read its replies.
     #[cfg(unix)]
     let unread = agentls::lsp::pipe_unread(std::io::stdout());

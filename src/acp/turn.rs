@@ -114,6 +114,8 @@ pub async fn run(
     // Accepted changes the agent did not write itself by now are carried out by agentls.
     agent.link.editor.settle_origin(&origin);
     let unasked = agent.link.editor.turn_ended(&origin).await;
+    // What a long reply allocated goes back to the system, not only to the heap.
+    crate::memory::give_back_soon();
     // Given up on after the cancel: what the agent still asks for this turn is not asked.
     let unanswered = matches!(answer, Err(AgentFailure::Timeout { .. })) && cancel.is_cancelled();
     let mut turn = agent
