@@ -124,6 +124,23 @@ Eglot gives a buffer one server: list modes that have no other server."
     :documentation "The timer of the next status refresh, or t while one runs."))
   :documentation "An agentls server, managed by eglot.")
 
+(defun agentls--replies-need-pacing-p ()
+  "Non-nil when this Emacs's jsonrpc may leave what follows a reply unparsed.
+jsonrpc before 1.0.24 stops parsing a read at the reply it waits for."
+  (require 'package)
+  (not (package-installed-p 'jsonrpc '(1 0 24))))
+
+(cl-defmethod eglot-initialization-options ((_server agentls-server))
+  "Ask agentls to pace its replies when this Emacs's jsonrpc needs it."
+  (let ((options (cl-call-next-method)))
+    (cond ((not (agentls--replies-need-pacing-p)) options)
+          ((hash-table-p options)
+           (let ((copy (copy-hash-table options)))
+             (puthash "paceReplies" t copy)
+             copy))
+          ((listp options) (append options (list :paceReplies t)))
+          (t options))))
+
 (defvar agentls--last-server nil
   "The agentls server last heard from: the mode line of other buffers shows it.")
 

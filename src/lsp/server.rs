@@ -116,11 +116,16 @@ impl Backend {
 }
 
 impl LanguageServer for Backend {
-    async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
-        // Decided before this reply goes out: it is the first one paced, or not.
-        let client = params.client_info.as_ref();
-        self.pacing
-            .set_for(client.map(|c| (c.name.as_str(), c.version.as_deref())));
+    async fn initialize(&self, mut params: InitializeParams) -> Result<InitializeResult> {
+        // Decided before this reply goes out: it is the first one paced, or not. The option is
+        // the client's, not a setting of agentls's config.
+        let asked = params
+            .initialization_options
+            .as_mut()
+            .and_then(|options| options.as_object_mut())
+            .and_then(|options| options.remove("paceReplies"))
+            .and_then(|asked| asked.as_bool());
+        self.pacing.set_for(params.client_info.is_some(), asked);
         let features = ClientFeatures::from_capabilities(&params.capabilities);
         self.feed.set_encoding(features.encoding);
         let folders = initial_folders(&params);

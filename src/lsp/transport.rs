@@ -15,10 +15,11 @@
 //! fixed pause stands in. A client that reads continuously costs a millisecond after a reply,
 //! and messages that do not follow a reply go out at once.
 //!
-//! Only a client that may need it is paced ([`Pacing`], decided at `initialize`): one that does
-//! not say who it is (eglot 1.9, Emacs 28's, sends no `clientInfo`), and eglot before 1.17,
-//! whose jsonrpc may be as old. Emacs 30's jsonrpc parses a whole read before it acts on any
-//! message, and the other editors read their input as a stream; their output is never held.
+//! Only a client that may need it is paced ([`Pacing`], decided at `initialize`, by what the
+//! client says, never by its name): one that does not say who it is (eglot 1.9, Emacs 28's,
+//! sends no `clientInfo`), and one that asks with `initializationOptions.paceReplies` (the Emacs
+//! package does on a jsonrpc older than 1.0.24, which parses a whole read before it acts on any
+//! message). Other clients read their input as a stream; their output is never held.
 //!
 //! tower-lsp is not the only writer: the input filter (`framing.rs`) answers bad messages
 //! itself. Both go through one queue of whole frames ([`FrameSink`] cuts tower-lsp's output into
@@ -63,36 +64,16 @@ impl Default for Pacing {
 }
 
 impl Pacing {
-    /// Paces the output for `client` (its `clientInfo` name and version) only if it may need it.
-    pub fn set_for(&self, client: Option<(&str, Option<&str>)>) {
-        let needed = needs_pacing(client);
-        tracing::debug!(?client, needed, "output paced after replies");
+    /// Paces the output only if the client may need it: it sent no `clientInfo`
+    /// (`identified` false), or it asked (`asked`, its `paceReplies` initialization option).
+    pub fn set_for(&self, identified: bool, asked: Option<bool>) {
+        let needed = asked.unwrap_or(!identified);
+        tracing::debug!(identified, ?asked, needed, "output paced after replies");
         self.0.store(needed, Ordering::Relaxed);
     }
 
     fn on(&self) -> bool {
         self.0.load(Ordering::Relaxed)
-    }
-}
-
-/// Eglot from this version on needs jsonrpc 1.0.24, which parses a whole read first.
-const WHOLE_READS_FROM: (u32, u32) = (1, 17);
-
-/// Whether a client, by its `clientInfo`, may leave messages after a reply unparsed.
-fn needs_pacing(client: Option<(&str, Option<&str>)>) -> bool {
-    let Some((name, version)) = client else {
-        return true;
-    };
-    if !name.eq_ignore_ascii_case("eglot") {
-        return false;
-    }
-    let mut parts = version
-        .unwrap_or_default()
-        .split('.')
-        .map(str::parse::<u32>);
-    match (parts.next(), parts.next()) {
-        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) < WHOLE_READS_FROM,
-        _ => true,
     }
 }
 
@@ -535,18 +516,21 @@ mod tests {
         );
     }
 
-    /// Only eglot before 1.17 (or a client that does not say who it is) is paced.
+    /// A client that says nothing of itself, or asks, is paced; no name decides it.
     #[test]
     fn pacing_is_for_clients_that_may_need_it() {
-        assert!(needs_pacing(None));
-        assert!(needs_pacing(Some(("Eglot", None))));
-        assert!(needs_pacing(Some(("Eglot", Some("1.12.29")))));
-        assert!(needs_pacing(Some(("eglot", Some("1.16")))));
-        assert!(!needs_pacing(Some(("Eglot", Some("1.17.30")))));
-        assert!(!needs_pacing(Some(("Eglot", Some("2.0")))));
-        assert!(!needs_pacing(Some(("Neovim", Some("0.11.4")))));
-        assert!(!needs_pacing(Some(("helix", None))));
-        assert!(!needs_pacing(Some(("Visual Studio Code", Some("1.100.0")))));
+        let paced = |identified, asked| {
+            let pacing = Pacing::default();
+            pacing.set_for(identified, asked);
+            pacing.on()
+        };
+        assert!(paced(false, None), "a client that says nothing of itself");
+        assert!(!paced(true, None), "a client that says who it is");
+        assert!(paced(true, Some(true)), "a client that asks");
+        assert!(
+            !paced(false, Some(false)),
+            "a client that says it needs none"
+        );
     }
 
     /// A client that is not paced gets what follows a reply at once, read or not.
@@ -556,7 +540,7 @@ mod tests {
         let unread = Arc::clone(&sink.unread);
         let probe: UnreadProbe = Box::new(move || Some(unread.load(Ordering::SeqCst)));
         let pacing = Pacing::default();
-        pacing.set_for(Some(("Neovim", Some("0.11.4"))));
+        pacing.set_for(true, None);
         let mut out = ReplyGap::new(sink.clone(), Some(probe), pacing);
         let mut burst = frame(REPLY);
         burst.extend(frame(REQUEST));
