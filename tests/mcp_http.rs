@@ -179,10 +179,15 @@ async fn context_updates_diffs_and_session_teardown_over_http() {
 }
 
 /// A companion agent that is killed sends no `DELETE`: once its event stream has been gone for
-/// a while, its session ends and its pending review is withdrawn.
+/// ten seconds (not sooner: time to reconnect), its session ends and its pending review is
+/// withdrawn. The server runs in this process, and the ten seconds on tokio's paused clock
+/// once the stream is dropped (nothing then waits on the network).
 #[tokio::test]
 async fn an_agent_whose_event_stream_is_gone_loses_its_session() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process().await;
+    client
+        .initialize(TestClient::rich_capabilities(false), None)
+        .await;
     let uri = client.open("a.txt", "text", "alpha\n").await;
     let path = support::file_uri_to_path(&uri);
     let (http, events) = connect(&client).await;
@@ -194,11 +199,20 @@ async fn an_agent_whose_event_stream_is_gone_loses_its_session() {
             p["uri"] == uri && p["diagnostics"].as_array().unwrap().len() == 1
         })
         .await;
+    tokio::time::pause();
+    let dropped_at = tokio::time::Instant::now();
     drop(events);
     client
         .take("textDocument/publishDiagnostics", |p| {
             p["uri"] == uri && p["diagnostics"].as_array().unwrap().is_empty()
         })
         .await;
+    let waited = dropped_at.elapsed();
+    assert!(
+        (Duration::from_secs(10)..Duration::from_secs(11)).contains(&waited),
+        "withdrawn {waited:?} after the stream was dropped"
+    );
     assert_eq!(client.server_state().await["reviews"], json!([]));
+    tokio::time::resume();
+    assert!(client.shutdown().await.success());
 }

@@ -164,11 +164,18 @@ impl TestClient {
     /// client's copy where it opened one, else the file).
     pub fn shown_text(&self) -> String {
         let mut shown = self.log_text();
-        let dir = self.home.path().join(".local/state/agentls/chats");
+        let dir = self.state_home().join("agentls/chats");
+        // Servers in this process share a state home: each workspace has its own folder.
+        let ours = |folder: &std::path::Path| {
+            std::fs::read_to_string(folder.join(".workspace")).map_or(true, |named| {
+                named.trim() == self.workspace.to_string_lossy()
+            })
+        };
         let chats = std::fs::read_dir(&dir)
             .into_iter()
             .flatten()
             .flatten()
+            .filter(|folder| ours(&folder.path()))
             .flat_map(|folder| {
                 std::fs::read_dir(folder.path())
                     .into_iter()

@@ -1,6 +1,7 @@
-//! A test LSP client: starts the real `agentls` binary over stdio, speaks framed JSON-RPC, keeps
-//! its own copy of open documents, applies `workspace/applyEdit` to them like an editor would
-//! (sending the resulting `didChange`), and records everything the server sends.
+//! A test LSP client: starts the real `agentls` binary over stdio (or its `serve()` in this
+//! process over an in-memory pipe, for tests on tokio's paused clock), speaks framed JSON-RPC,
+//! keeps its own copy of open documents, applies `workspace/applyEdit` to them like an editor
+//! would (sending the resulting `didChange`), and records everything the server sends.
 //!
 //! Every wait has a deadline and fails with a message saying what did not arrive.
 
@@ -25,8 +26,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::io::{
+    AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
+};
+use tokio::process::{Child, Command};
 use tokio::sync::{Notify, oneshot};
 
 /// How long any single wait may take before the test fails. A bound for failures only (a wait
@@ -71,8 +74,11 @@ pub struct ClientDocument {
     pub version: i32,
 }
 
+/// Where the client's messages go: the server's stdin, or its end of the in-memory pipe.
+type ServerInput = Box<dyn AsyncWrite + Send + Unpin>;
+
 struct Shared {
-    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    stdin: tokio::sync::Mutex<Option<ServerInput>>,
     pending: Mutex<HashMap<i64, oneshot::Sender<Value>>>,
     received: Mutex<Vec<Value>>,
     /// Responses no request of ours waits for (ids we did not send: null, strings, raw sends).
@@ -86,15 +92,26 @@ struct Shared {
     next_id: AtomicI64,
 }
 
+/// The server a [`TestClient`] talks to.
+enum Server {
+    /// The `agentls` binary, its stderr in a file.
+    Process { child: Child, stderr_path: PathBuf },
+    /// `agentls::lsp::serve` on this test's runtime.
+    InProcess {
+        serving: Option<tokio::task::JoinHandle<agentls::lsp::Ending>>,
+        ended: Option<ExitStatus>,
+    },
+}
+
 /// The running server and our end of its pipes.
 pub struct TestClient {
-    child: Child,
+    server: Server,
     shared: Arc<Shared>,
-    /// The isolated home directory (config, lockfiles) of this server.
+    /// The isolated home directory (config, lockfiles) of this server; for a server in this
+    /// process, only its workspace is under it (the process's home is [`in_process_home`]).
     pub home: tempfile::TempDir,
     /// A workspace folder for the test's files.
     pub workspace: PathBuf,
-    stderr_path: PathBuf,
 }
 
 impl TestClient {
@@ -132,26 +149,45 @@ impl TestClient {
             .stderr(std::fs::File::create(&stderr_path).unwrap())
             .kill_on_drop(true);
         let mut child = command.spawn().expect("spawn agentls");
-        let shared = Arc::new(Shared {
-            stdin: tokio::sync::Mutex::new(child.stdin.take()),
-            pending: Mutex::default(),
-            received: Mutex::default(),
-            unclaimed: Mutex::default(),
-            counts: Mutex::default(),
-            arrived: Notify::new(),
-            answers: Mutex::default(),
-            documents: Mutex::default(),
-            encoding: Mutex::new(text::Encoding::Utf16),
-            next_id: AtomicI64::new(1),
-        });
+        let stdin: ServerInput = Box::new(child.stdin.take().unwrap());
+        let shared = Shared::new(stdin);
         let stdout = child.stdout.take().unwrap();
         tokio::spawn(read_loop(BufReader::new(stdout), Arc::clone(&shared)));
         Self {
-            child,
+            server: Server::Process { child, stderr_path },
             shared,
             home,
             workspace,
-            stderr_path,
+        }
+    }
+
+    /// Serves LSP with `agentls::lsp::serve` on the current runtime, over an in-memory pipe: a
+    /// test on tokio's paused clock then sees agentls's own timers (grace periods, timeouts)
+    /// run at once, in order, as in real time. The process's environment is isolated once for
+    /// all such servers ([`in_process_home`]); its config gives the demo agent the `agentls`
+    /// binary (this process is the test). Per-test config goes in `initializationOptions`.
+    /// No logs are kept ([`TestClient::stderr`] says so).
+    pub async fn in_process() -> Self {
+        let config = in_process_home();
+        let home = tempfile::tempdir_in(config).expect("temp dir");
+        let workspace = std::fs::canonicalize(home.path())
+            .unwrap()
+            .join("workspace");
+        std::fs::create_dir_all(&workspace).unwrap();
+        let (ours, theirs) = tokio::io::duplex(1 << 20);
+        let (server_input, server_output) = tokio::io::split(theirs);
+        let serving = tokio::spawn(agentls::lsp::serve(server_input, server_output, None));
+        let (our_input, our_output) = tokio::io::split(ours);
+        let shared = Shared::new(Box::new(our_output));
+        tokio::spawn(read_loop(BufReader::new(our_input), Arc::clone(&shared)));
+        Self {
+            server: Server::InProcess {
+                serving: Some(serving),
+                ended: None,
+            },
+            shared,
+            home,
+            workspace,
         }
     }
 
@@ -387,9 +423,14 @@ impl TestClient {
         })
     }
 
-    /// Whether the process has ended (without waiting).
+    /// Whether the server has ended (without waiting).
     pub fn has_exited(&mut self) -> bool {
-        self.child.try_wait().ok().flatten().is_some()
+        match &mut self.server {
+            Server::Process { child, .. } => child.try_wait().ok().flatten().is_some(),
+            Server::InProcess { serving, ended } => {
+                ended.is_some() || serving.as_ref().is_some_and(|s| s.is_finished())
+            }
+        }
     }
 
     /// Every message with `method` received so far (not removed).
@@ -450,33 +491,125 @@ impl TestClient {
         self.shared.stdin.lock().await.take();
     }
 
-    /// Waits for the process to end.
+    /// Waits for the server to end; a server in this process ends with the exit code its
+    /// [`agentls::lsp::Ending`] gives the binary.
     pub async fn wait_exit(&mut self) -> ExitStatus {
-        tokio::time::timeout(WAIT, self.child.wait())
-            .await
-            .expect("agentls did not exit")
-            .unwrap()
+        use std::os::unix::process::ExitStatusExt as _;
+        match &mut self.server {
+            Server::Process { child, .. } => tokio::time::timeout(WAIT, child.wait())
+                .await
+                .expect("agentls did not exit")
+                .unwrap(),
+            Server::InProcess { serving, ended } => {
+                if let Some(serving) = serving.take() {
+                    let ending = tokio::time::timeout(WAIT, serving)
+                        .await
+                        .expect("serve() did not return")
+                        .expect("serve() panicked");
+                    let code = match ending {
+                        agentls::lsp::Ending::Clean => 0,
+                        agentls::lsp::Ending::Abrupt => 1,
+                    };
+                    *ended = Some(ExitStatus::from_raw(code << 8));
+                }
+                ended.expect("ended")
+            }
+        }
     }
 
-    /// The server's stderr so far.
+    /// The server's stderr so far (nothing is kept for a server in this process).
     pub fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+        match &self.server {
+            Server::Process { stderr_path, .. } => {
+                std::fs::read_to_string(stderr_path).unwrap_or_default()
+            }
+            Server::InProcess { .. } => "(a server in this process: its log is not kept)".into(),
+        }
     }
 
     /// Where the server writes its lockfile (`$HOME/.claude/ide` unless `CLAUDE_CONFIG_DIR`).
     pub fn lock_dir(&self) -> PathBuf {
-        self.home.path().join(".claude/ide")
+        match &self.server {
+            Server::Process { .. } => self.home.path().join(".claude/ide"),
+            Server::InProcess { .. } => in_process_home().join(".claude/ide"),
+        }
+    }
+
+    /// The server's `$XDG_STATE_HOME` (chats, sessions).
+    pub fn state_home(&self) -> PathBuf {
+        match &self.server {
+            Server::Process { .. } => self.home.path().join(".local/state"),
+            Server::InProcess { .. } => in_process_home().join(".local/state"),
+        }
     }
 
     /// The process id of the server.
     pub fn pid(&self) -> u32 {
-        self.child.id().unwrap_or(0)
+        match &self.server {
+            Server::Process { child, .. } => child.id().unwrap_or(0),
+            Server::InProcess { .. } => std::process::id(),
+        }
     }
+}
+
+impl Shared {
+    fn new(stdin: ServerInput) -> Arc<Self> {
+        Arc::new(Self {
+            stdin: tokio::sync::Mutex::new(Some(stdin)),
+            pending: Mutex::default(),
+            received: Mutex::default(),
+            unclaimed: Mutex::default(),
+            counts: Mutex::default(),
+            arrived: Notify::new(),
+            answers: Mutex::default(),
+            documents: Mutex::default(),
+            encoding: Mutex::new(text::Encoding::Utf16),
+            next_id: AtomicI64::new(1),
+        })
+    }
+}
+
+/// The home of this test process's in-process servers ([`TestClient::in_process`]): made once,
+/// with the environment pointed into it as [`TestClient::start`] does for a child (HOME, config,
+/// TMPDIR; no inherited agentls or terminal-agent variables), and a config that runs the demo
+/// agent from the `agentls` binary.
+pub fn in_process_home() -> &'static Path {
+    static HOME: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    HOME.get_or_init(|| {
+        let home = tempfile::tempdir().expect("temp home").keep();
+        let home = std::fs::canonicalize(home).unwrap();
+        let config_dir = home.join("config");
+        std::fs::create_dir_all(config_dir.join("agentls")).unwrap();
+        let demo = format!(
+            "[agents.demo]\ncommand = {:?}\nargs = [\"demo-agent\"]\n",
+            env!("CARGO_BIN_EXE_agentls")
+        );
+        std::fs::write(config_dir.join("agentls/config.toml"), demo).unwrap();
+        let tmp = home.join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        // SAFETY: every reader of the environment in this process waits on this OnceLock
+        // first (each in-process server is made through it), and the test binaries that use it
+        // start no other thread that reads the environment meanwhile.
+        unsafe {
+            std::env::set_var("HOME", &home);
+            std::env::set_var("XDG_CONFIG_HOME", &config_dir);
+            std::env::set_var("TMPDIR", &tmp);
+            for name in [
+                "AGENTLS_CONFIG",
+                "XDG_STATE_HOME",
+                "CLAUDE_CONFIG_DIR",
+                "CLAUDE_CODE_SSE_PORT",
+            ] {
+                std::env::remove_var(name);
+            }
+        }
+        home
+    })
 }
 
 impl Drop for TestClient {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        if std::thread::panicking() && matches!(self.server, Server::Process { .. }) {
             eprintln!("---- agentls stderr ----\n{}", self.stderr());
         }
     }
@@ -537,7 +670,7 @@ async fn write_message(shared: &Shared, message: &Value) {
     write_locked(&mut stdin, message).await;
 }
 
-async fn write_locked(stdin: &mut Option<ChildStdin>, message: &Value) {
+async fn write_locked(stdin: &mut Option<ServerInput>, message: &Value) {
     let Some(stdin) = stdin.as_mut() else { return };
     let body = serde_json::to_vec(message).unwrap();
     let header = format!("Content-Length: {}\r\n\r\n", body.len());
@@ -547,7 +680,7 @@ async fn write_locked(stdin: &mut Option<ChildStdin>, message: &Value) {
     let _ = stdin.flush().await;
 }
 
-async fn read_loop(mut stdout: BufReader<tokio::process::ChildStdout>, shared: Arc<Shared>) {
+async fn read_loop(mut stdout: impl AsyncBufRead + Unpin, shared: Arc<Shared>) {
     loop {
         let mut length = None;
         loop {
@@ -710,7 +843,7 @@ async fn change_document(shared: &Shared, uri: &str, edits: Vec<(Value, String)>
 /// [`change_document`] with the pipe already held.
 async fn change_document_locked(
     shared: &Shared,
-    stdin: &mut Option<ChildStdin>,
+    stdin: &mut Option<ServerInput>,
     uri: &str,
     mut edits: Vec<(Value, String)>,
 ) {

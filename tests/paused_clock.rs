@@ -1,0 +1,115 @@
+//! agentls's own timers on tokio's paused clock: `serve()` runs in this process over an
+//! in-memory pipe ([`TestClient::in_process`]), so a grace period or a timeout of many seconds
+//! passes at once, and in order, while the test checks what happens at its end and that it did
+//! not come early. No test here waits out a real grace.
+//!
+//! The clock is paused only while nothing waits on a real process: a paused runtime with no
+//! work moves its clock to the next timer, so a wait for an agent's reply would turn into a
+//! timeout. A test with the demo agent pauses once the agent is silent and resumes before it
+//! needs it again.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::agents::capabilities_without_dialogs;
+use support::{Answer, TestClient};
+use tokio::time::Instant;
+
+const NOTES: &str = "one\ntwo\n";
+
+async fn in_process(capabilities: Value) -> TestClient {
+    let client = TestClient::in_process().await;
+    client.initialize(capabilities, None).await;
+    client
+}
+
+/// An agent that ignores `session/cancel` does not keep the session busy: ten seconds after
+/// the cancel (not sooner) the turn ends as cancelled, and the next prompt runs.
+#[tokio::test]
+async fn a_turn_the_agent_never_ends_is_over_ten_seconds_after_cancel() {
+    let client = in_process(capabilities_without_dialogs()).await;
+    client.prompt("@deaf").await;
+    client.shown_until("Waiting until you cancel").await;
+    // The agent now waits for nothing but the cancel, which it ignores.
+    tokio::time::pause();
+    let cancelled_at = Instant::now();
+    let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
+    assert_eq!(cancelled, json!({"cancelled": true}));
+    let told = client.take_message("demo: ").await;
+    assert!(told.starts_with("demo: cancelled"), "{told}");
+    let log = client.shown_until("after the cancel").await;
+    let waited = cancelled_at.elapsed();
+    tokio::time::resume();
+    assert!(log.contains("no answer 10s after the cancel"), "{log}");
+    assert!(
+        (Duration::from_secs(10)..Duration::from_secs(11)).contains(&waited),
+        "the turn ended {waited:?} after the cancel"
+    );
+    client.open("next.txt", "text", "one\ntwo\n").await;
+    client.prompt("read next.txt").await;
+    let summary = client.take_message("demo: ").await;
+    assert!(
+        summary.starts_with("demo: end_turn") && summary.contains("next.txt has 2 lines"),
+        "{summary}"
+    );
+    assert!(client.shutdown().await.success());
+}
+
+/// An editor that never answers the `workspace/applyEdit` of an accepted change: agentls gives
+/// up after its 30 s (not sooner), takes the request back, tells the user the change was not
+/// applied, and keeps the proposal pending (nothing lost): accepted again once the editor
+/// answers, it applies. The editor's own requests are answered meanwhile.
+#[tokio::test(start_paused = true)]
+async fn an_accept_the_editor_never_applies_is_given_up_after_thirty_seconds() {
+    let client = in_process(TestClient::rich_capabilities(false)).await;
+    client.answer("workspace/applyEdit", Answer::Never);
+    let uri = client.open("notes.txt", "text", NOTES).await;
+    support::reviews::propose(&client, &uri, "ONE\ntwo\n", "maker").await;
+    client.wait_for_review(&uri).await;
+    let accepted_at = Instant::now();
+    client.run_code_action(&uri, "Accept all changes").await;
+    let edit = client.take("workspace/applyEdit", |_| true).await;
+    let state = client.server_state().await;
+    assert_eq!(
+        state["reviews"].as_array().map(Vec::len),
+        Some(1),
+        "{state}"
+    );
+    let told = client
+        .take_message("could not apply the accepted change to notes.txt")
+        .await;
+    let waited = accepted_at.elapsed();
+    assert!(
+        told.ends_with("the editor did not answer within 30 s"),
+        "{told}"
+    );
+    assert!(
+        (Duration::from_secs(30)..Duration::from_secs(31)).contains(&waited),
+        "gave up {waited:?} after the accept"
+    );
+    client
+        .take("$/cancelRequest", |p| p["id"] == edit["id"])
+        .await;
+    assert_eq!(client.document(&uri).text, NOTES, "the buffer changed");
+    assert_eq!(pending_hunks(&client).await, 1, "the proposal was dropped");
+    client.answer("workspace/applyEdit", Answer::Normally);
+    client.run_code_action(&uri, "Accept all changes").await;
+    let verdict = support::reviews::verdict(&client).await;
+    assert_eq!(client.document(&uri).text, "ONE\ntwo\n", "{verdict}");
+    assert_eq!(client.server_state().await["reviews"], json!([]));
+    assert!(client.shutdown().await.success());
+}
+
+/// How many hunks of the server's reviews are pending.
+async fn pending_hunks(client: &TestClient) -> usize {
+    let state = client.server_state().await;
+    state["reviews"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["hunks"].as_array().unwrap())
+        .filter(|h| h["state"] == "pending")
+        .count()
+}
