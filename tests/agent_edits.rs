@@ -591,3 +591,43 @@ async fn closing_a_saved_accepted_change_says_nothing() {
     client.save(&uri).await;
     closing_says_nothing(client, &uri).await;
 }
+
+/// A file saved just before the prompt whose change the watcher reports only after the turn
+/// began (an editor's or a build's atomic save: a temp file renamed into place) is not put down
+/// to the agent; a file changed on disk during the turn is. The late report is made certain by
+/// renaming in, during the turn, a file last modified a minute before it.
+#[tokio::test]
+async fn a_file_saved_before_the_prompt_is_not_put_down_to_the_agent() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    closed_file(&client, "saved.txt", "old\n");
+    closed_file(&client, "during.txt", "old\n");
+    client.prompt("@hang").await;
+    client.shown_until("Waiting until you cancel").await;
+    let staged = client.home.path().join("saved.txt.tmp");
+    std::fs::write(&staged, "saved before the prompt\n").unwrap();
+    let before_the_prompt = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(&staged)
+        .unwrap()
+        .set_modified(before_the_prompt)
+        .unwrap();
+    std::fs::rename(&staged, client.workspace.join("saved.txt")).unwrap();
+    std::fs::write(client.workspace.join("during.txt"), "changed in the turn\n").unwrap();
+    // The watcher reports both in order: once the later one is put down to the agent (in the
+    // summary, or told on its own when seen after the turn), the earlier one was judged.
+    let cancelled = client
+        .execute("agentls.cancel", serde_json::json!({}))
+        .await;
+    assert_eq!(cancelled, Ok(serde_json::json!({"cancelled": true})));
+    let summary = client.take_message("demo: cancelled").await;
+    if !summary.contains("changed without asking: during.txt") {
+        client
+            .take_message("demo changed during.txt on disk without asking")
+            .await;
+    }
+    client.server_state().await;
+    let told = format!("{summary}\n{}", client.log_text());
+    assert!(!told.contains("saved.txt"), "{told}");
+    assert!(client.shutdown().await.success());
+}

@@ -7,7 +7,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
@@ -21,14 +21,24 @@ const AFTER_TURN: Duration = Duration::from_secs(2);
 /// What the state knows to tell agents' disk writes from everything else.
 #[derive(Debug, Default)]
 pub struct UnaskedWrites {
-    /// Origins whose turn is running (or ended less than [`AFTER_TURN`] ago), oldest first.
-    turns: Vec<(Origin, Option<Instant>)>,
+    /// Turns running (or ended less than [`AFTER_TURN`] ago), oldest first.
+    turns: Vec<Turn>,
     /// A digest of what agentls itself last wrote to each path.
     own: HashMap<PathBuf, u64>,
     /// Files changed without asking, by the origin they are put down to, until its turn ends.
     changed: HashMap<String, BTreeSet<PathBuf>>,
     /// The folders where each origin keeps its own state, by origin key.
     own_files: HashMap<String, Vec<PathBuf>>,
+}
+
+/// An agent's turn, as far as disk changes go.
+#[derive(Debug)]
+struct Turn {
+    origin: Origin,
+    /// When it began, on the clock the kernel stamps files with: a file last modified before
+    /// is not the turn's, however late the watcher reports it (a save just before the prompt).
+    began: SystemTime,
+    ended: Option<Instant>,
 }
 
 impl StateHandle {
@@ -51,39 +61,42 @@ impl State {
     /// the folders where it keeps its own state.
     pub fn turn_started(&mut self, origin: Origin, own_files: Vec<PathBuf>) {
         self.expectations.forget_origin(&origin.key);
-        self.unasked.turns.retain(|(o, _)| *o != origin);
+        self.unasked.turns.retain(|t| t.origin != origin);
         self.unasked.own_files.insert(origin.key.clone(), own_files);
-        self.unasked.turns.push((origin, None));
+        self.unasked.turns.push(Turn {
+            origin,
+            began: file_clock_now(),
+            ended: None,
+        });
     }
 
     /// `origin`'s turn ended: the files it changed on disk without asking, as seen so far (what
     /// is seen later is told on its own).
     pub fn turn_ended(&mut self, origin: &Origin) -> BTreeSet<PathBuf> {
         let now = Instant::now();
-        for (o, ended) in &mut self.unasked.turns {
-            if o == origin {
-                *ended = Some(now);
+        for turn in &mut self.unasked.turns {
+            if turn.origin == *origin {
+                turn.ended = Some(now);
             }
         }
         self.unasked.changed.remove(&origin.key).unwrap_or_default()
     }
 
-    /// The origin a disk change now is put down to: the newest running turn, else one that just
+    /// The turn a disk change now is put down to: the newest running one, else one that just
     /// ended. Also forgets turns that ended long enough ago.
-    fn working_origin(&mut self) -> Option<(Origin, bool)> {
+    fn working_turn(&mut self) -> Option<&Turn> {
         self.unasked
             .turns
-            .retain(|(_, ended)| ended.is_none_or(|at| at.elapsed() < AFTER_TURN));
+            .retain(|t| t.ended.is_none_or(|at| at.elapsed() < AFTER_TURN));
         let turns = &self.unasked.turns;
         self.unasked
             .own_files
-            .retain(|key, _| turns.iter().any(|(o, _)| o.key == *key));
+            .retain(|key, _| turns.iter().any(|t| t.origin.key == *key));
         turns
             .iter()
             .rev()
-            .find(|(_, ended)| ended.is_none())
+            .find(|t| t.ended.is_none())
             .or_else(|| turns.last())
-            .map(|(o, ended)| (o.clone(), ended.is_none()))
     }
 
     /// The disk watcher saw `paths` change.
@@ -92,7 +105,7 @@ impl State {
             self.settling_file_changed(path);
             self.expected_file_changed(path);
         }
-        if self.working_origin().is_none() {
+        if self.working_turn().is_none() {
             return; // no agent at work: the user's own saves, builds, checkouts
         }
         for path in paths {
@@ -112,22 +125,31 @@ impl State {
             }
             let me = self.me.clone();
             tokio::spawn(async move {
+                let modified = tokio::fs::metadata(&path)
+                    .await
+                    .and_then(|m| m.modified())
+                    .ok();
                 if let Ok(disk) = files::read(&path).await {
-                    me.update(move |s| s.disk_changed_unasked(path, disk));
+                    me.update(move |s| s.disk_changed_unasked(path, disk, modified));
                 }
             });
         }
     }
 
-    /// `path` says `disk` now, and no review accounts for it.
-    fn disk_changed_unasked(&mut self, path: PathBuf, disk: String) {
+    /// `path` says `disk` now (last modified at `modified`), and no review accounts for it.
+    fn disk_changed_unasked(&mut self, path: PathBuf, disk: String, modified: Option<SystemTime>) {
         let own = self.unasked.own.get(&path) == Some(&digest(&disk));
         if own || self.expectations.accounts_for(&path, &disk) {
             return;
         }
-        let Some((origin, running)) = self.working_origin() else {
+        let Some(turn) = self.working_turn() else {
             return;
         };
+        if modified.is_some_and(|m| m < turn.began) {
+            tracing::debug!(path = %path.display(), "changed before the turn began: not the agent's");
+            return;
+        }
+        let (origin, running) = (turn.origin.clone(), turn.ended.is_none());
         let own_state = self.unasked.own_files.get(&origin.key);
         if own_state.is_some_and(|dirs| dirs.iter().any(|d| path.starts_with(d))) {
             return; // the agent's own sessions and history
@@ -208,6 +230,16 @@ impl State {
     fn within_folders(&self, path: &Path) -> bool {
         self.folders.iter().any(|f| path.starts_with(f))
     }
+}
+
+/// Now, on the coarse clock the kernel stamps file times with (a write just after this reads
+/// as no earlier than it; the precise clock can be a tick ahead).
+fn file_clock_now() -> SystemTime {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    let since_epoch = u64::try_from(now.tv_sec)
+        .map(|secs| Duration::new(secs, u32::try_from(now.tv_nsec).unwrap_or(0)))
+        .unwrap_or_default();
+    SystemTime::UNIX_EPOCH + since_epoch
 }
 
 fn digest(text: &str) -> u64 {
