@@ -571,3 +571,66 @@ async fn a_burst_of_open_diffs_shows_one_document() {
         assert_eq!(call.await.unwrap()[0], "DIFF_REJECTED");
     }
 }
+
+/// A terminal agent that opens files in a tight loop does not flood the editor: after a burst
+/// of ten it may show two a second; the rest are refused with a reason (when to try again), the
+/// user is told once, and every file shown is one the agent was told was opened. Once the
+/// agent goes, its allowance goes with it.
+#[tokio::test]
+async fn files_opened_in_a_flood_are_shown_at_a_bounded_rate() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    let path = support::file_uri_to_path(&uri);
+    let mcp = connected(&client, "test-agent").await;
+    let started = std::time::Instant::now();
+    let (mut shown, mut refused) = (0, 0);
+    for _ in 0..40 {
+        let answer = mcp
+            .call("openFile", json!({"filePath": path}))
+            .await
+            .unwrap();
+        let text = answer["content"][0]["text"].as_str().unwrap().to_owned();
+        if answer["isError"] == true {
+            assert!(
+                text.starts_with(
+                    "not shown: too many files opened in a short time (10 at \
+                                  once, then 2 a second); try again in "
+                ),
+                "{text}"
+            );
+            refused += 1;
+        } else {
+            assert_eq!(text, format!("Opened file: {path}"));
+            shown += 1;
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let most = 10 + (2.0 * elapsed).ceil() as usize;
+    assert!(
+        (10..=most).contains(&shown) && shown + refused == 40,
+        "{shown} shown, {refused} refused in {elapsed:.2} s"
+    );
+    client
+        .take_message("test-agent opens files faster than anyone can read them")
+        .await;
+    client.server_state().await;
+    assert_eq!(client.count(Some("window/showDocument")), shown);
+    assert_eq!(
+        client
+            .received("window/showMessage")
+            .iter()
+            .filter(|m| m["params"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("faster than anyone"))
+            .count(),
+        0,
+        "told more than once"
+    );
+    mcp.close().await;
+    let again = connected(&client, "test-agent").await;
+    assert_eq!(
+        again.texts("openFile", json!({"filePath": path})).await,
+        [format!("Opened file: {path}")]
+    );
+}

@@ -27,6 +27,7 @@ pub mod review_view;
 pub mod reviews;
 pub mod selection;
 pub mod settlement;
+pub mod show_limits;
 pub mod state;
 pub mod token;
 pub mod tool_grants;
@@ -68,6 +69,27 @@ pub enum WriteError {
     /// The write is not the change the user accepted from this writer; nothing was written.
     #[error("{0}")]
     NotAccepted(String),
+    /// agentls is shutting down.
+    #[error(transparent)]
+    Gone(#[from] StateGone),
+}
+
+/// Why a file was not shown to the user ([`EditorAccess::open_file`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ShowError {
+    /// The path is not one an agent may open.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The editor did not show it.
+    #[error("the editor did not open the file: {0}")]
+    Editor(#[source] EffectError),
+    /// The origin showed too many files in a short time; this one was not shown.
+    #[error(
+        "not shown: too many files opened in a short time ({} at once, then {} a second); \
+         try again in {:.1} s",
+        show_limits::BURST, show_limits::PER_SECOND, .0.as_secs_f64()
+    )]
+    TooFast(std::time::Duration),
     /// agentls is shutting down.
     #[error(transparent)]
     Gone(#[from] StateGone),
@@ -311,18 +333,50 @@ impl EditorAccess {
             .await
     }
 
-    /// Opens `path` in the editor, selecting `selection` when given.
-    pub async fn open_file(&self, path: &Path, selection: Option<Range>) -> Result<(), WriteError> {
+    /// Opens `path` in the editor for `origin`, selecting `selection` when given, within the
+    /// origin's allowance of files shown ([`show_limits`]).
+    pub async fn open_file(
+        &self,
+        origin: &Origin,
+        path: &Path,
+        selection: Option<Range>,
+    ) -> Result<(), ShowError> {
         self.check_path(path).await?;
+        let (key, label) = (origin.key.clone(), origin.label.clone());
+        let refused = self
+            .state
+            .query(move |s| {
+                let now = tokio::time::Instant::now();
+                match s.show_limits.take(&key, now) {
+                    show_limits::Allowance::Granted => None,
+                    show_limits::Allowance::Refused { tell } => {
+                        if tell {
+                            s.effects.message(
+                                Level::Warning,
+                                format!(
+                                    "{label} opens files faster than anyone can read them; the \
+                                     files it opens beyond {} a second are not shown",
+                                    show_limits::PER_SECOND
+                                ),
+                            );
+                        }
+                        Some(s.show_limits.wait(&key))
+                    }
+                }
+            })
+            .await?;
+        if let Some(wait) = refused {
+            return Err(ShowError::TooFast(wait));
+        }
         let path = path.to_owned();
         self.effects
             .request(|reply| Effect::ShowDocument {
-                path: path.clone(),
+                path,
                 selection,
                 reply,
             })
             .await
-            .map_err(|source| WriteError::Editor { path, source })
+            .map_err(ShowError::Editor)
     }
 
     /// Makes `path` say `content`, written by someone who last read `base` of it (`None`: never
@@ -537,6 +591,7 @@ impl EditorAccess {
         self.state.update(move |s| {
             let questions = s.questions.cancel_origin(&origin);
             let reviews = s.cancel_origin_reviews(&origin);
+            s.show_limits.forget(&origin.key);
             if how == Withdrawal::Announced && questions + reviews > 0 {
                 s.effects.message(
                     Level::Warning,

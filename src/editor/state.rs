@@ -57,6 +57,8 @@ pub struct State {
     pub present_due: std::collections::BTreeSet<PathBuf>,
     /// Origins told that their proposals are refused for being too many (see `reviews`).
     pub review_caps_told: std::collections::HashSet<String>,
+    /// How many files each origin may still show the user now.
+    pub show_limits: super::show_limits::ShowLimits,
     /// The workspace watcher (once the state task runs).
     pub disk_watch: Option<super::disk_watch::DiskWatch>,
     /// Where effects for the editor go.
@@ -87,6 +89,7 @@ impl State {
             buffer_only: Default::default(),
             present_due: Default::default(),
             review_caps_told: Default::default(),
+            show_limits: Default::default(),
             context: Default::default(),
             effects,
             me,

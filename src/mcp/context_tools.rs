@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::outcome::{ToolError, ToolOutcome, json, parse};
 use super::shapes;
-use crate::editor::{EditorAccess, FileError, Position, Range, WriteError};
+use crate::editor::{EditorAccess, FileError, Origin, Position, Range};
 
 #[derive(Debug, Deserialize)]
 struct UriArgs {
@@ -141,7 +141,7 @@ struct OpenFileArgs {
 
 /// `openFile {filePath, startLine?, endLine?, startText?, endText?, makeFrontmost?}`. Selections
 /// are whole lines: the editor's column encoding is the host's business.
-pub async fn open_file(editor: &EditorAccess, args: Value) -> ToolOutcome {
+pub async fn open_file(editor: &EditorAccess, origin: &Origin, args: Value) -> ToolOutcome {
     let args: OpenFileArgs = parse(args)?;
     let path = shapes::path_of(&args.file_path);
     let text = editor
@@ -186,9 +186,9 @@ pub async fn open_file(editor: &EditorAccess, args: Value) -> ToolOutcome {
         message = format!("Opened file: {}", args.file_path);
     }
     editor
-        .open_file(&path, selection)
+        .open_file(origin, &path, selection)
         .await
-        .map_err(|e| ToolError::Failed(open_failure(&e)))?;
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
     if args.make_frontmost == Some(false) {
         let language = editor
             .open_documents()
@@ -211,13 +211,6 @@ fn read_failure(file_path: &str, e: &FileError) -> String {
         format!("File not found: {file_path}")
     } else {
         format!("Cannot open file: {e}")
-    }
-}
-
-fn open_failure(e: &WriteError) -> String {
-    match e {
-        WriteError::Editor { source, .. } => format!("the editor did not open the file: {source}"),
-        other => other.to_string(),
     }
 }
 

@@ -254,7 +254,7 @@ static TOOLS: [ToolSpec; 13] = [
         },
         surfaces: CONTEXT,
         touches: Touches::View,
-        run: |c| Box::pin(ctx::open_file(c.editor, c.args)),
+        run: |c| Box::pin(ctx::open_file(c.editor, c.origin, c.args)),
     },
     ToolSpec {
         name: "getCurrentSelection",
