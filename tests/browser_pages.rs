@@ -5,7 +5,8 @@
 //! one (as if it leaked) in the query and the subprotocol; `fetch` POSTs of an MCP `initialize`
 //! and a `tools/call` (`openFile`, `openDiff`) as text/plain and application/json, cors and
 //! no-cors, with guessed and real bearer tokens; GETs that carry no `Origin`; a form; an image;
-//! on 127.0.0.1, localhost and [::1]. Before each attempt the page marks its place with a
+//! on 127.0.0.1, localhost, [::1] and a foreign name Chromium resolves to 127.0.0.1 (what DNS
+//! rebinding gives a page). Before each attempt the page marks its place with a
 //! request to its own server, so every line agentls logs is matched to the attempt that caused
 //! it. Every attempt is refused (agentls says why, attempt by attempt; [::1] finds nobody), no
 //! tool runs (the editor is asked to show nothing, the agent's editor-tool counts stay empty),
@@ -27,6 +28,9 @@ use support::{Options, TestClient};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
+
+/// A foreign name Chromium is told resolves to 127.0.0.1.
+const REBOUND: &str = "rebound.example";
 
 /// How long Chromium may take to start, load the page and go through every attempt.
 const PAGE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -241,6 +245,7 @@ async fn a_web_page_on_localhost_gets_nothing_from_either_port() {
 
     // The page, and its own server on another port.
     let config = json!({
+        "rebound": REBOUND,
         "targets": [
             {"name": "IDE WebSocket", "kind": "ws", "port": lock.port, "path": "/",
              "token": lock.token(), "tool": "openDiff",
@@ -285,6 +290,7 @@ async fn a_web_page_on_localhost_gets_nothing_from_either_port() {
             "--disable-background-networking",
             "--disable-component-update",
         ])
+        .arg(format!("--host-resolver-rules=MAP {REBOUND} 127.0.0.1"))
         .arg(format!(
             "--user-data-dir={}",
             sandbox.root.join("chromium").display()
@@ -343,12 +349,12 @@ async fn a_web_page_on_localhost_gets_nothing_from_either_port() {
         })
         .collect();
     let mut table = format!(
-        "{:<18} {:<10} {:<58} {:<34} agentls\n",
+        "{:<18} {:<16} {:<58} {:<34} agentls\n",
         "port", "host", "attempt", "page saw"
     );
     for a in &attempts {
         table.push_str(&format!(
-            "{:<18} {:<10} {:<58} {:<34} {}\n",
+            "{:<18} {:<16} {:<58} {:<34} {}\n",
             a.target,
             a.host,
             a.what,
@@ -364,9 +370,10 @@ async fn a_web_page_on_localhost_gets_nothing_from_either_port() {
     let context = format!("{table}\n--- agentls's log while the page ran ---\n{whole_log}");
 
     // Every attempt failed in the page; agentls refused each one that reached it, and only
-    // [::1] (where nothing listens) did not.
+    // [::1] (where nothing listens) did not. A page never got past the Origin rule, or for a
+    // request without one, the Host rule or the token.
     assert!(
-        attempts.len() >= 40,
+        attempts.len() >= 60,
         "only {} attempts\n{context}",
         attempts.len()
     );
@@ -386,6 +393,14 @@ async fn a_web_page_on_localhost_gets_nothing_from_either_port() {
         } else {
             assert!(!a.refusals.is_empty(), "{row}: not refused\n{context}");
             assert!(!a.refusals.contains(&"other"), "{row}\n{context}");
+            if a.host == REBOUND {
+                let expected = if a.what.contains("no Origin") {
+                    "Host"
+                } else {
+                    "Origin"
+                };
+                assert!(a.refusals.contains(&expected), "{row}\n{context}");
+            }
         }
     }
     let entered: Vec<&str> = whole_log.lines().filter(|l| got_in(l)).collect();
