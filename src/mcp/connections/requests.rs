@@ -137,7 +137,64 @@ fn chunk_size(line: &[u8]) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// Requests one after the other, each with a body of `Content-Length` (a `None` size: no
+    /// header) or in chunks, its bytes anything; and where each one ends.
+    fn requests(bodies: &[(bool, Vec<Vec<u8>>)]) -> (Vec<u8>, BTreeSet<usize>) {
+        let (mut bytes, mut ends) = (Vec::new(), BTreeSet::from([0]));
+        for (chunked, parts) in bodies {
+            bytes.extend_from_slice(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:9\r\n");
+            if *chunked {
+                bytes.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
+                for part in parts.iter().filter(|p| !p.is_empty()) {
+                    bytes.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
+                    bytes.extend_from_slice(part);
+                    bytes.extend_from_slice(b"\r\n");
+                }
+                bytes.extend_from_slice(b"0\r\n\r\n");
+            } else {
+                let body = parts.concat();
+                if !body.is_empty() {
+                    let header = format!("Content-Length: {}\r\n", body.len());
+                    bytes.extend_from_slice(header.as_bytes());
+                }
+                bytes.extend_from_slice(b"\r\n");
+                bytes.extend_from_slice(&body);
+            }
+            ends.insert(bytes.len());
+        }
+        (bytes, ends)
+    }
+
+    proptest! {
+        /// However requests are cut into reads, the client is between requests exactly where
+        /// one ended (bodies hold any bytes, blank lines and heads' look-alikes included).
+        #[test]
+        fn any_requests_cut_anywhere_are_followed(
+            bodies in prop::collection::vec(
+                (any::<bool>(), prop::collection::vec(
+                    prop::collection::vec(
+                        prop_oneof![any::<u8>(), Just(b'\r'), Just(b'\n')], 0..40),
+                    0..4)),
+                1..6),
+            reads in prop::collection::vec(1usize..50, 1..20),
+        ) {
+            let (bytes, ends) = requests(&bodies);
+            let mut scan = RequestScan::default();
+            let (mut at, mut reads) = (0, reads.iter().cycle());
+            while at < bytes.len() {
+                let n = (*reads.next().unwrap()).min(bytes.len() - at);
+                scan.feed(&bytes[at..at + n]);
+                at += n;
+                prop_assert_eq!(scan.in_the_middle(), !ends.contains(&at), "after {} bytes", at);
+            }
+        }
+    }
 
     fn middle_after(parts: &[&[u8]]) -> Vec<bool> {
         let mut scan = RequestScan::default();
