@@ -5,12 +5,13 @@
 //! one (as if it leaked) in the query and the subprotocol; `fetch` POSTs of an MCP `initialize`
 //! and a `tools/call` (`openFile`, `openDiff`) as text/plain and application/json, cors and
 //! no-cors, with guessed and real bearer tokens; GETs that carry no `Origin`; a form; an image;
-//! on 127.0.0.1, localhost, [::1] and a foreign name Chromium resolves to 127.0.0.1 (what DNS
-//! rebinding gives a page). Before each attempt the page marks its place with a
-//! request to its own server, so every line agentls logs is matched to the attempt that caused
-//! it. Every attempt is refused (agentls says why, attempt by attempt; [::1] finds nobody), no
-//! tool runs (the editor is asked to show nothing, the agent's editor-tool counts stay empty),
-//! and real clients with the tokens are served afterwards. The table of attempts is printed.
+//! requests from a sandboxed frame (`Origin: null`); on 127.0.0.1, localhost, [::1] and a
+//! foreign name Chromium resolves to 127.0.0.1 (what DNS rebinding gives a page). Before each
+//! attempt the page marks its place with a request to its own server, so every line agentls
+//! logs is matched to the attempt that caused it. Every attempt is refused (agentls says why,
+//! attempt by attempt; [::1] finds nobody), no tool runs (the editor is asked to show nothing,
+//! the agent's editor-tool counts stay empty), and real clients with the tokens are served
+//! afterwards. The table of attempts is printed.
 //!
 //! Chromium comes from `AGENTLS_TEST_CHROMIUM` (`eval "$(scripts/test-tools.sh)"`); without it
 //! the test is skipped with a message, except under CI, where a missing peer is a failure.
@@ -192,6 +193,8 @@ struct Attempt {
     page: String,
     refusals: Vec<&'static str>,
     got_in: Vec<String>,
+    /// agentls's log lines between this attempt's mark and the next.
+    log: String,
 }
 
 impl Attempt {
@@ -345,6 +348,7 @@ async fn a_web_page_on_localhost_gets_nothing_from_either_port() {
                     .filter(|l| got_in(l))
                     .map(str::to_owned)
                     .collect(),
+                log: lines,
             }
         })
         .collect();
@@ -393,6 +397,9 @@ async fn a_web_page_on_localhost_gets_nothing_from_either_port() {
         } else {
             assert!(!a.refusals.is_empty(), "{row}: not refused\n{context}");
             assert!(!a.refusals.contains(&"other"), "{row}\n{context}");
+            if a.what.contains("sandboxed") {
+                assert!(a.log.contains("Origin header (null)"), "{row}\n{context}");
+            }
             if a.host == REBOUND {
                 let expected = if a.what.contains("no Origin") {
                     "Host"
