@@ -2,7 +2,10 @@
 //! HTTP port alike, sockets that never present the token are closed once idle (or when they take
 //! too long to get a request through), at most a fixed number of connections is open at once
 //! (more are closed at once, with a log line), and a client that presented the token stays as
-//! long as it likes. The limits are shortened for the test through `AGENTLS_TEST_MCP_LIMITS`.
+//! long as it likes, between its requests: one that stops in the middle of a request (its head,
+//! or a body shorter than it announced) is closed after the stall limit, on both HTTP ports (the
+//! companion protocol's and the editor tools' of ACP sessions). The limits are shortened for the
+//! test through `AGENTLS_TEST_MCP_LIMITS`.
 
 mod support;
 
@@ -195,5 +198,118 @@ async fn the_http_port_closes_silent_sockets_and_caps_connections() {
         None => agent = Some(greeted(port, &hello, "not found").await),
     };
     the_port_cannot_be_starved(&client, port, &hello, "not found", works).await;
+    assert!(client.shutdown().await.success());
+}
+
+/// How long a client may stop in the middle of a request, in the stalled-request test.
+const STALL: Duration = Duration::from_millis(1000);
+
+/// A request with the token on a kept-alive connection, answered 404 (the guard comes first).
+fn kept_alive(port: u16, token: &str) -> String {
+    format!(
+        "GET /other HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+}
+
+/// The head of an MCP POST with the token, announcing a body `framing` describes.
+fn post_head(port: u16, token: &str, framing: &str) -> String {
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         {framing}\r\n\r\n"
+    )
+}
+
+/// Clients with the token that stop in the middle of a request on one HTTP port: a body of
+/// 1,000 bytes of which 10 arrive, a chunk of 100 of which 10 arrive, and, on a connection
+/// kept alive after a first answer, half the head of a second request. Another client is
+/// served all the while; the stalled ones are closed after the stall limit, not before; a
+/// client idle between its requests for longer than that keeps its connection.
+async fn stalled_requests_are_closed(port: u16, token: &str) {
+    let hello = kept_alive(port, token);
+    let mut in_body = open(port).await.0;
+    let mut request = post_head(port, token, "Content-Length: 1000");
+    request.push_str("{\"jsonrpc\"");
+    in_body.write_all(request.as_bytes()).await.unwrap();
+    let mut in_chunk = open(port).await.0;
+    let mut request = post_head(port, token, "Transfer-Encoding: chunked");
+    request.push_str("64\r\n{\"jsonrpc\"");
+    in_chunk.write_all(request.as_bytes()).await.unwrap();
+    let mut in_head = greeted(port, &hello, "not found").await;
+    let half = format!("GET /other HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n");
+    in_head.write_all(half.as_bytes()).await.unwrap();
+    let stalled_at = Instant::now();
+    let mut idle = greeted(port, &hello, "not found").await;
+    // Served while they stall.
+    let mut good = greeted(port, &hello, "not found").await;
+    let mut slowest = Duration::ZERO;
+    while stalled_at.elapsed() < STALL {
+        let asked = Instant::now();
+        ask(&mut good, &hello, "not found").await;
+        slowest = slowest.max(asked.elapsed());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        slowest < Duration::from_secs(2),
+        "served slowly: {slowest:?}"
+    );
+    for (socket, what) in [
+        (&mut in_body, "a body"),
+        (&mut in_chunk, "a chunk"),
+        (&mut in_head, "a request's head"),
+    ] {
+        closed_by_server(socket, &format!("a client stalled in {what}")).await;
+        let after = stalled_at.elapsed();
+        assert!(after >= STALL, "closed after {after:?}, before the limit");
+    }
+    // Idle between requests for longer than the limit: still served.
+    tokio::time::sleep(STALL.saturating_sub(stalled_at.elapsed())).await;
+    ask(&mut idle, &hello, "not found").await;
+}
+
+#[tokio::test]
+async fn the_http_ports_close_clients_stalled_in_the_middle_of_a_request() {
+    let client = TestClient::start_initialized(Options {
+        env: vec![
+            (
+                "AGENTLS_TEST_MCP_LIMITS".into(),
+                format!("stall_ms={}", STALL.as_millis()),
+            ),
+            // Relative to the demo agent's working directory, the workspace.
+            ("AGENTLS_DEMO_RECORD_MCP".into(), "../mcp.jsonl".into()),
+        ],
+        ..Options::default()
+    })
+    .await;
+    // The companion protocol's port.
+    let env = client.terminal_env().await.unwrap();
+    let port: u16 = env["GEMINI_CLI_IDE_SERVER_PORT"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let token = env["GEMINI_CLI_IDE_AUTH_TOKEN"].as_str().unwrap();
+    stalled_requests_are_closed(port, token).await;
+    // The editor tools' port, which the demo agent's first session is given.
+    client.prompt("hello").await;
+    client.take_message("demo: end_turn").await;
+    let record = client.home.path().join("mcp.jsonl");
+    let given = std::fs::read_to_string(&record).unwrap();
+    let first: serde_json::Value = serde_json::from_str(given.lines().next().unwrap()).unwrap();
+    let server = &first["mcpServers"][0];
+    let url = server["url"].as_str().unwrap();
+    let port: u16 = url
+        .strip_prefix("http://127.0.0.1:")
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{server}"));
+    let bearer = server["headers"][0]["value"].as_str().unwrap();
+    let token = bearer.strip_prefix("Bearer ").unwrap();
+    stalled_requests_are_closed(port, token).await;
+    let logged = client.stderr();
+    assert!(
+        logged.contains("in the middle of a request"),
+        "no log line says why"
+    );
     assert!(client.shutdown().await.success());
 }

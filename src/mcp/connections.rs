@@ -4,10 +4,12 @@
 //! it within [`Limits::handshake`]. Without this anyone on the machine could hold a thousand
 //! silent sockets, no token needed, until agentls runs out of file descriptors. A connection
 //! whose request passed the guard ([`Connection::authenticated`]) stays as long as its client
-//! likes, between messages: on the WebSocket port a client that stops in the middle of a frame
-//! (or of a fragmented message) for [`Limits::stall`] is closed, as it holds a reader of the
-//! server that waits for bytes that never come. Checking the token is `guard`'s business, not
-//! this module's.
+//! likes, between messages: a client that stops in the middle of a WebSocket frame (or of a
+//! fragmented message) or of an HTTP request (its head, or a body shorter than announced) for
+//! [`Limits::stall`] is closed, as it holds a reader of the server that waits for bytes that
+//! never come. Checking the token is `guard`'s business, not this module's.
+
+mod requests;
 
 use std::io;
 use std::net::SocketAddr;
@@ -24,6 +26,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
+use requests::RequestScan;
+
 /// The environment variable tests set to shorten the limits (`connections=8,handshake_ms=1000,
 /// idle_ms=300,stall_ms=300`); read once. It can only tighten them.
 const LIMITS_VAR: &str = "AGENTLS_TEST_MCP_LIMITS";
@@ -37,7 +41,8 @@ pub struct Limits {
     pub handshake: Duration,
     /// How long a connection that has not passed the guard may go without a byte either way.
     pub idle: Duration,
-    /// How long a WebSocket client may go without a byte in the middle of a frame or message.
+    /// How long a client may go without a byte in the middle of a WebSocket frame or message,
+    /// or of an HTTP request.
     pub stall: Duration,
 }
 
@@ -105,7 +110,7 @@ impl Connected<IncomingStream<'_, LimitedListener>> for Connection {
 /// What a port speaks once a request passed the guard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
-    /// HTTP requests, each on its own.
+    /// HTTP/1.1 requests, each on its own ([`Limits::stall`] applies).
     Http,
     /// One HTTP upgrade request, then WebSocket frames ([`Limits::stall`] applies).
     WebSocket,
@@ -170,10 +175,11 @@ pub struct LimitedStream {
     handshake_by: Instant,
     /// The next moment it is closed unless it authenticated; `None` once it has.
     deadline: Option<Pin<Box<Sleep>>>,
-    /// Where a WebSocket client is in its frames (`None` on an HTTP port).
-    frames: Option<FrameScan>,
+    /// Where the client is in its requests or frames.
+    scan: Scan,
     stall: Duration,
-    /// The moment a client stopped in the middle of a frame is closed; `None` between frames.
+    /// The moment a client stopped in the middle of a request or frame is closed; `None`
+    /// between them.
     stalled_by: Option<Pin<Box<Sleep>>>,
 }
 
@@ -195,20 +201,29 @@ impl LimitedStream {
             deadline: Some(Box::pin(tokio::time::sleep_until(
                 handshake_by.min(now + limits.idle),
             ))),
-            frames: (protocol == Protocol::WebSocket).then(FrameScan::default),
+            scan: match protocol {
+                Protocol::Http => Scan::Requests(RequestScan::default()),
+                Protocol::WebSocket => Scan::Frames(FrameScan::default()),
+            },
             stall: limits.stall,
             stalled_by: None,
         }
     }
 
-    /// `bytes` arrived: a client in the middle of a frame has [`Limits::stall`] from now for
-    /// the next byte; one between frames has all the time it likes.
+    /// `bytes` arrived: a client in the middle of a request or frame has [`Limits::stall`]
+    /// from now for the next byte; one between them has all the time it likes.
     fn scan(&mut self, bytes: &[u8]) {
-        let Some(frames) = self.frames.as_mut() else {
-            return;
+        let in_the_middle = match &mut self.scan {
+            Scan::Requests(requests) => {
+                requests.feed(bytes);
+                requests.in_the_middle()
+            }
+            Scan::Frames(frames) => {
+                frames.feed(bytes);
+                frames.in_the_middle()
+            }
         };
-        frames.feed(bytes);
-        if !frames.in_the_middle() {
+        if !in_the_middle {
             self.stalled_by = None;
             return;
         }
@@ -228,8 +243,12 @@ impl LimitedStream {
         if by.as_mut().poll(cx).is_pending() {
             return false;
         }
+        let (connection, unit) = match self.scan {
+            Scan::Requests(_) => ("an HTTP", "request"),
+            Scan::Frames(_) => ("a WebSocket", "frame"),
+        };
         tracing::warn!(
-            "closed a WebSocket connection: no byte for {:?} in the middle of a frame",
+            "closed {connection} connection: no byte for {:?} in the middle of a {unit}",
             self.stall
         );
         true
@@ -284,7 +303,7 @@ impl AsyncRead for LimitedStream {
             Poll::Pending if this.expired(cx) => Poll::Ready(Err(timed_out())),
             Poll::Pending if this.stalled(cx) => Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "the client stopped in the middle of a frame",
+                "the client stopped in the middle of a request or frame",
             ))),
             Poll::Ready(Ok(())) if buf.filled().len() > before => {
                 this.active();
@@ -320,6 +339,13 @@ impl AsyncWrite for LimitedStream {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
+}
+
+/// How far a client got in what it sends, by what its port speaks.
+#[derive(Debug)]
+enum Scan {
+    Requests(RequestScan),
+    Frames(FrameScan),
 }
 
 /// Follows a WebSocket client's bytes: its HTTP upgrade request (up to the blank line), then
