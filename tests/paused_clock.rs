@@ -57,6 +57,29 @@ async fn a_turn_the_agent_never_ends_is_over_ten_seconds_after_cancel() {
     assert!(client.shutdown().await.success());
 }
 
+/// The agent goes on after the cancel so long that agentls ended the turn (after its ten
+/// seconds of grace); what it asks then still belongs to the cancelled turn and is answered
+/// `cancelled`, not put to the user. The grace passes on the paused clock; the agent asks half
+/// a second (real) after the cancel, once the clock runs again.
+#[tokio::test]
+async fn a_question_asked_after_the_cancel_grace_is_answered_cancelled() {
+    let client = in_process(capabilities_without_dialogs()).await;
+    let uri = client.open("notes.txt", "text", "x\n").await;
+    client.prompt("@askaftercancel 500").await;
+    client.shown_until("Waiting until you cancel").await;
+    tokio::time::pause();
+    let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
+    assert_eq!(cancelled, json!({"cancelled": true}));
+    client.shown_until("no answer 10s after the cancel").await;
+    tokio::time::resume();
+    let log = client
+        .shown_until("After the cancel my question was answered")
+        .await;
+    assert!(log.contains("answered Cancelled"), "{log}");
+    assert!(client.code_actions(&uri).await.is_empty());
+    assert!(client.shutdown().await.success());
+}
+
 /// An editor that never answers the `workspace/applyEdit` of an accepted change: agentls gives
 /// up after its 30 s (not sooner), takes the request back, tells the user the change was not
 /// applied, and keeps the proposal pending (nothing lost): accepted again once the editor
