@@ -20,7 +20,6 @@ use agent_client_protocol::v1::schema::SessionNotification;
 use agent_client_protocol::{JsonRpcMessage, JsonRpcNotification, Lines, UntypedMessage};
 use futures::{Sink, Stream};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::sync::Notify;
 
@@ -238,17 +237,24 @@ impl<R: AsyncRead + Unpin> Reader<R> {
     }
 }
 
-/// The top of a JSON-RPC message: enough to tell a `session/update` notification.
+/// A message whose params are a `session/update`'s, parsed in one pass (most lines of a
+/// streamed reply are such notifications).
+#[derive(Deserialize)]
+struct UpdateMessage<'a> {
+    #[serde(borrow)]
+    jsonrpc: Cow<'a, str>,
+    #[serde(borrow)]
+    method: Cow<'a, str>,
+    #[serde(default, deserialize_with = "present")]
+    id: bool,
+    params: SessionNotification,
+}
+
+/// The method of a JSON-RPC message, for the lines that are not updates.
 #[derive(Deserialize)]
 struct Envelope<'a> {
     #[serde(borrow)]
-    jsonrpc: Option<Cow<'a, str>>,
-    #[serde(borrow)]
     method: Option<Cow<'a, str>>,
-    #[serde(default, deserialize_with = "present")]
-    id: bool,
-    #[serde(borrow)]
-    params: Option<&'a RawValue>,
 }
 
 /// `true` for a field that is there (even `null`).
@@ -273,16 +279,16 @@ enum Line {
 
 /// Tells a `session/update` notification (parsed into its type) from the rest.
 fn classify(line: &str) -> Line {
-    let Ok(envelope) = serde_json::from_str::<Envelope>(line) else {
-        return Line::Other;
-    };
-    let notification = envelope.jsonrpc.as_deref() == Some("2.0") && !envelope.id;
-    match envelope.method.as_deref() {
-        Some("session/update") if notification => envelope
-            .params
-            .and_then(|params| serde_json::from_str(params.get()).ok())
-            .map_or(Line::Other, Line::Update),
-        Some(DispatchMark::METHOD) => Line::Mark,
+    if let Ok(message) = serde_json::from_str::<UpdateMessage>(line) {
+        let notification = message.jsonrpc == "2.0" && !message.id;
+        return match message.method.as_ref() {
+            "session/update" if notification => Line::Update(message.params),
+            DispatchMark::METHOD => Line::Mark,
+            _ => Line::Other,
+        };
+    }
+    match serde_json::from_str::<Envelope>(line) {
+        Ok(envelope) if envelope.method.as_deref() == Some(DispatchMark::METHOD) => Line::Mark,
         _ => Line::Other,
     }
 }
