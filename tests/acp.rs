@@ -205,7 +205,7 @@ async fn cancel_ends_a_hanging_turn_and_withdraws_a_pending_permission() {
                 .is_some_and(|t| t.ends_with("Waiting until you cancel…\n"))
         })
         .await;
-    cancel_ends_the_turn(&client, "demo").await;
+    client.cancel_ends_the_turn("demo").await;
 
     let uri = client.open("notes.txt", "text", "TODO fix\n").await;
     client.prompt("uppercase notes.txt").await;
@@ -239,28 +239,8 @@ async fn a_tool_call_after_the_turn_ended_does_not_leave_the_session_busy() {
         Value::Null,
         "{status}"
     );
-    takes_the_next_prompt(&client, "demo").await;
+    client.takes_the_next_prompt("demo").await;
     assert!(client.shutdown().await.success());
-}
-
-/// `agentls.cancel` finds a turn to cancel, and the turn ends as cancelled.
-async fn cancel_ends_the_turn(client: &TestClient, agent: &str) {
-    let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
-    assert_eq!(cancelled, json!({"cancelled": true}));
-    let told = client.take_message(&format!("{agent}: ")).await;
-    assert!(told.starts_with(&format!("{agent}: cancelled")), "{told}");
-}
-
-/// Checks that `agent` answers a new prompt (reading a new two-line file) to its end.
-async fn takes_the_next_prompt(client: &TestClient, agent: &str) {
-    client.open("next.txt", "text", "one\ntwo\n").await;
-    client.prompt("read next.txt").await;
-    let summary = client.take_message(&format!("{agent}: ")).await;
-    assert!(
-        summary.starts_with(&format!("{agent}: end_turn"))
-            && summary.contains("next.txt has 2 lines"),
-        "{summary}"
-    );
 }
 
 /// One permission request proposing changes to two files: each gets its own review; it is
@@ -324,7 +304,7 @@ async fn cancel_reaches_a_turn_on_a_session_that_is_no_longer_current() {
         .await
         .unwrap();
     client.take_message("demo: new session demo-2").await;
-    cancel_ends_the_turn(&client, "demo").await;
+    client.cancel_ends_the_turn("demo").await;
     assert!(client.shutdown().await.success());
 }
 
@@ -714,9 +694,9 @@ async fn an_agent_that_hangs_up_mid_turn_is_stopped_and_restarted() {
 async fn a_prompt_cancelled_while_its_agent_starts_does_not_run() {
     let (client, dir) = prompted_shell_agent(&slow_starting_demo_agent(), "@hang").await;
     written_pid(&dir).await;
-    cancel_ends_the_turn(&client, "sh").await;
+    client.cancel_ends_the_turn("sh").await;
     // The agent started all the same, and takes the next prompt.
-    takes_the_next_prompt(&client, "sh").await;
+    client.takes_the_next_prompt("sh").await;
     assert!(client.shutdown().await.success());
 }
 

@@ -114,32 +114,6 @@ async fn answer(mut socket: TcpStream, page: Arc<PageServer>) {
     let _ = socket.shutdown().await;
 }
 
-/// One raw HTTP/1.1 POST of `body` to `/mcp` on 127.0.0.1:`port` with the bearer `token`: the
-/// status and the body of the answer.
-async fn post(port: u16, token: &str, body: &Value) -> (u16, String) {
-    let mut socket = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let body = body.to_string();
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    socket.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    tokio::time::timeout(support::WAIT, socket.read_to_string(&mut answer))
-        .await
-        .expect("no answer")
-        .unwrap();
-    let status = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, body.to_owned())
-}
-
 /// The editor-tools URL's port and the bearer token the demo agent's first session was given.
 fn editor_tools_grant(home: &Path) -> (u16, String) {
     let given = std::fs::read_to_string(home.join("mcp.jsonl")).unwrap();
@@ -232,16 +206,7 @@ async fn a_web_page_on_localhost_gets_nothing_from_either_port() {
     // The three ports and their tokens: the lockfile's, the companion file's (as a terminal's
     // environment names it), and a session's editor tools (given to the demo agent).
     let lock = lockfile(&client.lock_dir()).await;
-    let env = client.terminal_env().await.unwrap();
-    let companion_port: u16 = env["GEMINI_CLI_IDE_SERVER_PORT"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let companion_token = env["GEMINI_CLI_IDE_AUTH_TOKEN"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (companion_port, companion_token) = client.companion_port().await;
     client.prompt("hello").await;
     client.take_message("demo: end_turn").await;
     let (tools_port, tools_token) = editor_tools_grant(client.home.path());
@@ -434,11 +399,12 @@ async fn a_web_page_on_localhost_gets_nothing_from_either_port() {
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "real agent", "version": "1"}}});
-    let (status, body) = post(companion_port, &companion_token, &initialize).await;
+    let (status, body) =
+        support::http::post_with_token(companion_port, &companion_token, &initialize).await;
     assert_eq!(status, 200, "{body}");
     let open = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                       "params": {"name": "openFile", "arguments": {"filePath": notes}}});
-    let (status, body) = post(tools_port, &tools_token, &open).await;
+    let (status, body) = support::http::post_with_token(tools_port, &tools_token, &open).await;
     assert_eq!(status, 200, "{body}");
     client
         .take("window/showDocument", |p| p["uri"] == uri.as_str())

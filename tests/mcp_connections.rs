@@ -181,13 +181,8 @@ async fn the_websocket_port_closes_silent_sockets_and_caps_connections() {
 #[tokio::test]
 async fn the_http_port_closes_silent_sockets_and_caps_connections() {
     let client = started().await;
-    let env = client.terminal_env().await.unwrap();
-    let port: u16 = env["GEMINI_CLI_IDE_SERVER_PORT"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let token = env["GEMINI_CLI_IDE_AUTH_TOKEN"].as_str().unwrap();
+    let (port, token) = client.companion_port().await;
+    let token = token.as_str();
     // A request with the token on a connection kept alive (any path: the guard comes first).
     let hello = format!(
         "GET /other HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\r\n"
@@ -282,13 +277,8 @@ async fn the_http_ports_close_clients_stalled_in_the_middle_of_a_request() {
     })
     .await;
     // The companion protocol's port.
-    let env = client.terminal_env().await.unwrap();
-    let port: u16 = env["GEMINI_CLI_IDE_SERVER_PORT"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let token = env["GEMINI_CLI_IDE_AUTH_TOKEN"].as_str().unwrap();
+    let (port, token) = client.companion_port().await;
+    let token = token.as_str();
     stalled_requests_are_closed(port, token).await;
     // The editor tools' port, which the demo agent's first session is given.
     client.prompt("hello").await;

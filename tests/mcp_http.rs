@@ -85,17 +85,10 @@ fn event_with(text: &str, needle: &str) -> Value {
 /// Starts a companion session with `client`'s server: initialize, initialized, and the
 /// standalone event stream (returned open).
 async fn connect(client: &TestClient) -> (Http, TcpStream) {
-    let env = client.terminal_env().await.unwrap();
+    let (port, token) = client.companion_port().await;
     let mut http = Http {
-        port: env["GEMINI_CLI_IDE_SERVER_PORT"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap(),
-        token: env["GEMINI_CLI_IDE_AUTH_TOKEN"]
-            .as_str()
-            .unwrap()
-            .to_owned(),
+        port,
+        token,
         session: None,
     };
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

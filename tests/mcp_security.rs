@@ -100,13 +100,8 @@ async fn only_the_token_holder_from_loopback_may_connect() {
 #[tokio::test]
 async fn the_http_endpoint_wants_the_bearer_token_and_our_host() {
     let client = TestClient::start_initialized(Options::default()).await;
-    let env = client.terminal_env().await.unwrap();
-    let port: u16 = env["GEMINI_CLI_IDE_SERVER_PORT"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let token = env["GEMINI_CLI_IDE_AUTH_TOKEN"].as_str().unwrap();
+    let (port, token) = client.companion_port().await;
+    let token = token.as_str();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "1"}}})

@@ -35,10 +35,7 @@ async fn a_turn_the_agent_never_ends_is_over_ten_seconds_after_cancel() {
     // The agent now waits for nothing but the cancel, which it ignores.
     tokio::time::pause();
     let cancelled_at = Instant::now();
-    let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
-    assert_eq!(cancelled, json!({"cancelled": true}));
-    let told = client.take_message("demo: ").await;
-    assert!(told.starts_with("demo: cancelled"), "{told}");
+    client.cancel_ends_the_turn("demo").await;
     let log = client.shown_until("after the cancel").await;
     let waited = cancelled_at.elapsed();
     tokio::time::resume();
@@ -47,13 +44,7 @@ async fn a_turn_the_agent_never_ends_is_over_ten_seconds_after_cancel() {
         (Duration::from_secs(10)..Duration::from_secs(11)).contains(&waited),
         "the turn ended {waited:?} after the cancel"
     );
-    client.open("next.txt", "text", "one\ntwo\n").await;
-    client.prompt("read next.txt").await;
-    let summary = client.take_message("demo: ").await;
-    assert!(
-        summary.starts_with("demo: end_turn") && summary.contains("next.txt has 2 lines"),
-        "{summary}"
-    );
+    client.takes_the_next_prompt("demo").await;
     assert!(client.shutdown().await.success());
 }
 
@@ -68,8 +59,7 @@ async fn a_question_asked_after_the_cancel_grace_is_answered_cancelled() {
     client.prompt("@askaftercancel 500").await;
     client.shown_until("Waiting until you cancel").await;
     tokio::time::pause();
-    let cancelled = client.execute("agentls.cancel", json!({})).await.unwrap();
-    assert_eq!(cancelled, json!({"cancelled": true}));
+    client.cancel_ends_the_turn("demo").await;
     client.shown_until("no answer 10s after the cancel").await;
     tokio::time::resume();
     let log = client

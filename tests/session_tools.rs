@@ -246,45 +246,7 @@ async fn post(url: &str, headers: &[(&str, &str)], body: &Value) -> (u16, String
         .next()
         .unwrap()
         .to_owned();
-    post_to(&authority, &authority, headers, body).await
-}
-
-/// POSTs `body` to `/mcp` at `connect`, saying `Host: host`.
-async fn post_to(
-    connect: &str,
-    host: &str,
-    headers: &[(&str, &str)],
-    body: &Value,
-) -> (u16, String) {
-    let mut socket = tokio::net::TcpStream::connect(connect).await.unwrap();
-    let body = body.to_string();
-    let mut request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
-         Connection: close\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(&body);
-    socket.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    tokio::time::timeout(support::WAIT, socket.read_to_string(&mut answer))
-        .await
-        .expect("no answer")
-        .unwrap();
-    let status = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
+    support::http::post_to(&authority, &authority, headers, body).await
 }
 
 fn call_diagnostics() -> Value {
@@ -362,7 +324,7 @@ async fn only_a_live_session_token_from_loopback_gets_in() {
         .next()
         .unwrap();
     let port = authority.rsplit_once(':').unwrap().1;
-    let rebound = post_to(
+    let rebound = support::http::post_to(
         authority,
         &format!("evil.example:{port}"),
         &[("Authorization", bearer.as_str())],

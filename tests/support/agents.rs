@@ -123,6 +123,35 @@ impl TestClient {
         self.execute("agentls.terminalEnv", Value::Null).await
     }
 
+    /// `agentls.cancel` finds a turn to cancel, and the turn ends as cancelled.
+    pub async fn cancel_ends_the_turn(&self, agent: &str) {
+        let cancelled = self.execute("agentls.cancel", json!({})).await.unwrap();
+        assert_eq!(cancelled, json!({"cancelled": true}));
+        let told = self.take_message(&format!("{agent}: ")).await;
+        assert!(told.starts_with(&format!("{agent}: cancelled")), "{told}");
+    }
+
+    /// Checks that `agent` answers a new prompt (reading a new two-line file) to its end.
+    pub async fn takes_the_next_prompt(&self, agent: &str) {
+        self.open("next.txt", "text", "one\ntwo\n").await;
+        self.prompt("read next.txt").await;
+        let summary = self.take_message(&format!("{agent}: ")).await;
+        assert!(
+            summary.starts_with(&format!("{agent}: end_turn"))
+                && summary.contains("next.txt has 2 lines"),
+            "{summary}"
+        );
+    }
+
+    /// The companion protocol's HTTP port and its token, as a terminal's environment names
+    /// them (`agentls.terminalEnv`).
+    pub async fn companion_port(&self) -> (u16, String) {
+        let env = self.terminal_env().await.unwrap();
+        let port = env["GEMINI_CLI_IDE_SERVER_PORT"].as_str().unwrap();
+        let token = env["GEMINI_CLI_IDE_AUTH_TOKEN"].as_str().unwrap();
+        (port.parse().unwrap(), token.to_owned())
+    }
+
     /// `agentls.prompt` with `text` to the default agent.
     pub async fn prompt(&self, text: &str) {
         self.execute("agentls.prompt", json!({"text": text}))

@@ -8,6 +8,7 @@
 #![allow(dead_code)] // each test binary uses a different part of this
 
 pub mod agents;
+pub mod http;
 pub mod mcp_client;
 pub mod mock_llm;
 pub mod peers;
