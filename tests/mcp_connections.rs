@@ -31,10 +31,13 @@ async fn started() -> TestClient {
     .await
 }
 
-/// A raw connection to the port, and when it was opened.
+/// A raw connection to the port, and when it was opened: taken before connecting, so that
+/// the server's accept (where its timers start) is never before it, however late this task
+/// runs again after the connect.
 async fn open(port: u16) -> (TcpStream, Instant) {
+    let opened = Instant::now();
     let socket = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    (socket, Instant::now())
+    (socket, opened)
 }
 
 /// Waits until the server closes `socket` (end of stream or reset), reading what it sends
@@ -301,5 +304,57 @@ async fn the_http_ports_close_clients_stalled_in_the_middle_of_a_request() {
         logged.contains("in the middle of a request"),
         "no log line says why"
     );
+    assert!(client.shutdown().await.success());
+}
+
+/// How long a whole request may take, in the trickle test.
+const MESSAGE: Duration = Duration::from_millis(2000);
+
+/// A client with the token that trickles a request, a byte every 200 ms (never stalling for
+/// the stall limit), is closed once the request has taken longer than the whole-message limit,
+/// not before; one that finishes its request in time is answered.
+#[tokio::test]
+async fn a_client_trickling_a_request_is_closed_after_the_message_limit() {
+    let client = TestClient::start_initialized(Options {
+        env: vec![(
+            "AGENTLS_TEST_MCP_LIMITS".into(),
+            format!(
+                "stall_ms={},message_ms={}",
+                STALL.as_millis(),
+                MESSAGE.as_millis()
+            ),
+        )],
+        ..Options::default()
+    })
+    .await;
+    let (port, token) = client.companion_port().await;
+    let mut trickle = open(port).await.0;
+    let head = post_head(port, &token, "Content-Length: 1000");
+    trickle.write_all(head.as_bytes()).await.unwrap();
+    let began = Instant::now();
+    let closed = loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if trickle.write_all(b" ").await.is_err() {
+            break began.elapsed();
+        }
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_millis(1), trickle.read(&mut byte)).await;
+        if let Ok(Ok(0) | Err(_)) = read {
+            break began.elapsed();
+        }
+        assert!(began.elapsed() < WAIT, "a trickling client is never closed");
+    };
+    assert!(
+        closed >= MESSAGE,
+        "closed after {closed:?}, before the limit"
+    );
+    let logged = client.stderr();
+    assert!(
+        logged.contains("a request still incomplete"),
+        "no log line says why: {logged}"
+    );
+    // A request that comes whole in time is answered on the same port.
+    let hello = kept_alive(port, &token);
+    greeted(port, &hello, "not found").await;
     assert!(client.shutdown().await.success());
 }

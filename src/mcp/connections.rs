@@ -7,7 +7,8 @@
 //! likes, between messages: a client that stops in the middle of a WebSocket frame (or of a
 //! fragmented message) or of an HTTP request (its head, or a body shorter than announced) for
 //! [`Limits::stall`] is closed, as it holds a reader of the server that waits for bytes that
-//! never come. Checking the token is `guard`'s business, not this module's.
+//! never come; so is one that trickles a request or frame, a byte now and then, for longer than
+//! [`Limits::message`]. Checking the token is `guard`'s business, not this module's.
 
 mod requests;
 
@@ -29,7 +30,7 @@ use tokio::time::{Instant, Sleep};
 use requests::RequestScan;
 
 /// The environment variable tests set to shorten the limits (`connections=8,handshake_ms=1000,
-/// idle_ms=300,stall_ms=300`); read once. It can only tighten them.
+/// idle_ms=300,stall_ms=300,message_ms=1000`); read once. It can only tighten them.
 const LIMITS_VAR: &str = "AGENTLS_TEST_MCP_LIMITS";
 
 /// How long and how many connections may wait for their first request to pass the guard.
@@ -44,6 +45,9 @@ pub struct Limits {
     /// How long a client may go without a byte in the middle of a WebSocket frame or message,
     /// or of an HTTP request.
     pub stall: Duration,
+    /// How long one request or frame may take from its first byte to its last, however
+    /// steadily its bytes come (loopback carries the largest message in well under a second).
+    pub message: Duration,
 }
 
 impl Limits {
@@ -53,6 +57,7 @@ impl Limits {
         handshake: Duration::from_secs(10),
         idle: Duration::from_secs(5),
         stall: Duration::from_secs(10),
+        message: Duration::from_secs(60),
     };
 
     /// The limits in force: [`Limits::DEFAULT`], tightened by `AGENTLS_TEST_MCP_LIMITS`.
@@ -79,6 +84,9 @@ impl Limits {
                 }
                 Some(("idle_ms", ms)) => self.idle = self.idle.min(Duration::from_millis(ms)),
                 Some(("stall_ms", ms)) => self.stall = self.stall.min(Duration::from_millis(ms)),
+                Some(("message_ms", ms)) => {
+                    self.message = self.message.min(Duration::from_millis(ms))
+                }
                 _ => tracing::warn!("{LIMITS_VAR}: ignored {part:?}"),
             }
         }
@@ -168,9 +176,11 @@ impl Listener for LimitedListener {
 /// An accepted socket holding its slot, closed when its deadline passes before it authenticated.
 #[derive(Debug)]
 pub struct LimitedStream {
+    /// Its place among the port's connections. Given back before the socket closes (fields
+    /// drop in order): a client that saw the close may connect again at once and find it free.
+    _slot: OwnedSemaphorePermit,
     stream: TcpStream,
     connection: Connection,
-    _slot: OwnedSemaphorePermit,
     idle: Duration,
     handshake_by: Instant,
     /// The next moment it is closed unless it authenticated; `None` once it has.
@@ -178,8 +188,11 @@ pub struct LimitedStream {
     /// Where the client is in its requests or frames.
     scan: Scan,
     stall: Duration,
-    /// The moment a client stopped in the middle of a request or frame is closed; `None`
-    /// between them.
+    message: Duration,
+    /// When the request or frame now coming began; `None` between them.
+    begun: Option<Instant>,
+    /// The moment a client in the middle of a request or frame is closed (it stopped, or took
+    /// too long over it); `None` between them.
     stalled_by: Option<Pin<Box<Sleep>>>,
 }
 
@@ -206,12 +219,15 @@ impl LimitedStream {
                 Protocol::WebSocket => Scan::Frames(FrameScan::default()),
             },
             stall: limits.stall,
+            message: limits.message,
+            begun: None,
             stalled_by: None,
         }
     }
 
     /// `bytes` arrived: a client in the middle of a request or frame has [`Limits::stall`]
-    /// from now for the next byte; one between them has all the time it likes.
+    /// from now for the next byte, and [`Limits::message`] from its first byte for the whole of
+    /// it; one between them has all the time it likes.
     fn scan(&mut self, bytes: &[u8]) {
         let in_the_middle = match &mut self.scan {
             Scan::Requests(requests) => {
@@ -224,10 +240,13 @@ impl LimitedStream {
             }
         };
         if !in_the_middle {
+            self.begun = None;
             self.stalled_by = None;
             return;
         }
-        let by = Instant::now() + self.stall;
+        let now = Instant::now();
+        let begun = *self.begun.get_or_insert(now);
+        let by = (now + self.stall).min(begun + self.message);
         match self.stalled_by.as_mut() {
             Some(sleep) => sleep.as_mut().reset(by),
             None => self.stalled_by = Some(Box::pin(tokio::time::sleep_until(by))),
@@ -247,10 +266,17 @@ impl LimitedStream {
             Scan::Requests(_) => ("an HTTP", "request"),
             Scan::Frames(_) => ("a WebSocket", "frame"),
         };
-        tracing::warn!(
-            "closed {connection} connection: no byte for {:?} in the middle of a {unit}",
-            self.stall
-        );
+        match self.begun {
+            Some(begun) if begun.elapsed() >= self.message => tracing::warn!(
+                "closed {connection} connection: a {unit} still incomplete {:?} after its first \
+                 byte",
+                self.message
+            ),
+            _ => tracing::warn!(
+                "closed {connection} connection: no byte for {:?} in the middle of a {unit}",
+                self.stall
+            ),
+        }
         true
     }
 
@@ -471,7 +497,8 @@ mod tests {
 
     #[test]
     fn the_environment_can_only_tighten_the_limits() {
-        let tight = Limits::DEFAULT.tightened("connections=8, idle_ms=300,handshake_ms=1000");
+        let tight = Limits::DEFAULT
+            .tightened("connections=8, idle_ms=300,handshake_ms=1000,message_ms=2000");
         assert_eq!(
             tight,
             Limits {
@@ -479,6 +506,7 @@ mod tests {
                 handshake: Duration::from_secs(1),
                 idle: Duration::from_millis(300),
                 stall: Limits::DEFAULT.stall,
+                message: Duration::from_secs(2),
             }
         );
         let loose = Limits::DEFAULT.tightened("connections=100000,idle_ms=999999,bogus=1,x");
