@@ -91,27 +91,28 @@ end
 --- settled or wiped): called after agentls edited the buffer. agentls writes such a buffer to
 --- disk itself before an agent's command runs, and agents write their files whenever they like.
 function M.after_edit(bufnr)
-  if M.settle(bufnr) or watches[bufnr] or not vim.bo[bufnr].modified then
+  if not vim.bo[bufnr].modified then
     return
   end
   local path = vim.api.nvim_buf_get_name(bufnr)
-  if path == '' then
-    return
-  end
-  local dir, name = vim.fs.dirname(path), vim.fs.basename(path)
-  local event = uv.new_fs_event()
-  if not event then
-    return
-  end
-  watches[bufnr] = { event }
-  -- The folder, not the file: a file replaced by a rename keeps no watch of its own.
-  event:start(dir, {}, function(err, filename)
-    if not err and (filename == nil or filename == name) then
-      vim.schedule(function()
-        M.settle(bufnr)
+  if path ~= '' and not watches[bufnr] then
+    local dir, name = vim.fs.dirname(path), vim.fs.basename(path)
+    local event = uv.new_fs_event()
+    if event then
+      watches[bufnr] = { event }
+      -- The folder, not the file: a file replaced by a rename keeps no watch of its own.
+      event:start(dir, {}, function(err, filename)
+        if not err and (filename == nil or filename == name) then
+          vim.schedule(function()
+            M.settle(bufnr)
+          end)
+        end
       end)
     end
-  end)
+  end
+  -- Looked at once the watch is on: a write between the look and the watch is not missed
+  -- (it was, one run in eight on a loaded machine: the buffer stayed modified).
+  M.settle(bufnr)
 end
 
 --- Sets up the autocmds: in a buffer agentls serves, a changed file whose text the buffer
