@@ -1,7 +1,9 @@
-//! 1,000 sequential `getCurrentSelection` tool calls over the terminal-agent WebSocket (MCP
-//! through rmcp, answered from the editor state), against 1,000 plain WebSocket echo round trips
-//! of a same-sized frame on the same machine, in the same run. Prints totals, per-call times
-//! and the ratio.
+//! 1,000 sequential `getCurrentSelection` tool calls over the terminal-agent WebSocket (MCP,
+//! answered from the context the editor state publishes, in the task that reads the socket when
+//! that context is current), against 1,000 plain WebSocket echo round trips
+//! of a same-sized frame on the same machine, in the same run. Prints totals, per-call times,
+//! the ratio, and the context switches per call of this process's threads (client and server
+//! alike, from /proc) for each.
 //!
 //! Run: `cargo bench --bench mcp_selection`
 
@@ -55,22 +57,30 @@ async fn run() {
 
     let mut ours = Vec::new();
     let mut baseline = Vec::new();
+    let (mut switches_ours, mut switches_baseline) = (Vec::new(), Vec::new());
     let mut next_id = 2;
     for _ in 0..RUNS {
-        let started = Instant::now();
+        let (started, switched) = (Instant::now(), context_switches());
         for _ in 0..CALLS {
             let answer = round_trip(&mut mcp, call(next_id)).await;
             debug_assert!(answer.contains("\"success\":true"));
             next_id += 1;
         }
         ours.push(started.elapsed());
-        let started = Instant::now();
+        switches_ours.push(context_switches() - switched);
+        let (started, switched) = (Instant::now(), context_switches());
         for _ in 0..CALLS {
             round_trip(&mut echo, payload.clone()).await;
         }
         baseline.push(started.elapsed());
+        switches_baseline.push(context_switches() - switched);
     }
     let (ours, baseline) = (median(ours), median(baseline));
+    let per_call = |mut switches: Vec<u64>| {
+        switches.sort_unstable();
+        switches[switches.len() / 2] as f64 / CALLS as f64
+    };
+    let (switches_ours, switches_baseline) = (per_call(switches_ours), per_call(switches_baseline));
     println!("mcp_selection: {CALLS} calls, median of {RUNS} runs, answer frame {frame_len} bytes");
     println!(
         "  getCurrentSelection over MCP/WebSocket: {:>8.1} ms total, {:>6.1} µs per call",
@@ -85,6 +95,10 @@ async fn run() {
     println!(
         "  ratio: {:.2}x the bare round trip",
         ours.as_secs_f64() / baseline.as_secs_f64()
+    );
+    println!(
+        "  context switches per call (this process, client and server): {switches_ours:.2}, \
+         echo {switches_baseline:.2}"
     );
     server.stop();
 }
@@ -157,6 +171,24 @@ async fn echo_server() -> u16 {
         }
     });
     port
+}
+
+/// Context switches of every thread of this process so far (voluntary and not), from /proc.
+fn context_switches() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
 }
 
 fn median(mut runs: Vec<Duration>) -> Duration {

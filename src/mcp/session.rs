@@ -7,11 +7,11 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomNotification, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, ClientRequest, CustomNotification, Implementation,
+    InitializeRequestParams, InitializeResult, JsonRpcMessage, JsonRpcRequest, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, ServerResult,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
@@ -66,6 +66,43 @@ impl Session {
         self.0.close();
     }
 
+    /// The answer to `message` when it is a `tools/call` that can be answered without waiting
+    /// (see [`tools::ToolSpec::answer_now`]) and carries nothing rmcp would look at first (no
+    /// `_meta`, no input responses): the message rmcp would send for it. `None` otherwise: the
+    /// message is rmcp's. Only for a session that answered `initialize`.
+    pub fn answer_now(
+        &self,
+        message: &RxJsonRpcMessage<RoleServer>,
+    ) -> Option<TxJsonRpcMessage<RoleServer>> {
+        let JsonRpcMessage::Request(JsonRpcRequest {
+            id,
+            request: ClientRequest::CallToolRequest(call),
+            ..
+        }) = message
+        else {
+            return None;
+        };
+        let params = &call.params;
+        if params.meta.is_some()
+            || params.input_responses.is_some()
+            || params.request_state.is_some()
+        {
+            return None;
+        }
+        let outcome = tools::find(self.0.style, &params.name)?.answer_now(&self.0.editor)?;
+        tracing::debug!(tool = %params.name, "tool call, answered at once");
+        if let Err(e) = &outcome {
+            tracing::info!(tool = %params.name, "tool call failed: {e}");
+        }
+        Some(match into_mcp(outcome) {
+            Ok(result) => JsonRpcMessage::response(
+                ServerResult::from(CallToolResponse::from(result)),
+                id.clone(),
+            ),
+            Err(error) => JsonRpcMessage::error(error, Some(id.clone())),
+        })
+    }
+
     async fn run_tool(
         &self,
         name: &str,
@@ -76,7 +113,7 @@ impl Session {
             return Err(ToolError::UnknownTool(name.to_owned()));
         };
         let origin = self.origin();
-        (tool.run)(Call {
+        tool.run(Call {
             editor: &self.0.editor,
             origin: &origin,
             tabs: &self.0.tabs,
