@@ -1,9 +1,10 @@
 //! 1,000 sequential `getCurrentSelection` tool calls over the terminal-agent WebSocket (MCP,
 //! answered from the context the editor state publishes, in the task that reads the socket when
-//! that context is current), against 1,000 plain WebSocket echo round trips
-//! of a same-sized frame on the same machine, in the same run. Prints totals, per-call times,
-//! the ratio, and the context switches per call of this process's threads (client and server
-//! alike, from /proc) for each.
+//! that context is current), against 1,000 plain WebSocket echo round trips of the tool's answer
+//! frame on the same machine, in the same run. The client does the same work for both: its
+//! frames are built before the clock starts, and every answer is parsed. Prints totals, per-call
+//! times, the ratio, and the context switches per call of this process's threads (client and
+//! server alike, from /proc) for each.
 //!
 //! Run: `cargo bench --bench mcp_selection`
 
@@ -53,24 +54,27 @@ async fn run() {
 
     let echo_port = echo_server().await;
     let mut echo = connect(echo_port, "").await;
-    let payload = "x".repeat(frame_len);
+    // The client does the same work on both sides: frames built before the clock starts, each
+    // answer parsed as JSON (the echo sends back an answer of the tool's, byte for byte).
+    let mut calls = (2..2 + RUNS * CALLS).map(call);
+    let payload = answer;
 
     let mut ours = Vec::new();
     let mut baseline = Vec::new();
     let (mut switches_ours, mut switches_baseline) = (Vec::new(), Vec::new());
-    let mut next_id = 2;
     for _ in 0..RUNS {
+        let frames: Vec<String> = calls.by_ref().take(CALLS).collect();
         let (started, switched) = (Instant::now(), context_switches());
-        for _ in 0..CALLS {
-            let answer = round_trip(&mut mcp, call(next_id)).await;
+        for frame in frames {
+            let answer = round_trip(&mut mcp, frame).await;
             debug_assert!(answer.contains("\"success\":true"));
-            next_id += 1;
         }
         ours.push(started.elapsed());
         switches_ours.push(context_switches() - switched);
+        let frames = vec![payload.clone(); CALLS];
         let (started, switched) = (Instant::now(), context_switches());
-        for _ in 0..CALLS {
-            round_trip(&mut echo, payload.clone()).await;
+        for frame in frames {
+            round_trip(&mut echo, frame).await;
         }
         baseline.push(started.elapsed());
         switches_baseline.push(context_switches() - switched);
@@ -88,7 +92,7 @@ async fn run() {
         micros(ours) / CALLS as f64
     );
     println!(
-        "  WebSocket echo of the same size:        {:>8.1} ms total, {:>6.1} µs per round trip",
+        "  WebSocket echo of the answer frame:     {:>8.1} ms total, {:>6.1} µs per round trip",
         ms(baseline),
         micros(baseline) / CALLS as f64
     );
@@ -128,18 +132,13 @@ async fn initialize(socket: &mut Socket) {
         .unwrap();
 }
 
-/// Sends one text frame and waits for the next text frame that is a response (has an `id`) or,
-/// for the echo server, any text frame.
+/// Sends one text frame and waits for the next text frame that is a response (has an `id`).
 async fn round_trip(socket: &mut Socket, text: String) -> String {
-    let expect_response = text.starts_with('{');
     socket.send(Message::Text(text.into())).await.unwrap();
     loop {
         match socket.next().await.expect("open").expect("frame") {
             Message::Text(answer) => {
                 let answer = answer.as_str().to_owned();
-                if !expect_response {
-                    return answer;
-                }
                 let value: Value = serde_json::from_str(&answer).unwrap();
                 if value.get("id").is_some() {
                     return answer;

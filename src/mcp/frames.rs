@@ -57,15 +57,31 @@ pub struct Reader {
     label: String,
 }
 
+/// What the reader read.
+pub enum Incoming {
+    /// A frame answered by the reader's caller: this answer is to be written.
+    Answered(TxJsonRpcMessage<RoleServer>),
+    /// A message for rmcp.
+    Message(RxJsonRpcMessage<RoleServer>),
+}
+
 impl Reader {
-    /// The next JSON-RPC message; `None` when the socket closed or broke. Dropped while it waits
-    /// for a frame, nothing is lost; while it writes a refused frame's error reply, that reply
-    /// may be.
-    pub async fn next(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+    /// The next frame, answered by `answer` when it can (given the frame's text, before any
+    /// other parse), else parsed into a JSON-RPC message; `None` when the socket closed or
+    /// broke. Dropped while it waits for a frame, nothing is lost; while it writes a refused
+    /// frame's error reply, that reply may be.
+    pub async fn next(
+        &mut self,
+        answer: impl Fn(&str) -> Option<TxJsonRpcMessage<RoleServer>>,
+    ) -> Option<Incoming> {
+        let read = |text: &str| match answer(text) {
+            Some(answer) => Ok(Incoming::Answered(answer)),
+            None => parse(text).map(Incoming::Message),
+        };
         loop {
             let parsed = match self.socket.next().await? {
-                Ok(Message::Text(text)) => parse(text.as_str()),
-                Ok(Message::Binary(bytes)) => parse(&String::from_utf8_lossy(&bytes)),
+                Ok(Message::Text(text)) => read(text.as_str()),
+                Ok(Message::Binary(bytes)) => read(&String::from_utf8_lossy(&bytes)),
                 Ok(Message::Close(_)) => return None,
                 Ok(Message::Ping(_) | Message::Pong(_)) => continue,
                 Err(e) => {
@@ -74,7 +90,7 @@ impl Reader {
                 }
             };
             match parsed {
-                Ok(message) => return Some(message),
+                Ok(incoming) => return Some(incoming),
                 Err(reply) => {
                     tracing::warn!(client = %self.label, "refused a frame: {}", reply.1);
                     let _ = self.writer.send_text(reply.0).await;

@@ -18,7 +18,7 @@ use rmcp::ServiceExt as _;
 use tokio::sync::watch;
 
 use super::connections::Connection;
-use super::frames::{self, MAX_MESSAGE_BYTES};
+use super::frames::{self, Incoming, MAX_MESSAGE_BYTES};
 use super::guard::{self, TokenHeader, WS_TOKEN_HEADER};
 use super::session::Session;
 use super::token::AuthToken;
@@ -91,7 +91,7 @@ async fn upgrade(
 }
 
 /// Serves one socket until it closes or the server stops. This task reads the socket: a tool
-/// call it can answer without waiting (see [`Session::answer_now`]) it answers and writes
+/// call it can answer without waiting (see [`Session::answer_frame`]) it answers and writes
 /// itself, once `initialize` has been answered; everything else goes to rmcp, which runs the
 /// session and writes its replies to the same socket.
 async fn serve(listener: Arc<Listener>, socket: WebSocket) {
@@ -123,26 +123,33 @@ async fn serve(listener: Arc<Listener>, socket: WebSocket) {
         }
     };
     let socket_side = async {
+        // A tool call is answered here once `initialize` has been (see `Session::answer_frame`).
+        let answer = |text: &str| {
+            if initialized.load(Ordering::Relaxed) {
+                session.answer_frame(text)
+            } else {
+                None
+            }
+        };
         loop {
             // rmcp drops its end when the session is over, whatever ended it.
-            let message = tokio::select! {
-                message = reader.next() => message,
+            let incoming = tokio::select! {
+                incoming = reader.next(answer) => incoming,
                 () = to_rmcp.closed() => break,
             };
             // The socket closed: dropping `to_rmcp` ends rmcp's session.
-            let Some(message) = message else { break };
-            let answer = initialized
-                .load(Ordering::Relaxed)
-                .then(|| session.answer_now(&message))
-                .flatten();
-            if let Some(answer) = answer {
-                if let Err(e) = writer.send(&answer).await {
-                    tracing::info!(connection = %key, "answer not delivered: {e}");
+            match incoming {
+                None => break,
+                Some(Incoming::Answered(answer)) => {
+                    if let Err(e) = writer.send(&answer).await {
+                        tracing::info!(connection = %key, "answer not delivered: {e}");
+                    }
                 }
-                continue;
-            }
-            if to_rmcp.send(message).await.is_err() {
-                break;
+                Some(Incoming::Message(message)) => {
+                    if to_rmcp.send(message).await.is_err() {
+                        break;
+                    }
+                }
             }
         }
         drop(to_rmcp);
