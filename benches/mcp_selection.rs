@@ -1,7 +1,10 @@
-//! 1,000 sequential `getCurrentSelection` tool calls over the terminal-agent WebSocket (MCP
-//! through rmcp, answered from the editor state), against 1,000 plain WebSocket echo round trips
-//! of a same-sized frame on the same machine, in the same run. Prints totals, per-call times
-//! and the ratio.
+//! 1,000 sequential `getCurrentSelection` tool calls over the terminal-agent WebSocket (MCP,
+//! answered from the context the editor state publishes, in the task that reads the socket when
+//! that context is current), against 1,000 plain WebSocket echo round trips of the tool's answer
+//! frame on the same machine, in the same run. The client does the same work for both: its
+//! frames are built before the clock starts, and every answer is parsed. Prints totals, per-call
+//! times, the ratio, and the context switches per call of this process's threads (client and
+//! server alike, from /proc) for each.
 //!
 //! Run: `cargo bench --bench mcp_selection`
 
@@ -51,26 +54,37 @@ async fn run() {
 
     let echo_port = echo_server().await;
     let mut echo = connect(echo_port, "").await;
-    let payload = "x".repeat(frame_len);
+    // The client does the same work on both sides: frames built before the clock starts, each
+    // answer parsed as JSON (the echo sends back an answer of the tool's, byte for byte).
+    let mut calls = (2..2 + RUNS * CALLS).map(call);
+    let payload = answer;
 
     let mut ours = Vec::new();
     let mut baseline = Vec::new();
-    let mut next_id = 2;
+    let (mut switches_ours, mut switches_baseline) = (Vec::new(), Vec::new());
     for _ in 0..RUNS {
-        let started = Instant::now();
-        for _ in 0..CALLS {
-            let answer = round_trip(&mut mcp, call(next_id)).await;
+        let frames: Vec<String> = calls.by_ref().take(CALLS).collect();
+        let (started, switched) = (Instant::now(), context_switches());
+        for frame in frames {
+            let answer = round_trip(&mut mcp, frame).await;
             debug_assert!(answer.contains("\"success\":true"));
-            next_id += 1;
         }
         ours.push(started.elapsed());
-        let started = Instant::now();
-        for _ in 0..CALLS {
-            round_trip(&mut echo, payload.clone()).await;
+        switches_ours.push(context_switches() - switched);
+        let frames = vec![payload.clone(); CALLS];
+        let (started, switched) = (Instant::now(), context_switches());
+        for frame in frames {
+            round_trip(&mut echo, frame).await;
         }
         baseline.push(started.elapsed());
+        switches_baseline.push(context_switches() - switched);
     }
     let (ours, baseline) = (median(ours), median(baseline));
+    let per_call = |mut switches: Vec<u64>| {
+        switches.sort_unstable();
+        switches[switches.len() / 2] as f64 / CALLS as f64
+    };
+    let (switches_ours, switches_baseline) = (per_call(switches_ours), per_call(switches_baseline));
     println!("mcp_selection: {CALLS} calls, median of {RUNS} runs, answer frame {frame_len} bytes");
     println!(
         "  getCurrentSelection over MCP/WebSocket: {:>8.1} ms total, {:>6.1} µs per call",
@@ -78,13 +92,17 @@ async fn run() {
         micros(ours) / CALLS as f64
     );
     println!(
-        "  WebSocket echo of the same size:        {:>8.1} ms total, {:>6.1} µs per round trip",
+        "  WebSocket echo of the answer frame:     {:>8.1} ms total, {:>6.1} µs per round trip",
         ms(baseline),
         micros(baseline) / CALLS as f64
     );
     println!(
         "  ratio: {:.2}x the bare round trip",
         ours.as_secs_f64() / baseline.as_secs_f64()
+    );
+    println!(
+        "  context switches per call (this process, client and server): {switches_ours:.2}, \
+         echo {switches_baseline:.2}"
     );
     server.stop();
 }
@@ -114,18 +132,13 @@ async fn initialize(socket: &mut Socket) {
         .unwrap();
 }
 
-/// Sends one text frame and waits for the next text frame that is a response (has an `id`) or,
-/// for the echo server, any text frame.
+/// Sends one text frame and waits for the next text frame that is a response (has an `id`).
 async fn round_trip(socket: &mut Socket, text: String) -> String {
-    let expect_response = text.starts_with('{');
     socket.send(Message::Text(text.into())).await.unwrap();
     loop {
         match socket.next().await.expect("open").expect("frame") {
             Message::Text(answer) => {
                 let answer = answer.as_str().to_owned();
-                if !expect_response {
-                    return answer;
-                }
                 let value: Value = serde_json::from_str(&answer).unwrap();
                 if value.get("id").is_some() {
                     return answer;
@@ -157,6 +170,24 @@ async fn echo_server() -> u16 {
         }
     });
     port
+}
+
+/// Context switches of every thread of this process so far (voluntary and not), from /proc.
+fn context_switches() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
 }
 
 fn median(mut runs: Vec<Duration>) -> Duration {

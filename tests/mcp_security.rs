@@ -180,6 +180,76 @@ async fn malformed_frames_get_errors_and_oversized_ones_close_only_that_socket()
     assert!(client.stderr().contains("refused a frame: not JSON"));
 }
 
+/// Calls sent without waiting, before and after `initialize` is answered: `initialize` is
+/// answered first; the calls agentls answers in the socket's own task (no `_meta`) say what
+/// rmcp's way says for the same call (with `_meta`), and a bad frame between them changes
+/// nothing.
+#[tokio::test]
+async fn calls_answered_at_once_match_rmcps_answers_and_follow_initialize() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let lock = lockfile(&client.lock_dir()).await;
+    let mut socket = websocket(lock.port, &lock.token()).await;
+    let call = |id: u64, tool: &str, meta: bool| {
+        let mut params = json!({"name": tool, "arguments": {}});
+        if meta {
+            params["_meta"] = json!({});
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let mut frames = vec![
+        initialize,
+        call(2, "getWorkspaceFolders", false),
+        initialized,
+    ];
+    frames.push(call(3, "getWorkspaceFolders", true));
+    for frame in frames {
+        socket
+            .send(Message::Text(frame.to_string().into()))
+            .await
+            .unwrap();
+    }
+    assert_eq!(next_json(&mut socket).await["id"], 1, "initialize first");
+    let mut frames = vec![call(4, "getWorkspaceFolders", false)];
+    frames.push(call(5, "getCurrentSelection", false));
+    frames.push(call(6, "getCurrentSelection", true));
+    frames.push(call(7, "getLatestSelection", false));
+    frames.push(call(8, "getLatestSelection", true));
+    for frame in frames {
+        socket
+            .send(Message::Text(frame.to_string().into()))
+            .await
+            .unwrap();
+    }
+    socket.send(Message::Text("{nope".into())).await.unwrap();
+    let mut answers = std::collections::BTreeMap::new();
+    let mut refused = 0;
+    while answers.len() < 7 || refused < 1 {
+        let answer = next_json(&mut socket).await;
+        match answer["id"].as_u64() {
+            Some(id) => assert!(answers.insert(id, answer["result"].clone()).is_none()),
+            None => {
+                assert_eq!(answer["error"]["code"], -32700, "{answer}");
+                refused += 1;
+            }
+        }
+    }
+    let folders = &answers[&2];
+    assert_eq!(folders["isError"], false, "{folders}");
+    let text = folders["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(text).unwrap()["success"],
+        true
+    );
+    for (id, same) in [(3, 2), (4, 2), (6, 5), (8, 7)] {
+        assert_eq!(answers[&id], answers[&same], "answers {id} and {same}");
+    }
+    client.server_state().await;
+}
+
 async fn next_json<S>(socket: &mut S) -> Value
 where
     S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,

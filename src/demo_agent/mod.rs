@@ -687,6 +687,7 @@ impl Turn<'_> {
                 PermissionOption::new("reject", "Reject", PermissionOptionKind::RejectOnce),
             ],
         );
+        let asking = std::time::Instant::now();
         let asked = self.cx.send_request(permission).block_task();
         let answer = match script.withdraw_after {
             None => asked.await?,
@@ -699,6 +700,10 @@ impl Turn<'_> {
                 }
             },
         };
+        if script.timed {
+            let micros = asking.elapsed().as_micros();
+            self.say(&format!("The permission was answered in {micros} µs.\n"))?;
+        }
         let allowed = match &answer.outcome {
             RequestPermissionOutcome::Selected(selected) => {
                 selected.option_id.0.as_ref() == "allow"

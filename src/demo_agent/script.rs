@@ -2,7 +2,7 @@
 //! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@deaf`, `@crash`, `@ask`,
 //! `@run COMMAND…`, `@cwd DIR`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@also FILE`,
 //! `@late`, `@snippet`, `@askaftercancel [MS]`, `@diffearlier`, `@diskwrite`, `@unasked`,
-//! `@writemore`, `@tools`).
+//! `@writemore`, `@tools`, `@timed`).
 //!
 //! - `uppercase <file>`: uppercase the lines that contain `TODO` (every line if none does);
 //! - `sort <file>`: sort the lines;
@@ -72,6 +72,9 @@ pub struct Script {
     /// Call each of the editor's tools the session was offered (over MCP) and say what they
     /// answered, instead of editing.
     pub tools: bool,
+    /// Say how long the edit's permission request took, from sending it to reading its answer
+    /// (for benches).
+    pub timed: bool,
 }
 
 /// A deterministic change to a file.
@@ -168,6 +171,7 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
             "@unasked" => script.unasked = true,
             "@writemore" => script.write_more = true,
             "@tools" => script.tools = true,
+            "@timed" => script.timed = true,
             "@askaftercancel" => {
                 let ms = words.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(0);
                 script.ask_after_cancel = Some(std::time::Duration::from_millis(ms));
@@ -316,6 +320,8 @@ mod tests {
         assert_eq!(script.path, Some(dir.path().join("notes.txt")));
         assert_eq!(script.also, vec![dir.path().join("b.txt")]);
         assert!(script.late);
+        assert!(!script.timed);
+        assert!(parse("uppercase notes.txt @timed", &[], dir.path()).timed);
         let script = parse("@deaf @cwd /etc @run seq 1 3.txt", &[], dir.path());
         assert!(script.deaf);
         assert_eq!(script.cwd, Some(PathBuf::from("/etc")));

@@ -28,6 +28,21 @@ pub enum ContextEvent {
     FoldersChanged,
 }
 
+/// What agents read of the editor's context, as one job of the state task left it: the state
+/// task publishes it after each job that changed it, so tools answer from it without a round
+/// trip ([`super::StateHandle::context_now`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContextSnapshot {
+    /// The selection in the document the user is in.
+    pub current_selection: Option<Selection>,
+    /// The latest non-empty selection, in any document.
+    pub latest_selection: Option<Selection>,
+    /// The open document the user is in.
+    pub focused_document: Option<PathBuf>,
+    /// The workspace folders, in the editor's order.
+    pub folders: Vec<PathBuf>,
+}
+
 /// Diagnostics of one file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FileDiagnostics {

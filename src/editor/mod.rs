@@ -247,20 +247,24 @@ impl EditorAccess {
 
     /// The selection in the document the user is in.
     pub async fn current_selection(&self) -> Option<Selection> {
-        self.state
-            .query(|s| s.selections.current().cloned())
-            .await
-            .ok()
-            .flatten()
+        self.context().await.current_selection.clone()
     }
 
     /// The latest non-empty selection, even if the user has moved on to another document.
     pub async fn latest_selection(&self) -> Option<Selection> {
-        self.state
-            .query(|s| s.selections.latest().cloned())
-            .await
-            .ok()
-            .flatten()
+        self.context().await.latest_selection.clone()
+    }
+
+    /// Selections, focus and folders as of everything the editor fed before this call: at once
+    /// when the state task has caught up, else in order behind what is queued.
+    pub async fn context(&self) -> std::sync::Arc<context::ContextSnapshot> {
+        self.state.context().await
+    }
+
+    /// The same as [`Self::context`] without waiting, when the state task has caught up with
+    /// everything fed before this call; `None` while it has not.
+    pub fn context_now(&self) -> Option<std::sync::Arc<context::ContextSnapshot>> {
+        self.state.context_now()
     }
 
     /// The documents the editor has open, sorted by path.
@@ -287,10 +291,7 @@ impl EditorAccess {
 
     /// The workspace folders.
     pub async fn workspace_folders(&self) -> Vec<PathBuf> {
-        self.state
-            .query(|s| s.folders.clone())
-            .await
-            .unwrap_or_default()
+        self.context().await.folders.clone()
     }
 
     /// Whether the open buffer at `path` differs from the file on disk (`false` when not open).

@@ -5,11 +5,13 @@
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use super::context::ContextEvent;
+use super::context::{ContextEvent, ContextSnapshot};
 use super::diff;
 use super::documents::{Document, Documents, TextChange};
 use super::effects::{DocumentEdit, EffectSender, TextEdit};
@@ -65,6 +67,8 @@ pub struct State {
     pub effects: EffectSender,
     /// This task's own handle, for work that reports back later (an editor's answer, a write).
     pub me: StateHandle,
+    /// The context last published through `me` (see [`StateHandle::context_now`]).
+    published: Arc<ContextSnapshot>,
 }
 
 impl State {
@@ -93,7 +97,38 @@ impl State {
             context: Default::default(),
             effects,
             me,
+            published: Arc::default(),
         }
+    }
+
+    /// Publishes the context agents read without a round trip (selections, focus, folders)
+    /// when a job changed it. Runs after every job, so no change can skip it.
+    fn publish_context(&mut self) {
+        let focused = self
+            .selections
+            .focused()
+            .filter(|p| self.documents.get(p).is_some());
+        let p = &*self.published;
+        if p.current_selection.as_ref() == self.selections.current()
+            && p.latest_selection.as_ref() == self.selections.latest()
+            && p.focused_document.as_deref() == focused
+            && p.folders == self.folders
+        {
+            return;
+        }
+        let snapshot = Arc::new(ContextSnapshot {
+            current_selection: self.selections.current().cloned(),
+            latest_selection: self.selections.latest().cloned(),
+            focused_document: focused.map(Path::to_path_buf),
+            folders: self.folders.clone(),
+        });
+        self.published = Arc::clone(&snapshot);
+        *self
+            .me
+            .shared
+            .context
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = snapshot;
     }
 
     /// The editor opened a document; it now has the focus.
@@ -324,6 +359,18 @@ type Job = Box<dyn FnOnce(&mut State) + Send>;
 #[derive(Debug, Clone)]
 pub struct StateHandle {
     jobs: mpsc::UnboundedSender<Job>,
+    shared: Arc<Shared>,
+}
+
+/// What the state task publishes for readers that must not wait for it.
+#[derive(Debug, Default)]
+struct Shared {
+    /// Jobs sent, counted before each is queued.
+    queued: AtomicU64,
+    /// Jobs finished (with the context they changed published), counted after each.
+    done: AtomicU64,
+    /// The context as of the last finished job.
+    context: RwLock<Arc<ContextSnapshot>>,
 }
 
 /// The state task is gone: only while the server shuts down.
@@ -335,14 +382,20 @@ impl StateHandle {
     /// Starts the state task owning the state `make` builds (it gets the task's own handle).
     pub fn spawn(make: impl FnOnce(StateHandle) -> State) -> Self {
         let (jobs, mut queue) = mpsc::unbounded_channel::<Job>();
-        let handle = Self { jobs };
+        let handle = Self {
+            jobs,
+            shared: Arc::default(),
+        };
         let mut state = make(handle.clone());
+        let shared = Arc::clone(&handle.shared);
         tokio::spawn(async move {
             while let Some(job) = queue.recv().await {
                 // One buggy job must not take every editor feature down with it.
                 if std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut state))).is_err() {
                     tracing::error!("a state job panicked; state kept as it was left");
                 }
+                state.publish_context();
+                shared.done.fetch_add(1, Ordering::SeqCst);
             }
         });
         handle
@@ -350,7 +403,38 @@ impl StateHandle {
 
     /// Queues a change to the state; it runs after everything queued before it.
     pub fn update(&self, job: impl FnOnce(&mut State) + Send + 'static) {
+        self.shared.queued.fetch_add(1, Ordering::SeqCst);
         let _ = self.jobs.send(Box::new(job));
+    }
+
+    /// The context (selections, focus, folders) as of everything queued before this call, when
+    /// the state task has finished all of it: then it is what a [`Self::query`] would answer,
+    /// without the round trip. `None` while jobs are waiting.
+    pub fn context_now(&self) -> Option<Arc<ContextSnapshot>> {
+        // Jobs counted here were all sent before this call; once as many are done, each
+        // published what it changed before it was counted.
+        let queued = self.shared.queued.load(Ordering::SeqCst);
+        if self.shared.done.load(Ordering::SeqCst) < queued {
+            return None;
+        }
+        let context = self
+            .shared
+            .context
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        Some(Arc::clone(&context))
+    }
+
+    /// The context as of everything queued before this call: at once when the state task is
+    /// idle, else in order behind what is queued (empty when the state has shut down).
+    pub async fn context(&self) -> Arc<ContextSnapshot> {
+        if let Some(context) = self.context_now() {
+            return context;
+        }
+        // Every job before this one published what it changed when it finished.
+        self.query(|s| Arc::clone(&s.published))
+            .await
+            .unwrap_or_default()
     }
 
     /// Queues a question about the state and waits for its answer.
@@ -375,7 +459,11 @@ pub(crate) mod tests {
     pub(crate) fn test_state() -> (State, super::super::EffectReceiver) {
         let (effects, rx) = EffectSender::channel();
         let (jobs, _queue) = mpsc::unbounded_channel();
-        (State::new(effects, StateHandle { jobs }), rx)
+        let me = StateHandle {
+            jobs,
+            shared: Arc::default(),
+        };
+        (State::new(effects, me), rx)
     }
 
     #[tokio::test]
@@ -404,6 +492,38 @@ pub(crate) mod tests {
                 .plan_write(Path::new("/ws/closed"), "x", "x")
                 .is_none()
         );
+    }
+
+    /// Readers see the context at once only when the state task has done everything queued
+    /// before them; otherwise they wait behind it and still see it.
+    #[tokio::test]
+    async fn the_published_context_is_never_behind_what_was_fed() {
+        let (effects, _rx) = EffectSender::channel();
+        let handle = StateHandle::spawn(|me| State::new(effects, me));
+        assert_eq!(handle.context().await.current_selection, None);
+        let path = PathBuf::from("/ws/a.txt");
+        let range = Range::new(Position::new(0, 0), Position::new(0, 5));
+        let p = path.clone();
+        handle.update(move |s| {
+            s.did_open(p.clone(), "hello world", 1, "text");
+            s.did_change_selection(p, range, None);
+        });
+        // The state task has not run yet (one thread, no yield since): no answer without it.
+        assert!(handle.context_now().is_none());
+        let context = handle.context().await;
+        assert_eq!(context.current_selection.as_ref().unwrap().text, "hello");
+        assert_eq!(context.focused_document.as_deref(), Some(path.as_path()));
+        assert_eq!(handle.context_now().unwrap(), context);
+        let p = path.clone();
+        handle.update(move |s| {
+            s.did_close(&p);
+            s.change_folders(vec![PathBuf::from("/ws")], &[]);
+        });
+        let context = handle.context().await;
+        assert_eq!(context.current_selection, None);
+        assert_eq!(context.latest_selection.as_ref().unwrap().text, "hello");
+        assert_eq!(context.focused_document, None);
+        assert_eq!(context.folders, [PathBuf::from("/ws")]);
     }
 
     #[tokio::test]

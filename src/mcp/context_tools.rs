@@ -1,6 +1,6 @@
 //! The tools that read or show the editor's state: selections, open documents, folders,
-//! diagnostics, opening and saving files. Each reads through `EditorAccess` and answers in the
-//! shapes of `shapes.rs`.
+//! diagnostics, opening and saving files. Each reads through `EditorAccess` (or the context
+//! snapshot it publishes) and answers in the shapes of `shapes.rs`.
 
 use std::path::PathBuf;
 
@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::outcome::{ToolError, ToolOutcome, json, parse};
 use super::shapes;
+use crate::editor::context::ContextSnapshot;
 use crate::editor::{EditorAccess, FileError, Origin, Position, Range};
 
 #[derive(Debug, Deserialize)]
@@ -28,28 +29,27 @@ pub async fn get_diagnostics(editor: &EditorAccess, args: Value) -> ToolOutcome 
 }
 
 /// `getCurrentSelection`.
-pub async fn get_current_selection(editor: &EditorAccess) -> ToolOutcome {
-    let selection = match editor.current_selection().await {
-        Some(s) => s,
-        None => match editor
-            .open_documents()
-            .await
-            .into_iter()
-            .find(|d| d.focused)
-        {
-            Some(doc) => shapes::cursor_at_top(&doc.path),
-            None => return json(&json!({"success": false, "message": "No active editor found"})),
-        },
+pub fn get_current_selection(context: &ContextSnapshot) -> ToolOutcome {
+    let cursor;
+    let selection = match (&context.current_selection, &context.focused_document) {
+        (Some(s), _) => s,
+        (None, Some(path)) => {
+            cursor = shapes::cursor_at_top(path);
+            &cursor
+        }
+        (None, None) => {
+            return json(&json!({"success": false, "message": "No active editor found"}));
+        }
     };
-    let mut shape = shapes::selection(&selection);
+    let mut shape = shapes::selection(selection);
     shape["success"] = json!(true);
     json(&shape)
 }
 
 /// `getLatestSelection`.
-pub async fn get_latest_selection(editor: &EditorAccess) -> ToolOutcome {
-    match editor.latest_selection().await {
-        Some(s) => json(&shapes::selection(&s)),
+pub fn get_latest_selection(context: &ContextSnapshot) -> ToolOutcome {
+    match &context.latest_selection {
+        Some(s) => json(&shapes::selection(s)),
         None => json(&json!({"success": false, "message": "No selection available"})),
     }
 }
@@ -82,10 +82,8 @@ pub async fn get_open_editors(editor: &EditorAccess) -> ToolOutcome {
 }
 
 /// `getWorkspaceFolders`.
-pub async fn get_workspace_folders(editor: &EditorAccess) -> ToolOutcome {
-    json(&shapes::workspace_folders(
-        &editor.workspace_folders().await,
-    ))
+pub fn get_workspace_folders(context: &ContextSnapshot) -> ToolOutcome {
+    json(&shapes::workspace_folders(&context.folders))
 }
 
 #[derive(Debug, Deserialize)]

@@ -171,7 +171,7 @@ impl ServerHandler for SessionTools {
         let tabs = Arc::default();
         let outcome = tokio::select! {
             biased;
-            outcome = (tool.run)(Call {
+            outcome = tool.run(Call {
                 editor: &self.editor,
                 origin: &holder.origin,
                 tabs: &tabs,

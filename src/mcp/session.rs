@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CustomNotification, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig,
+    InitializeRequestParams, InitializeResult, JsonRpcMessage, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, ServerResult,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, TxJsonRpcMessage};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
@@ -23,6 +23,33 @@ use crate::editor::{EditorAccess, Origin, Withdrawal};
 
 /// The newest MCP version with an `initialize` handshake; what agents send today.
 const PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+/// Frames longer than this are not looked at for a [`PlainCall`] (a call of a tool that takes no
+/// arguments is about a hundred bytes).
+const PLAIN_CALL_BYTES: usize = 1024;
+
+/// A `tools/call` request with nothing but the fields every call has, read without copying: a
+/// frame that is one (and names a tool that answers at once) is answered without rmcp's parse,
+/// which costs twenty times as much. Anything else fails to read and goes to rmcp.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlainCall<'a> {
+    jsonrpc: &'a str,
+    id: rmcp::model::RequestId,
+    method: &'a str,
+    #[serde(borrow)]
+    params: PlainParams<'a>,
+}
+
+/// The params of a [`PlainCall`]: a tool's name and maybe arguments (which the tools answered
+/// at once do not take).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlainParams<'a> {
+    name: &'a str,
+    #[serde(borrow)]
+    arguments: Option<&'a serde_json::value::RawValue>,
+}
 
 /// A connected agent; cheap to clone (rmcp clones it per request).
 #[derive(Clone)]
@@ -66,6 +93,47 @@ impl Session {
         self.0.close();
     }
 
+    /// The answer to the frame `text` when it is a `tools/call` that can be answered without
+    /// waiting (see [`tools::ToolSpec::answer_now`]): the message rmcp would send for it. `None`
+    /// otherwise, and for any call with more than the plain fields of one (`_meta`, input
+    /// responses, a stray key: rmcp has a say in those); then the frame is rmcp's. Only for a
+    /// session that answered `initialize`.
+    pub fn answer_frame(&self, text: &str) -> Option<TxJsonRpcMessage<RoleServer>> {
+        // What rmcp does to a result depends on the protocol version from 2026-07-28 on; before
+        // it (all this server speaks), the same for every session (see below).
+        if text.len() > PLAIN_CALL_BYTES
+            || PROTOCOL.as_str() >= ProtocolVersion::V_2026_07_28.as_str()
+        {
+            return None;
+        }
+        let call: PlainCall<'_> = serde_json::from_str(text).ok()?;
+        let plain = call.jsonrpc == "2.0"
+            && call.method == "tools/call"
+            && call
+                .params
+                .arguments
+                .is_none_or(|a| a.get().starts_with('{'));
+        if !plain {
+            return None;
+        }
+        let name = call.params.name;
+        let outcome = tools::find(self.0.style, name)?.answer_now(&self.0.editor)?;
+        tracing::debug!(tool = %name, "tool call, answered at once");
+        if let Err(e) = &outcome {
+            tracing::info!(tool = %name, "tool call failed: {e}");
+        }
+        Some(match into_mcp(outcome) {
+            Ok(result) => {
+                let mut result = ServerResult::from(CallToolResponse::from(result));
+                // As rmcp's handler does for sessions on a protocol before 2026-07-28.
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+                JsonRpcMessage::response(result, call.id)
+            }
+            Err(error) => JsonRpcMessage::error(error, Some(call.id)),
+        })
+    }
+
     async fn run_tool(
         &self,
         name: &str,
@@ -76,7 +144,7 @@ impl Session {
             return Err(ToolError::UnknownTool(name.to_owned()));
         };
         let origin = self.origin();
-        (tool.run)(Call {
+        tool.run(Call {
             editor: &self.0.editor,
             origin: &origin,
             tabs: &self.0.tabs,
@@ -211,5 +279,48 @@ impl ServerHandler for Session {
             params = ?notification.params,
             "notification from terminal agent (no action)"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a plain call of a tool that answers from the context is answered by the reader;
+    /// anything rmcp would look at more closely is left to it.
+    #[tokio::test]
+    async fn only_plain_calls_of_context_tools_are_answered_at_once() {
+        let (editor, _feed, _effects) = crate::editor::start();
+        let session = Session::new(editor.clone(), DiffStyle::Blocking, "mcp-ws:1".into());
+        // Once the state task has done what starting it queued, the context is current.
+        editor.context().await;
+        let call = |params: &str| {
+            format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{params}}}"#)
+        };
+        let answered = session
+            .answer_frame(&call(r#"{"name":"getWorkspaceFolders","arguments":{}}"#))
+            .expect("a plain call is answered");
+        let answer = serde_json::to_value(&answered).unwrap();
+        assert_eq!(answer["id"], 7);
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        // As rmcp answers sessions on this protocol: no `resultType`.
+        assert_eq!(answer["result"].get("resultType"), None, "{answer}");
+        assert!(
+            session
+                .answer_frame(&call(r#"{"name":"getCurrentSelection"}"#))
+                .is_some()
+        );
+        for refused in [
+            call(r#"{"name":"getWorkspaceFolders","_meta":{}}"#),
+            call(r#"{"name":"getWorkspaceFolders","arguments":"x"}"#),
+            call(r#"{"name":"getWorkspace\u0046olders"}"#),
+            call(r#"{"name":"openDiff","arguments":{}}"#),
+            call(r#"{"name":"executeCode"}"#),
+            r#"{"jsonrpc":"1.0","id":7,"method":"tools/call","params":{"name":"getWorkspaceFolders"}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"getWorkspaceFolders"},"result":{}}"#.into(),
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"getWorkspaceFolders"}}"#.into(),
+        ] {
+            assert!(session.answer_frame(&refused).is_none(), "{refused}");
+        }
     }
 }

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::context_tools as ctx;
 use super::diff_tabs::DiffTabs;
 use super::outcome::ToolOutcome;
+use crate::editor::context::ContextSnapshot;
 use crate::editor::{EditorAccess, Origin};
 
 /// How `openDiff` answers.
@@ -63,6 +64,17 @@ pub struct Call<'a> {
 
 type Run = for<'a> fn(Call<'a>) -> BoxFuture<'a, ToolOutcome>;
 
+/// How a tool answers.
+#[derive(Clone, Copy)]
+enum Answer {
+    /// By running, which may wait (for the state task, the disk, the editor, the user).
+    Run(Run),
+    /// From the context the state task publishes: without waiting when that is current
+    /// ([`ToolSpec::answer_now`]), which lets a transport answer it in the task that read the
+    /// call.
+    FromContext(fn(&ContextSnapshot) -> ToolOutcome),
+}
+
 /// What a tool does to the user's world, as its MCP annotations say (agents may skip asking
 /// the user before a call that only reads).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,11 +95,30 @@ pub struct ToolSpec {
     input: fn() -> Arc<JsonObject>,
     surfaces: &'static [Surface],
     touches: Touches,
-    /// Runs a call of it.
-    pub run: Run,
+    answer: Answer,
 }
 
 impl ToolSpec {
+    /// Runs a call of it.
+    pub fn run<'a>(&self, call: Call<'a>) -> BoxFuture<'a, ToolOutcome> {
+        match self.answer {
+            Answer::Run(run) => run(call),
+            Answer::FromContext(answer) => {
+                Box::pin(async move { answer(&*call.editor.context().await) })
+            }
+        }
+    }
+
+    /// Its answer when it can be had without waiting: a tool that answers from the editor's
+    /// context, when the state task has caught up with everything the editor fed before. The
+    /// tools doing so take no arguments.
+    pub fn answer_now(&self, editor: &EditorAccess) -> Option<ToolOutcome> {
+        match self.answer {
+            Answer::Run(_) => None,
+            Answer::FromContext(answer) => editor.context_now().map(|c| answer(&c)),
+        }
+    }
+
     /// The tool as `tools/list` shows it.
     pub fn tool(&self) -> Tool {
         let tool = Tool::new(self.name, self.description, (self.input)());
@@ -173,7 +204,9 @@ static TOOLS: [ToolSpec; 13] = [
         },
         surfaces: &[IdeSocket],
         touches: Touches::Files,
-        run: |c| Box::pin(async move { c.tabs.open_blocking(c.editor, c.origin, c.args).await }),
+        answer: Answer::Run(|c| {
+            Box::pin(async move { c.tabs.open_blocking(c.editor, c.origin, c.args).await })
+        }),
     },
     ToolSpec {
         name: "close_tab",
@@ -186,7 +219,7 @@ static TOOLS: [ToolSpec; 13] = [
         },
         surfaces: &[IdeSocket],
         touches: Touches::Files,
-        run: |c| Box::pin(async move { c.tabs.close_tab(c.args) }),
+        answer: Answer::Run(|c| Box::pin(async move { c.tabs.close_tab(c.args) })),
     },
     ToolSpec {
         name: "closeAllDiffTabs",
@@ -194,7 +227,7 @@ static TOOLS: [ToolSpec; 13] = [
         input: no_input,
         surfaces: &[IdeSocket],
         touches: Touches::Files,
-        run: |c| Box::pin(async move { c.tabs.close_all() }),
+        answer: Answer::Run(|c| Box::pin(async move { c.tabs.close_all() })),
     },
     ToolSpec {
         name: "openDiff",
@@ -211,7 +244,7 @@ static TOOLS: [ToolSpec; 13] = [
         },
         surfaces: &[Companion],
         touches: Touches::Files,
-        run: |c| Box::pin(async move { open_diff_notified(c) }),
+        answer: Answer::Run(|c| Box::pin(async move { open_diff_notified(c) })),
     },
     ToolSpec {
         name: "closeDiff",
@@ -219,7 +252,7 @@ static TOOLS: [ToolSpec; 13] = [
         input: || schema(file_path(), &["filePath"]),
         surfaces: &[Companion],
         touches: Touches::Files,
-        run: |c| Box::pin(async move { c.tabs.close_notified(c.args) }),
+        answer: Answer::Run(|c| Box::pin(async move { c.tabs.close_notified(c.args) })),
     },
     ToolSpec {
         name: "getDiagnostics",
@@ -232,7 +265,7 @@ static TOOLS: [ToolSpec; 13] = [
         },
         surfaces: CONTEXT,
         touches: Touches::Nothing,
-        run: |c| Box::pin(ctx::get_diagnostics(c.editor, c.args)),
+        answer: Answer::Run(|c| Box::pin(ctx::get_diagnostics(c.editor, c.args))),
     },
     ToolSpec {
         name: "openFile",
@@ -254,7 +287,7 @@ static TOOLS: [ToolSpec; 13] = [
         },
         surfaces: CONTEXT,
         touches: Touches::View,
-        run: |c| Box::pin(ctx::open_file(c.editor, c.origin, c.args)),
+        answer: Answer::Run(|c| Box::pin(ctx::open_file(c.editor, c.origin, c.args))),
     },
     ToolSpec {
         name: "getCurrentSelection",
@@ -262,7 +295,7 @@ static TOOLS: [ToolSpec; 13] = [
         input: no_input,
         surfaces: CONTEXT,
         touches: Touches::Nothing,
-        run: |c| Box::pin(ctx::get_current_selection(c.editor)),
+        answer: Answer::FromContext(ctx::get_current_selection),
     },
     ToolSpec {
         name: "getLatestSelection",
@@ -270,7 +303,7 @@ static TOOLS: [ToolSpec; 13] = [
         input: no_input,
         surfaces: CONTEXT,
         touches: Touches::Nothing,
-        run: |c| Box::pin(ctx::get_latest_selection(c.editor)),
+        answer: Answer::FromContext(ctx::get_latest_selection),
     },
     ToolSpec {
         name: "getOpenEditors",
@@ -278,7 +311,7 @@ static TOOLS: [ToolSpec; 13] = [
         input: no_input,
         surfaces: CONTEXT,
         touches: Touches::Nothing,
-        run: |c| Box::pin(ctx::get_open_editors(c.editor)),
+        answer: Answer::Run(|c| Box::pin(ctx::get_open_editors(c.editor))),
     },
     ToolSpec {
         name: "getWorkspaceFolders",
@@ -286,7 +319,7 @@ static TOOLS: [ToolSpec; 13] = [
         input: no_input,
         surfaces: CONTEXT,
         touches: Touches::Nothing,
-        run: |c| Box::pin(ctx::get_workspace_folders(c.editor)),
+        answer: Answer::FromContext(ctx::get_workspace_folders),
     },
     ToolSpec {
         name: "checkDocumentDirty",
@@ -294,7 +327,7 @@ static TOOLS: [ToolSpec; 13] = [
         input: || schema(file_path(), &["filePath"]),
         surfaces: CONTEXT,
         touches: Touches::Nothing,
-        run: |c| Box::pin(ctx::check_document_dirty(c.editor, c.args)),
+        answer: Answer::Run(|c| Box::pin(ctx::check_document_dirty(c.editor, c.args))),
     },
     ToolSpec {
         name: "saveDocument",
@@ -302,7 +335,7 @@ static TOOLS: [ToolSpec; 13] = [
         input: || schema(file_path(), &["filePath"]),
         surfaces: &[IdeSocket],
         touches: Touches::Files,
-        run: |c| Box::pin(ctx::save_document(c.editor, c.args)),
+        answer: Answer::Run(|c| Box::pin(ctx::save_document(c.editor, c.args))),
     },
 ];
 

@@ -5,7 +5,7 @@
 //! Each socket becomes one MCP [`Session`] with its own origin, torn down when the socket closes.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -18,7 +18,7 @@ use rmcp::ServiceExt as _;
 use tokio::sync::watch;
 
 use super::connections::Connection;
-use super::frames::{self, MAX_MESSAGE_BYTES};
+use super::frames::{self, Incoming, MAX_MESSAGE_BYTES};
 use super::guard::{self, TokenHeader, WS_TOKEN_HEADER};
 use super::session::Session;
 use super::token::AuthToken;
@@ -90,28 +90,70 @@ async fn upgrade(
         .on_upgrade(move |socket| serve(listener, socket))
 }
 
-/// Serves one socket until it closes or the server stops.
+/// Serves one socket until it closes or the server stops. This task reads the socket: a tool
+/// call it can answer without waiting (see [`Session::answer_frame`]) it answers and writes
+/// itself, once `initialize` has been answered; everything else goes to rmcp, which runs the
+/// session and writes its replies to the same socket.
 async fn serve(listener: Arc<Listener>, socket: WebSocket) {
     let id = listener.next_id.fetch_add(1, Ordering::Relaxed);
     let key = format!("mcp-ws:{id}");
     let session = Session::new(listener.editor.clone(), DiffStyle::Blocking, key.clone());
-    let transport = frames::transport(socket, key.clone());
+    let (mut reader, writer, transport, to_rmcp) = frames::split(socket, key.clone());
+    let initialized = AtomicBool::new(false);
     let mut stopped = listener.stopped.clone();
-    let started = tokio::time::timeout(INITIALIZE_WITHIN, session.clone().serve(transport)).await;
-    match started {
-        Ok(Ok(running)) => {
-            let cancel = running.cancellation_token();
-            tokio::select! {
-                quit = running.waiting() => {
-                    tracing::info!(connection = %key, ?quit, "terminal agent disconnected");
+    let rmcp_side = async {
+        let started =
+            tokio::time::timeout(INITIALIZE_WITHIN, session.clone().serve(transport)).await;
+        match started {
+            Ok(Ok(running)) => {
+                // rmcp has written its answer to `initialize` (it returns after that).
+                initialized.store(true, Ordering::Relaxed);
+                let cancel = running.cancellation_token();
+                tokio::select! {
+                    quit = running.waiting() => {
+                        tracing::info!(connection = %key, ?quit, "terminal agent disconnected");
+                    }
+                    _ = stopped.wait_for(|s| *s) => cancel.cancel(),
                 }
-                _ = stopped.wait_for(|s| *s) => cancel.cancel(),
+            }
+            Ok(Err(e)) => tracing::warn!(connection = %key, "MCP session did not start: {e}"),
+            Err(_) => {
+                tracing::warn!(connection = %key, "no initialize within {INITIALIZE_WITHIN:?}; closed")
             }
         }
-        Ok(Err(e)) => tracing::warn!(connection = %key, "MCP session did not start: {e}"),
-        Err(_) => {
-            tracing::warn!(connection = %key, "no initialize within {INITIALIZE_WITHIN:?}; closed")
+    };
+    let socket_side = async {
+        // A tool call is answered here once `initialize` has been (see `Session::answer_frame`).
+        let answer = |text: &str| {
+            if initialized.load(Ordering::Relaxed) {
+                session.answer_frame(text)
+            } else {
+                None
+            }
+        };
+        loop {
+            // rmcp drops its end when the session is over, whatever ended it.
+            let incoming = tokio::select! {
+                incoming = reader.next(answer) => incoming,
+                () = to_rmcp.closed() => break,
+            };
+            // The socket closed: dropping `to_rmcp` ends rmcp's session.
+            match incoming {
+                None => break,
+                Some(Incoming::Answered(answer)) => {
+                    if let Err(e) = writer.send(&answer).await {
+                        tracing::info!(connection = %key, "answer not delivered: {e}");
+                    }
+                }
+                Some(Incoming::Message(message)) => {
+                    if to_rmcp.send(message).await.is_err() {
+                        break;
+                    }
+                }
+            }
         }
-    }
+        drop(to_rmcp);
+    };
+    tokio::join!(rmcp_side, socket_side);
     session.close();
 }
