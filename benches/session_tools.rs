@@ -7,24 +7,22 @@
 //!
 //! Run: `cargo bench --bench session_tools`
 
+#[path = "common/ide_socket.rs"]
+mod ide_socket;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agentls::editor::effects::{Diagnostic, Level};
 use agentls::editor::tool_grants::Transport;
 use agentls::editor::{Origin, Position, Range};
-use futures::{SinkExt as _, StreamExt as _};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
-use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+use ide_socket::{connect, initialize, round_trip};
+use serde_json::json;
 
 const CALLS: usize = 1_000;
 const RUNS: usize = 5;
-
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 fn main() {
     let config = tempfile::tempdir().expect("temp dir");
@@ -184,41 +182,6 @@ impl KeptAlive {
         assert!(response.status().is_success(), "{}", response.status());
         let body = response.into_body().collect().await.unwrap().to_bytes();
         String::from_utf8(body.to_vec()).unwrap()
-    }
-}
-
-async fn connect(port: u16, token: &str) -> Socket {
-    let mut request = format!("ws://127.0.0.1:{port}/")
-        .into_client_request()
-        .unwrap();
-    let headers = request.headers_mut();
-    headers.insert("sec-websocket-protocol", "mcp".parse().unwrap());
-    headers.insert("x-claude-code-ide-authorization", token.parse().unwrap());
-    tokio_tungstenite::connect_async(request).await.unwrap().0
-}
-
-async fn initialize(socket: &mut Socket) {
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "bench", "version": "1"}}});
-    round_trip(socket, init.to_string()).await;
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    socket
-        .send(Message::Text(initialized.to_string().into()))
-        .await
-        .unwrap();
-}
-
-/// Sends one request and waits for its response (skipping notifications).
-async fn round_trip(socket: &mut Socket, text: String) -> String {
-    socket.send(Message::Text(text.into())).await.unwrap();
-    loop {
-        if let Message::Text(answer) = socket.next().await.expect("open").expect("frame") {
-            let value: Value = serde_json::from_str(answer.as_str()).unwrap();
-            if value.get("id").is_some() {
-                return answer.as_str().to_owned();
-            }
-        }
     }
 }
 
