@@ -20,15 +20,7 @@ struct Rng(u64);
 impl Rng {
     /// The seed from `AGENTLS_CHAOS_SEED`, else from the clock; printed either way.
     fn seeded(test: &str) -> Self {
-        let seed = std::env::var("AGENTLS_CHAOS_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_nanos() as u64
-            });
+        let seed = support::seed_from("AGENTLS_CHAOS_SEED");
         eprintln!("{test}: seed {seed} (AGENTLS_CHAOS_SEED={seed} replays it)");
         Self(seed)
     }

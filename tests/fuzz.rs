@@ -59,15 +59,7 @@ impl Rng {
 
 /// The run's seed: `AGENTLS_FUZZ_SEED`, else the clock (printed either way).
 fn seed(target: &str) -> u64 {
-    let seed = std::env::var("AGENTLS_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed = support::seed_from("AGENTLS_FUZZ_SEED");
     eprintln!("fuzz {target}: AGENTLS_FUZZ_SEED={seed}");
     seed
 }

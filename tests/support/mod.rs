@@ -661,6 +661,20 @@ pub async fn eventually(condition: impl Fn() -> bool) -> Option<()> {
     None
 }
 
+/// A seed for a randomised test: the number in the environment variable `var` (to replay a
+/// run), else one from the clock. The caller prints it.
+pub fn seed_from(var: &str) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        })
+}
+
 /// An LSP range as JSON.
 pub fn range(l1: u32, c1: u32, l2: u32, c2: u32) -> Value {
     json!({"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2}})
