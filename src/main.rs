@@ -1,5 +1,5 @@
 //! The `agentls` command line: serve LSP on stdio (the default), `doctor`, `demo`,
-//! `demo-agent`, or `mcp-bridge`.
+//! `demo-agent`, `mcp-bridge`, or `discovery-guard`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +39,10 @@ enum Command {
         /// The server, `http://127.0.0.1:<port>/mcp`.
         url: String,
     },
+    /// Remove the discovery files named on stdin once stdin ends (started by the server, which
+    /// holds the other end: they go even when the server is killed).
+    #[command(hide = true)]
+    DiscoveryGuard,
     /// Walk through agentls's main job with the demo agent, no editor needed: prompt, streamed
     /// answer, review, accept, file written.
     Demo {
@@ -73,6 +77,10 @@ fn main() -> ExitCode {
         Command::Serve => serve(),
         Command::DemoAgent => demo_agent(),
         Command::McpBridge { url } => mcp_bridge(&url),
+        Command::DiscoveryGuard => {
+            agentls::mcp::discovery_guard::run();
+            ExitCode::SUCCESS
+        }
         Command::Demo { dir } => {
             let mut stdout = std::io::stdout();
             match run_async("demo", agentls::walkthrough::run(dir, &mut stdout)) {
@@ -124,6 +132,8 @@ const DESCENDANTS_END_LIMIT: std::time::Duration = std::time::Duration::from_sec
 
 fn serve() -> ExitCode {
     agentls::memory::limit_arenas();
+    // Before any thread: the discovery files this server writes go even if it is killed.
+    agentls::mcp::discovery_guard::start();
     // On a pipe, the server can tell when the editor has read its replies.
     #[cfg(unix)]
     let unread = agentls::lsp::pipe_unread(std::io::stdout());

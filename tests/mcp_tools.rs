@@ -634,3 +634,23 @@ async fn files_opened_in_a_flood_are_shown_at_a_bounded_rate() {
         [format!("Opened file: {path}")]
     );
 }
+
+/// A server killed outright (SIGKILL, as Helix ends its servers when it quits) leaves no
+/// discovery file behind: the watcher it started removes them once the server is gone.
+#[tokio::test]
+async fn a_killed_server_leaves_no_discovery_file() {
+    let mut client = TestClient::start_initialized(Options::default()).await;
+    let lock = lockfile(&client.lock_dir()).await;
+    let (port, _) = client.companion_port().await;
+    let companion = client
+        .home
+        .path()
+        .join("tmp/gemini/ide")
+        .join(format!("gemini-ide-server-{}-{port}.json", client.pid()));
+    assert!(lock.path.exists() && companion.exists());
+    // SAFETY: kill(2) on the server this test started.
+    unsafe { libc::kill(client.pid() as i32, libc::SIGKILL) };
+    client.wait_exit().await;
+    let gone = support::eventually(|| !lock.path.exists() && !companion.exists()).await;
+    assert!(gone.is_some(), "left: {:?} {:?}", lock.path, companion);
+}

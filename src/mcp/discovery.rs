@@ -50,6 +50,7 @@ impl DiscoveryFile {
     /// Writes `contents` to `path` (creating its directory 0700, refusing an unsafe one).
     pub fn create(path: PathBuf, contents: &Value) -> Result<Self, DiscoveryError> {
         write_private(&path, contents)?;
+        super::discovery_guard::watch(&path);
         Ok(Self {
             path,
             removed: false,

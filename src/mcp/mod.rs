@@ -15,6 +15,7 @@ mod context_push;
 mod context_tools;
 mod diff_tabs;
 pub mod discovery;
+pub mod discovery_guard;
 mod event_streams;
 mod frames;
 pub mod granted;
