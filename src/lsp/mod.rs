@@ -15,6 +15,8 @@ pub mod message_check;
 mod output;
 mod server;
 mod session_tools;
+#[cfg(unix)]
+pub mod stdio;
 mod transport;
 
 use std::sync::Arc;
