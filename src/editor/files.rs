@@ -105,10 +105,16 @@ fn resolve_existing_prefix(path: &Path) -> PathBuf {
 
 /// Reads a UTF-8 text file.
 pub async fn read(path: &Path) -> Result<String, FileError> {
+    // One trip to a blocking thread for both steps (each trip is two thread switches).
+    let owned = path.to_path_buf();
+    let read = tokio::task::spawn_blocking(move || read_now(&owned)).await;
+    read.unwrap_or_else(|e| Err(FileError::io(path, std::io::Error::other(e))))
+}
+
+/// [`read`], on the calling thread.
+fn read_now(path: &Path) -> Result<String, FileError> {
     // A FIFO (or a device) would block the read, and its caller, until someone writes to it.
-    let meta = tokio::fs::metadata(path)
-        .await
-        .map_err(|e| FileError::io(path, e))?;
+    let meta = std::fs::metadata(path).map_err(|e| FileError::io(path, e))?;
     if !meta.is_file() {
         let not_a_file = std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -116,9 +122,7 @@ pub async fn read(path: &Path) -> Result<String, FileError> {
         );
         return Err(FileError::io(path, not_a_file));
     }
-    tokio::fs::read_to_string(path)
-        .await
-        .map_err(|e| FileError::io(path, e))
+    std::fs::read_to_string(path).map_err(|e| FileError::io(path, e))
 }
 
 /// Refuses `path` when it names an existing file that is read-only: one nobody may write (mode
