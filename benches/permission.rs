@@ -11,9 +11,8 @@
 //! crossings, the client's writing and parsing, tower-lsp's refusal), which stands for the
 //! notification out and the command back, plus the client's reaction (from reading the
 //! review to having written the accept). agentls's own time is the rest. Rounds before the
-//! first ones measured are warm-up; between rounds the client puts the line back. Each round
-//! takes about 2 s, nearly all of it after the timed part: the turn's `end_turn` message comes
-//! about 2 s after the accept.
+//! first ones measured are warm-up; between rounds the client waits for the turn's end in the
+//! log and puts the line back.
 //!
 //! Run: `cargo bench --bench permission`
 
@@ -31,6 +30,8 @@ const ROUNDS: usize = 100;
 const WARM_UP: usize = 5;
 /// What the demo agent says when `@timed`.
 const SAID: &str = "The permission was answered in ";
+/// What the log says when a turn of the demo agent ends.
+const ENDED: &str = "demo: end_turn";
 
 #[tokio::main]
 async fn main() {
@@ -61,6 +62,7 @@ async fn main() {
         assert!(refused.is_err(), "{refused:?}");
 
         let said_before = client.shown_text().matches(SAID).count();
+        let ended_before = client.log_text().matches(ENDED).count();
         client.prompt("uppercase notes.txt @timed").await;
         let review = client
             .take("agentls/reviewChanged", |p| {
@@ -77,7 +79,10 @@ async fn main() {
             .await;
         let reacted = seen.elapsed();
         accepted.await.expect("agentls.accept answered");
-        client.take_message("demo: end_turn").await;
+        // The turn's end, from the log: its popup is paced (a burst of 3, then one per 2 s).
+        support::eventually(|| client.log_text().matches(ENDED).count() > ended_before)
+            .await
+            .expect("the turn ended");
         support::eventually(|| client.shown_text().matches(SAID).count() > said_before)
             .await
             .expect("the agent said how long the permission took");
