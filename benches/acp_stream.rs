@@ -9,6 +9,9 @@
 //! live from the demo agent. The client is the test client of `tests/support`, which parses
 //! every message like an editor would.
 //!
+//! The peer: the ACP TypeScript SDK's client (`ClientSideConnection`, from npm, under node) reads
+//! the same replay (`common/sdk_client.mjs`; found where `scripts/test-tools.sh` installs it).
+//!
 //! Also printed, each against a baseline of the same run: agentls's CPU time for the replayed
 //! stream against the `cat | parse` reader's (from `/proc` and `getrusage`), its resident memory
 //! idle, at its peak during the streams and a second after them (`VmRSS`, `VmHWM`), and the p95
@@ -83,6 +86,9 @@ async fn main() {
     )
     .await;
     let demo = through_agentls(None, "demo", SAMPLES).await;
+    let sdk = (0..3)
+        .filter_map(|_| sdk_client(dir.path(), &ndjson, &session))
+        .min_by_key(|run| run.elapsed);
 
     let mb = bytes as f64 / 1e6;
     let text_mb = (CHUNKS * CHUNK_BYTES) as f64 / 1e6;
@@ -99,6 +105,15 @@ async fn main() {
         "  `cat` as agent → agentls → LSP      {}   the same NDJSON replayed",
         rate(replay.elapsed)
     );
+    match &sdk {
+        Some(sdk) => println!(
+            "  `cat` as agent → ACP TS SDK client  {}   the same NDJSON, the SDK's ClientSideConnection (node)",
+            rate(sdk.elapsed)
+        ),
+        None => {
+            println!("  ACP TS SDK client: not installed (eval \"$(scripts/test-tools.sh)\" first)")
+        }
+    }
     println!(
         "  demo agent → parse each line        {}   the agent alone",
         rate(agent_alone)
@@ -112,6 +127,16 @@ async fn main() {
         secs(cat) / secs(replay.elapsed),
         secs(replay.elapsed) / secs(cat),
     );
+    if let Some(sdk) = &sdk {
+        println!(
+            "  agentls vs the TS SDK client: {:.2}× its time, CPU {:.0} ms vs {:.0} ms, peak RSS {:.1} MB vs {:.1} MB",
+            secs(replay.elapsed) / secs(sdk.elapsed),
+            ms(replay.cpu),
+            ms(sdk.cpu),
+            replay.rss.1 as f64 / 1e6,
+            sdk.peak_rss as f64 / 1e6,
+        );
+    }
     println!(
         "  throughput ratio, demo agent through agentls vs alone:  {:.3}",
         secs(agent_alone) / secs(demo.elapsed),
@@ -266,6 +291,44 @@ done
         quote(stream),
         session
     )
+}
+
+/// What the ACP TypeScript SDK's client did with the replayed stream.
+struct SdkRun {
+    elapsed: Duration,
+    cpu: Duration,
+    peak_rss: u64,
+}
+
+/// The replayed stream read by the ACP TypeScript SDK's `ClientSideConnection` under node
+/// (`common/sdk_client.mjs`), the SDK found where `scripts/test-tools.sh` installs it; `None`
+/// when it is not installed.
+fn sdk_client(dir: &Path, stream: &Path, session: &str) -> Option<SdkRun> {
+    let example = std::env::var_os("AGENTLS_TEST_ACP_EXAMPLE")?;
+    let sdk = Path::new(&example).parent()?.parent()?.join("acp.js");
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/common/sdk_client.mjs");
+    let output = Command::new("node")
+        .arg(client)
+        .args([
+            sdk.as_os_str(),
+            dir.join("replay.sh").as_os_str(),
+            stream.as_os_str(),
+        ])
+        .arg(session)
+        .current_dir(dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .ok()?;
+    let run: Value = serde_json::from_slice(&output.stdout).expect("the SDK client's report");
+    // The flood, and the few lines the demo agent says around it.
+    let chunks = run["chunks"].as_u64().unwrap_or_default();
+    assert!(chunks >= CHUNKS as u64, "chunks the SDK client saw: {run}");
+    assert_eq!(run["stopReason"], "end_turn", "{run}");
+    Some(SdkRun {
+        elapsed: Duration::from_secs_f64(run["ms"].as_f64()? / 1e3),
+        cpu: Duration::from_secs_f64(run["cpuMs"].as_f64()? / 1e3),
+        peak_rss: run["peakRss"].as_u64()?,
+    })
 }
 
 /// `cat file | reader` where the reader parses every line as JSON; returns how long it took and
