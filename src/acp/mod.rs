@@ -17,6 +17,7 @@ mod session;
 mod session_defaults;
 mod supervisor;
 mod terminal;
+mod text_chunks;
 pub mod transport;
 mod turn;
 mod updates;

@@ -279,6 +279,9 @@ enum Line {
 
 /// Tells a `session/update` notification (parsed into its type) from the rest.
 fn classify(line: &str) -> Line {
+    if let Some(note) = super::text_chunks::parse(line) {
+        return Line::Update(note);
+    }
     if let Ok(message) = serde_json::from_str::<UpdateMessage>(line) {
         let notification = message.jsonrpc == "2.0" && !message.id;
         return match message.method.as_ref() {
