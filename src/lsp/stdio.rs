@@ -9,7 +9,12 @@
 //! that asked. Anything else (a terminal, a file) keeps tokio's. Writes are gathered in a
 //! buffer and go out at each flush (`transport::write_frames` flushes after each batch).
 
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::fs::FileType;
 use tokio::io::{AsyncRead, AsyncWrite, BufWriter};
+use tokio::net::UnixStream;
+use tokio::net::unix::pipe;
 
 /// How much written output is gathered before it goes out without a flush.
 const WRITE_BUFFER: usize = 64 * 1024;
@@ -17,11 +22,12 @@ const WRITE_BUFFER: usize = 64 * 1024;
 /// The process's stdin (`stdin`), read on the runtime's poller when it is a pipe or a socket;
 /// else `fallback` (tokio's).
 pub fn input(
-    stdin: impl std::os::fd::AsFd,
+    stdin: impl AsFd,
     fallback: impl AsyncRead + Unpin + Send + 'static,
 ) -> Box<dyn AsyncRead + Unpin + Send> {
-    match unix::input(stdin.as_fd()) {
-        Some(polled) => polled,
+    match polled(stdin.as_fd(), pipe::Receiver::from_owned_fd) {
+        Some(Polled::Pipe(pipe)) => Box::new(pipe),
+        Some(Polled::Socket(socket)) => Box::new(socket),
         None => Box::new(fallback),
     }
 }
@@ -29,61 +35,40 @@ pub fn input(
 /// The process's stdout (`stdout`), buffered until each flush, written on the runtime's poller
 /// when it is a pipe or a socket; else through `fallback` (tokio's).
 pub fn output(
-    stdout: impl std::os::fd::AsFd,
+    stdout: impl AsFd,
     fallback: impl AsyncWrite + Unpin + Send + 'static,
 ) -> Box<dyn AsyncWrite + Unpin + Send> {
-    match unix::output(stdout.as_fd()) {
-        Some(polled) => Box::new(BufWriter::with_capacity(WRITE_BUFFER, polled)),
+    match polled(stdout.as_fd(), pipe::Sender::from_owned_fd) {
+        Some(Polled::Pipe(pipe)) => Box::new(BufWriter::with_capacity(WRITE_BUFFER, pipe)),
+        Some(Polled::Socket(socket)) => Box::new(BufWriter::with_capacity(WRITE_BUFFER, socket)),
         None => Box::new(BufWriter::with_capacity(WRITE_BUFFER, fallback)),
     }
 }
 
-mod unix {
-    use std::os::fd::{BorrowedFd, OwnedFd};
+/// A standard stream on the runtime's poller: a pipe's end (`P`) or a socket.
+enum Polled<P> {
+    Pipe(P),
+    Socket(UnixStream),
+}
 
-    use rustix::fs::FileType;
-    use tokio::io::{AsyncRead, AsyncWrite};
-    use tokio::net::UnixStream;
-    use tokio::net::unix::pipe;
-
-    /// `fd` to read from when it is a pipe or a socket; `None` otherwise.
-    pub(super) fn input(fd: BorrowedFd<'_>) -> Option<Box<dyn AsyncRead + Unpin + Send>> {
-        let (kind, fd) = polled(fd)?;
-        let reader: Box<dyn AsyncRead + Unpin + Send> = match kind {
-            FileType::Fifo => Box::new(pipe::Receiver::from_owned_fd(fd).ok()?),
-            _ => Box::new(stream(fd)?),
-        };
-        Some(reader)
+/// A copy of `fd` on the runtime's poller when it is a pipe (made into `P` by `pipe_end`) or a
+/// socket, the two an editor starts a server with; `None` otherwise. The copy shares the open
+/// file, so the non-blocking mode set on it holds for the standard stream too; nothing else in
+/// the server uses that stream. Only reads and writes are used, so a socket's family does not
+/// matter.
+fn polled<P>(
+    fd: BorrowedFd<'_>,
+    pipe_end: impl FnOnce(OwnedFd) -> std::io::Result<P>,
+) -> Option<Polled<P>> {
+    let kind = FileType::from_raw_mode(rustix::fs::fstat(fd).ok()?.st_mode);
+    if !matches!(kind, FileType::Fifo | FileType::Socket) {
+        return None;
     }
-
-    /// `fd` to write to when it is a pipe or a socket; `None` otherwise.
-    pub(super) fn output(fd: BorrowedFd<'_>) -> Option<Box<dyn AsyncWrite + Unpin + Send>> {
-        let (kind, fd) = polled(fd)?;
-        let writer: Box<dyn AsyncWrite + Unpin + Send> = match kind {
-            FileType::Fifo => Box::new(pipe::Sender::from_owned_fd(fd).ok()?),
-            _ => Box::new(stream(fd)?),
-        };
-        Some(writer)
+    let copy = fd.try_clone_to_owned().ok()?;
+    if kind == FileType::Fifo {
+        return pipe_end(copy).ok().map(Polled::Pipe);
     }
-
-    /// A copy of `fd` and its kind, when it is a pipe or a socket (the two an editor starts a
-    /// server with). The copy shares the open file, so the non-blocking mode set on it holds
-    /// for the standard stream too; nothing else in the server uses that stream.
-    fn polled(fd: BorrowedFd<'_>) -> Option<(FileType, OwnedFd)> {
-        let stat = rustix::fs::fstat(fd).ok()?;
-        let kind = FileType::from_raw_mode(stat.st_mode);
-        if !matches!(kind, FileType::Fifo | FileType::Socket) {
-            return None;
-        }
-        let copy = fd.try_clone_to_owned().ok()?;
-        Some((kind, copy))
-    }
-
-    /// A socket `fd` in non-blocking mode on the runtime's poller. Only reads and writes are
-    /// used, so the socket's family does not matter.
-    fn stream(fd: OwnedFd) -> Option<UnixStream> {
-        let socket = std::os::unix::net::UnixStream::from(fd);
-        socket.set_nonblocking(true).ok()?;
-        UnixStream::from_std(socket).ok()
-    }
+    let socket = std::os::unix::net::UnixStream::from(copy);
+    socket.set_nonblocking(true).ok()?;
+    UnixStream::from_std(socket).ok().map(Polled::Socket)
 }
