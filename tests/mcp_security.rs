@@ -200,30 +200,22 @@ async fn calls_answered_at_once_match_rmcps_answers_and_follow_initialize() {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "1"}}});
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let mut frames = vec![
+    let frames = [
         initialize,
         call(2, "getWorkspaceFolders", false),
         initialized,
+        call(3, "getWorkspaceFolders", true),
     ];
-    frames.push(call(3, "getWorkspaceFolders", true));
-    for frame in frames {
-        socket
-            .send(Message::Text(frame.to_string().into()))
-            .await
-            .unwrap();
-    }
+    send_all(&mut socket, frames).await;
     assert_eq!(next_json(&mut socket).await["id"], 1, "initialize first");
-    let mut frames = vec![call(4, "getWorkspaceFolders", false)];
-    frames.push(call(5, "getCurrentSelection", false));
-    frames.push(call(6, "getCurrentSelection", true));
-    frames.push(call(7, "getLatestSelection", false));
-    frames.push(call(8, "getLatestSelection", true));
-    for frame in frames {
-        socket
-            .send(Message::Text(frame.to_string().into()))
-            .await
-            .unwrap();
-    }
+    let frames = [
+        call(4, "getWorkspaceFolders", false),
+        call(5, "getCurrentSelection", false),
+        call(6, "getCurrentSelection", true),
+        call(7, "getLatestSelection", false),
+        call(8, "getLatestSelection", true),
+    ];
+    send_all(&mut socket, frames).await;
     socket.send(Message::Text("{nope".into())).await.unwrap();
     let mut answers = std::collections::BTreeMap::new();
     let mut refused = 0;
@@ -248,6 +240,20 @@ async fn calls_answered_at_once_match_rmcps_answers_and_follow_initialize() {
         assert_eq!(answers[&id], answers[&same], "answers {id} and {same}");
     }
     client.server_state().await;
+}
+
+/// Sends each of `frames` as a text frame, in order, without waiting for answers.
+async fn send_all<S>(socket: &mut S, frames: impl IntoIterator<Item = Value>)
+where
+    S: futures::Sink<Message> + Unpin,
+    S::Error: std::fmt::Debug,
+{
+    for frame in frames {
+        socket
+            .send(Message::Text(frame.to_string().into()))
+            .await
+            .unwrap();
+    }
 }
 
 async fn next_json<S>(socket: &mut S) -> Value
