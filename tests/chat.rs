@@ -542,6 +542,56 @@ async fn a_prompt_from_elsewhere_is_answered_in_the_agents_chat() {
     assert!(client.shutdown().await.success());
 }
 
+/// A chat that is not open, with a reply longer than the end agentls reads of it: the next
+/// prompt from elsewhere goes under its empty last `## You` heading (no second heading), and
+/// lines asked about are added at its end; nothing before is rewritten or lost.
+#[tokio::test]
+async fn a_chat_not_open_gets_the_next_prompt_and_quotes_at_its_end() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    client.open("notes.txt", "text", "one\ntwo\n").await;
+    let sent = client
+        .execute("agentls.prompt", json!({"text": "@flood 200 @chunk 100"}))
+        .await
+        .unwrap();
+    let path = std::path::PathBuf::from(sent["chat"].as_str().unwrap());
+    let read = || std::fs::read_to_string(&path).unwrap_or_default();
+    let turns_in_file = |n: usize| read().matches("_demo: end_turn").count() == n;
+    support::eventually(|| turns_in_file(1))
+        .await
+        .expect("the first reply in the chat's file");
+    let first = read();
+    assert!(
+        first.len() > 20_000 && first.ends_with("\n## You\n\n"),
+        "{first}"
+    );
+
+    client
+        .execute("agentls.prompt", json!({"text": "read notes.txt"}))
+        .await
+        .unwrap();
+    support::eventually(|| turns_in_file(2))
+        .await
+        .expect("the second reply in the chat's file");
+    let second = read();
+    let added = second.strip_prefix(&first).expect("the first turn kept");
+    assert!(
+        added.starts_with("read notes.txt\n\n## demo\n\n"),
+        "{added}"
+    );
+
+    client
+        .execute(
+            "agentls.askAbout",
+            json!({"path": "notes.txt", "lines": [1, 1]}),
+        )
+        .await
+        .unwrap();
+    let third = read();
+    let quoted = third.strip_prefix(&second).expect("both turns kept");
+    assert!(quoted.contains("```text\none\n```"), "{quoted}");
+    assert!(client.shutdown().await.success());
+}
+
 /// A change the agent proposes during a chat's turn is announced in the chat, which offers to
 /// show it and to accept or reject it all; the decision is noted under it (a file not open:
 /// the disk gets the change).

@@ -32,8 +32,10 @@ struct Chat {
     agent: String,
     /// Reply text not in the document yet.
     pending: String,
-    /// A flush is scheduled or an edit is on its way.
-    busy: bool,
+    /// Where its next append stands.
+    flush: Flush,
+    /// Timers set so far: the number of the latest (a timer that is not the latest is stale).
+    timers: u64,
     /// Appends the editor refused in a row though the document had not changed meanwhile.
     refused: u32,
     /// A message sent from it is being answered.
@@ -51,6 +53,18 @@ struct Chat {
     ends: Ending,
     /// The agent's plan as last shown in the running turn.
     plan: Option<String>,
+}
+
+/// Where a chat's next append stands.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    /// Nothing waits for it.
+    #[default]
+    Idle,
+    /// The timer numbered so is set.
+    Waiting(u64),
+    /// An append is on its way (to the editor or the file).
+    Appending,
 }
 
 /// How the text appended to a chat so far ends.
@@ -220,6 +234,9 @@ const MAX_APPEND: usize = 64 * 1024;
 const WARN_AFTER_REFUSED: u32 = 5;
 /// The longest a refused append waits before it goes again.
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
+/// A chat that is not open is appended to as soon as this much reply text waits, not only every
+/// [`FLUSH_EVERY`]: an agent that streams megabytes a second has them written out, not held.
+const FILE_APPEND_AT: usize = 256 * 1024;
 
 impl Chats {
     /// The agent of the chat document at `path`.
@@ -273,8 +290,9 @@ fn take_front(text: &mut String, most: usize) -> String {
 }
 
 /// Appends `text` to the chat file at `path` (made again if it went), writing only the new text:
-/// a long reply into a chat that is not open costs what it adds, never a rewrite of the file.
-async fn append_to_file(path: &Path, text: &str) -> std::io::Result<()> {
+/// a long reply into a chat that is not open costs what it adds, never a rewrite of the file,
+/// and an append made meanwhile by another task is kept.
+pub async fn append_to_file(path: &Path, text: &str) -> std::io::Result<()> {
     use tokio::io::AsyncWriteExt as _;
     let mut file = tokio::fs::OpenOptions::new()
         .append(true)
@@ -283,6 +301,29 @@ async fn append_to_file(path: &Path, text: &str) -> std::io::Result<()> {
         .await?;
     file.write_all(text.as_bytes()).await?;
     file.flush().await
+}
+
+/// How much of a chat file's end is read to see how it ends.
+const END_READ: u64 = 4096;
+
+/// The end of the chat file at `path` (its last [`END_READ`] bytes; a character cut at their
+/// start is replaced), enough to see whether it ends with a blank line or an empty `## You`
+/// heading without reading a long chat whole; "" when it cannot be read.
+pub async fn file_end(path: &Path) -> String {
+    let path = path.to_owned();
+    let read = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        let mut file = std::fs::File::open(path)?;
+        let len = file.metadata()?.len();
+        file.seek(SeekFrom::Start(len.saturating_sub(END_READ)))?;
+        let mut end = Vec::new();
+        file.read_to_end(&mut end)?;
+        Ok(end)
+    });
+    match read.await {
+        Ok(Ok(end)) => String::from_utf8_lossy(&end).into_owned(),
+        _ => String::new(),
+    }
 }
 
 /// The most of a resumed chat's transcript told to the agent (its end).
@@ -460,20 +501,42 @@ impl State {
         self.schedule_chat_flush(path, FLUSH_EVERY);
     }
 
-    /// Flushes the chat at `path` after `wait`, unless a flush is on its way already.
+    /// Flushes the chat at `path` after `wait`, unless a flush is on its way already; at once
+    /// when it is not open and [`FILE_APPEND_AT`] bytes wait (unless the file refused the last).
     fn schedule_chat_flush(&mut self, path: &Path, wait: Duration) {
+        let open = self.documents.get(path).is_some();
         let Some(chat) = self.chats.docs.get_mut(path) else {
             return;
         };
-        if chat.busy || chat.pending.is_empty() {
+        if chat.pending.is_empty() {
             return;
         }
-        chat.busy = true;
-        let (me, path) = (self.me.clone(), path.to_owned());
-        tokio::spawn(async move {
-            tokio::time::sleep(wait).await;
-            me.update(move |s| s.flush_chat(&path));
-        });
+        let now = !open && chat.refused == 0 && chat.pending.len() >= FILE_APPEND_AT;
+        match chat.flush {
+            Flush::Appending => {}
+            Flush::Waiting(_) if !now => {}
+            _ if now => self.flush_chat(path),
+            _ => {
+                chat.timers += 1;
+                let timer = chat.timers;
+                chat.flush = Flush::Waiting(timer);
+                let (me, path) = (self.me.clone(), path.to_owned());
+                tokio::spawn(async move {
+                    tokio::time::sleep(wait).await;
+                    me.update(move |s| s.chat_timer_ended(&path, timer));
+                });
+            }
+        }
+    }
+
+    /// The timer numbered `timer` of the chat at `path` ended: its flush, unless it went sooner.
+    fn chat_timer_ended(&mut self, path: &Path, timer: u64) {
+        let Some(chat) = self.chats.docs.get(path) else {
+            return;
+        };
+        if chat.flush == Flush::Waiting(timer) {
+            self.flush_chat(path);
+        }
     }
 
     /// Puts the chat's pending text at the end of its document (or its file).
@@ -482,9 +545,10 @@ impl State {
             return;
         };
         if chat.pending.is_empty() {
-            chat.busy = false;
+            chat.flush = Flush::Idle;
             return;
         }
+        chat.flush = Flush::Appending;
         let Some(doc) = self.documents.get(path) else {
             let text = std::mem::take(&mut chat.pending);
             // Not open: the file gets it.
@@ -550,7 +614,7 @@ impl State {
         let Some(chat) = self.chats.docs.get_mut(path) else {
             return;
         };
-        chat.busy = false;
+        chat.flush = Flush::Idle;
         let wait = match &result {
             Ok(()) => {
                 chat.refused = 0;
@@ -756,6 +820,70 @@ mod tests {
         assert_eq!(pending(&state), "", "the same plan again adds nothing");
         state.chat_plan(&path, &[step("a", Stage::Done), step("b", Stage::Done)]);
         assert_eq!(pending(&state), "- [x] a\n- [x] b\n\n");
+    }
+
+    #[tokio::test]
+    async fn a_chat_not_open_is_appended_to_by_size_as_well_as_by_time() {
+        let (mut state, _effects) = crate::editor::state::tests::test_state();
+        let dir = tempfile::tempdir().unwrap();
+        let (closed, open) = (dir.path().join("closed.md"), dir.path().join("open.md"));
+        state.chat_opened(closed.clone(), "demo".into());
+        state.chat_opened(open.clone(), "demo".into());
+        state.did_open(open.clone(), "", 1, "markdown");
+        let line = "x".repeat(99) + "\n";
+        let chat =
+            |s: &State, path: &Path| (s.chats.docs[path].pending.len(), s.chats.docs[path].flush);
+
+        state.append_to_chat(&closed, &line);
+        assert_eq!(
+            chat(&state, &closed),
+            (100, Flush::Waiting(1)),
+            "a little text waits"
+        );
+        for _ in 1..FILE_APPEND_AT / line.len() {
+            state.append_to_chat(&closed, &line);
+        }
+        assert_eq!(chat(&state, &closed).1, Flush::Waiting(1));
+        state.append_to_chat(&closed, &line);
+        assert_eq!(
+            chat(&state, &closed),
+            (0, Flush::Appending),
+            "at {FILE_APPEND_AT} bytes it goes to the file at once, not at the timer"
+        );
+        state.chat_timer_ended(&closed, 1);
+        assert_eq!(
+            chat(&state, &closed).1,
+            Flush::Appending,
+            "the timer is stale"
+        );
+
+        for _ in 0..=FILE_APPEND_AT / line.len() {
+            state.append_to_chat(&open, &line);
+        }
+        assert_eq!(
+            chat(&state, &open).1,
+            Flush::Waiting(1),
+            "an open chat is paced to the editor"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_chat_files_end_is_read_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("chat.md");
+        // A character cut by where the read starts, then the end.
+        let text = "é".repeat(10_000) + "\n## You\n\n";
+        std::fs::write(&path, &text).unwrap();
+        let end = file_end(&path).await;
+        assert_eq!(
+            end.len(),
+            END_READ as usize + 2,
+            "one cut byte became a 3-byte mark"
+        );
+        assert!(end.starts_with("\u{fffd}é") && end.ends_with("é\n## You\n\n"));
+        std::fs::write(&path, "short").unwrap();
+        assert_eq!(file_end(&path).await, "short");
+        assert_eq!(file_end(&dir.path().join("gone.md")).await, "");
     }
 
     #[test]

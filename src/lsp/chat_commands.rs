@@ -17,7 +17,7 @@ use tower_lsp_server::ls_types::{
 use super::convert;
 use super::server::Backend;
 use crate::acp::{Prompt, PromptContext};
-use crate::editor::chat::{YOU, mentions, message_to_send, transcript};
+use crate::editor::chat::{YOU, append_to_file, file_end, mentions, message_to_send, transcript};
 use crate::editor::chat_sessions::WORKSPACE_RECORD;
 use crate::editor::{Level, file_name};
 
@@ -211,7 +211,7 @@ pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Resu
     };
     let text = match text {
         Some(text) => text,
-        None => tokio::fs::read_to_string(&chat).await.unwrap_or_default(),
+        None => file_end(&chat).await,
     };
     let gap = blank_line_after(&text);
     let section = if text.trim_end().ends_with(YOU) {
@@ -298,11 +298,7 @@ async fn ask_about(backend: &Backend, args: AskArgs) -> Result<Option<LSPAny>> {
             chat
         }
         Some(chat) => {
-            let appended = async {
-                let now = tokio::fs::read_to_string(&chat).await?;
-                tokio::fs::write(&chat, format!("{now}{quoted}")).await
-            };
-            appended
+            append_to_file(&chat, &quoted)
                 .await
                 .map_err(|e| refuse(&format!("agentls: {}: {e}", chat.display())))?;
             chat
