@@ -53,9 +53,8 @@ struct Run {
     elapsed: Duration,
     /// agentls's CPU time (user + system) over the first stream.
     cpu: Duration,
-    /// Resident memory: idle (agent started), peak (high-water mark after the streams), and
-    /// a second after the streams, in bytes.
-    rss: (u64, u64, u64),
+    /// Resident memory: idle (agent started), at its peak, and a second after the streams.
+    rss: Memory,
     /// (logMessage, sessionUpdate, all) messages the client got for the first stream.
     counts: (usize, usize, usize),
     idle: Vec<Duration>,
@@ -133,7 +132,7 @@ async fn main() {
             secs(replay.elapsed) / secs(sdk.elapsed),
             ms(replay.cpu),
             ms(sdk.cpu),
-            replay.rss.1 as f64 / 1e6,
+            replay.rss.peak as f64 / 1e6,
             sdk.peak_rss as f64 / 1e6,
         );
     }
@@ -149,12 +148,21 @@ async fn main() {
         secs(replay.cpu) / secs(cat_cpu),
     );
     for (name, run) in [("replay", &replay), ("demo", &demo)] {
-        let (idle, peak, after) = run.rss;
+        let Memory {
+            idle,
+            peak,
+            peak_anon,
+            after,
+        } = run.rss;
+        let mb = |bytes: u64| bytes as f64 / 1e6;
         println!(
-            "  {name:<6} RSS: idle {:.1} MB, peak {:.1} MB, 1 s after the streams {:.1} MB",
-            idle as f64 / 1e6,
-            peak as f64 / 1e6,
-            after as f64 / 1e6,
+            "  {name:<6} RSS: idle {:.1} MB (own {:.1}), peak {:.1} MB (own {:.1}), 1 s after the streams {:.1} MB (own {:.1})",
+            mb(idle.all),
+            mb(idle.anon),
+            mb(peak),
+            mb(peak_anon),
+            mb(after.all),
+            mb(after.anon),
         );
     }
     for (name, run) in [("replay", &replay), ("demo", &demo)] {
@@ -199,7 +207,8 @@ async fn through_agentls(config: Option<String>, agent: &str, samples: usize) ->
         .unwrap();
     client.take("window/showMessage", |_| true).await;
     let pid = client.pid();
-    let idle_rss = memory(pid, "VmRSS:");
+    let idle_rss = Resident::of(pid);
+    let sampler = AnonPeak::start(pid);
     let version = Cell::new(0);
     let idle = round_trips(&client, &uri, &version, samples, || false).await;
     let summary = format!("{agent}: end_turn");
@@ -251,7 +260,12 @@ async fn through_agentls(config: Option<String>, agent: &str, samples: usize) ->
         }
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let rss = (idle_rss, memory(pid, "VmHWM:"), memory(pid, "VmRSS:"));
+    let rss = Memory {
+        idle: idle_rss,
+        peak: memory(pid, "VmHWM:"),
+        peak_anon: sampler.stop(),
+        after: Resident::of(pid),
+    };
     assert!(client.shutdown().await.success());
     let (elapsed, cpu, counts) = first.unwrap();
     Run {
@@ -384,7 +398,66 @@ fn cpu_time(pid: u32) -> Duration {
     Duration::from_secs_f64((utime + stime) / ticks)
 }
 
-/// A memory line of `/proc/pid/status` (`VmRSS:`, `VmHWM:`), in bytes.
+/// agentls's resident memory: idle, its high-water mark and the most of it that was its own,
+/// and a second after the streams.
+struct Memory {
+    idle: Resident,
+    /// `VmHWM`: all of it.
+    peak: u64,
+    /// The most anonymous memory sampled while the streams ran.
+    peak_anon: u64,
+    after: Resident,
+}
+
+/// Resident memory at one moment, in bytes: all of it, and the anonymous part (heap, stacks:
+/// the process's own). The rest is the binary and its libraries mapped from the page cache,
+/// shared with it and given back whenever the kernel needs the room.
+#[derive(Clone, Copy)]
+struct Resident {
+    all: u64,
+    anon: u64,
+}
+
+impl Resident {
+    fn of(pid: u32) -> Self {
+        Self {
+            all: memory(pid, "VmRSS:"),
+            anon: memory(pid, "RssAnon:"),
+        }
+    }
+}
+
+/// A thread reading a process's anonymous resident memory every millisecond: `/proc` keeps
+/// the peak of all resident memory only.
+struct AnonPeak {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl AnonPeak {
+    fn start(pid: u32) -> Self {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = std::sync::Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut most = 0;
+            while !stopped.load(Ordering::Relaxed) {
+                most = most.max(memory(pid, "RssAnon:"));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            most
+        });
+        Self { stop, thread }
+    }
+
+    /// The most it saw.
+    fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+/// A memory line of `/proc/pid/status` (`VmRSS:`, `VmHWM:`, `RssAnon:`), in bytes.
 fn memory(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with(key)).unwrap();
