@@ -58,6 +58,9 @@ struct Run {
     /// (logMessage, sessionUpdate, all) messages the client got for the first stream.
     counts: (usize, usize, usize),
     idle: Vec<Duration>,
+    /// Idle, while the same stream is read outside agentls (`cat | parse` in this process): the
+    /// machine's own share of the delay when two cores are busy with a stream.
+    beside: Vec<Duration>,
     streaming: Vec<Duration>,
 }
 
@@ -73,7 +76,7 @@ async fn main() {
     let bytes = std::fs::metadata(&ndjson).unwrap().len();
     if std::env::var_os("ACP_STREAM_PROFILE").is_some() {
         let config = replay_config(dir.path(), &ndjson, &session);
-        let run = through_agentls(Some(config), "replay", 0).await;
+        let run = through_agentls(Some(config), "replay", 0, &ndjson).await;
         println!("replay through agentls: {:.3} s", secs(run.elapsed));
         return;
     }
@@ -82,9 +85,10 @@ async fn main() {
         Some(replay_config(dir.path(), &ndjson, &session)),
         "replay",
         SAMPLES,
+        &ndjson,
     )
     .await;
-    let demo = through_agentls(None, "demo", SAMPLES).await;
+    let demo = through_agentls(None, "demo", SAMPLES, &ndjson).await;
     let sdk = (0..3)
         .filter_map(|_| sdk_client(dir.path(), &ndjson, &session))
         .min_by_key(|run| run.elapsed);
@@ -176,8 +180,16 @@ async fn main() {
             describe(&run.idle)
         );
         println!(
+            "  {name:<6} didChange → response, idle beside the stream read outside agentls: {}",
+            describe(&run.beside)
+        );
+        println!(
             "  {name:<6} didChange → response, streaming: {}",
             describe(&run.streaming)
+        );
+        println!(
+            "  {name:<6} p95 streaming / p95 idle beside the stream outside: {:.1}×",
+            secs(quantile(&run.streaming, 0.95)) / secs(quantile(&run.beside, 0.95)),
         );
         println!(
             "  {name:<6} p95 streaming / p95 idle: {:.1}×",
@@ -187,8 +199,13 @@ async fn main() {
 }
 
 /// agentls (with `config`, else the built-in demo agent) streaming to the test client, with
-/// round trips measured idle and during the stream.
-async fn through_agentls(config: Option<String>, agent: &str, samples: usize) -> Run {
+/// round trips measured idle, idle while `stream` is read outside agentls, and during the stream.
+async fn through_agentls(
+    config: Option<String>,
+    agent: &str,
+    samples: usize,
+    stream: &Path,
+) -> Run {
     let client = TestClient::start(Options {
         config_toml: config,
         // The default log level, as users run it (the test client asks for `debug`).
@@ -211,6 +228,19 @@ async fn through_agentls(config: Option<String>, agent: &str, samples: usize) ->
     let sampler = AnonPeak::start(pid);
     let version = Cell::new(0);
     let idle = round_trips(&client, &uri, &version, samples, || false).await;
+    let beside = {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (stopped, stream) = (std::sync::Arc::clone(&stop), stream.to_owned());
+        let load = std::thread::spawn(move || {
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                cat_and_parse(&stream);
+            }
+        });
+        let sampled = round_trips(&client, &uri, &version, samples, || false).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        load.join().unwrap();
+        sampled
+    };
     let summary = format!("{agent}: end_turn");
     let mut streaming = Vec::new();
     let mut first = None;
@@ -274,6 +304,7 @@ async fn through_agentls(config: Option<String>, agent: &str, samples: usize) ->
         rss,
         counts,
         idle,
+        beside,
         streaming,
     }
 }
