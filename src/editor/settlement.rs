@@ -92,15 +92,24 @@ impl State {
             disk_changed: Arc::clone(&disk_changed),
             disk: None,
         });
-        // The watcher reads the disk before the verdict goes out: a proposer that writes the
-        // disk at once must not be mistaken for the disk as it was.
+        let path = review.path.clone();
+        // The disk the proposer's write lands on is known before the verdict goes out, so that
+        // a proposer that writes at once is not mistaken for the disk as it was: an open file's
+        // as the user last saved it (the verdict goes now), a closed file's as the watcher reads
+        // it first (the verdict goes then).
+        let saved = self.documents.get(&path).map(|d| d.saved_text());
+        let known = saved.is_some();
         let watcher = Watcher {
             id,
-            path: review.path.clone(),
+            path,
+            before: saved,
             me: self.me.clone(),
             disk_changed,
         };
         tokio::spawn(watcher.run(forced));
+        if known {
+            self.send_settling_verdict(id);
+        }
     }
 
     /// The workspace watcher saw `path` change: the watchers of reviews settling on it look.
@@ -501,6 +510,9 @@ fn write_disk(
 struct Watcher {
     id: u64,
     path: PathBuf,
+    /// The disk before the verdict, when known (an open file's last save); else it is read,
+    /// then the verdict goes.
+    before: Option<String>,
     me: StateHandle,
     disk_changed: Arc<Notify>,
 }
@@ -510,11 +522,18 @@ impl Watcher {
         let Self {
             id,
             path,
+            before,
             me,
             disk_changed,
         } = self;
-        let before = read(&path).await;
-        me.update(move |s| s.send_settling_verdict(id));
+        let before = match before {
+            Some(saved) => Some(saved),
+            None => {
+                let disk = read(&path).await;
+                me.update(move |s| s.send_settling_verdict(id));
+                disk
+            }
+        };
         let deadline = tokio::time::Instant::now() + SETTLE_WAIT;
         // Nothing seen yet: the first look reads the file whatever its stamp says, since the
         // proposer may have written it before the stamp could be taken.
