@@ -14,8 +14,9 @@
 //!
 //! Also printed, each against a baseline of the same run: agentls's CPU time for the replayed
 //! stream against the `cat | parse` reader's (from `/proc` and `getrusage`), its resident memory
-//! idle, at its peak during the streams and a second after them (`VmRSS`, `VmHWM`), and the p95
-//! of the round trip while streaming against idle.
+//! idle, at its peak during the streams and a second after them (`VmRSS`, `VmHWM`; with the part
+//! that is its own, `RssAnon`), and the p95 of the round trip while streaming against idle, and
+//! against idle while the same stream is read outside agentls (the machine's own share).
 //!
 //! Run: `cargo bench --bench acp_stream`. With `ACP_STREAM_PROFILE=1` it only streams the replay
 //! through agentls once, with no round trips (for a profiler wrapped around agentls).
