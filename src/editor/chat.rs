@@ -647,6 +647,14 @@ impl State {
 }
 
 impl State {
+    /// The end of the open chat document at `path` (its last [`END_READ`] characters), as
+    /// [`file_end`] reads a closed one's; `None` when it is not open.
+    pub fn chat_end(&self, path: &Path) -> Option<String> {
+        let rope = self.documents.get(path)?.rope();
+        let start = rope.len_chars().saturating_sub(END_READ as usize);
+        Some(rope.slice(start..).to_string())
+    }
+
     /// The lines of the open document `path` that `range` touches, quoted for a chat message:
     /// where they come from, then a fenced block in the document's language. `None` when the
     /// document is not open.
@@ -884,6 +892,18 @@ mod tests {
         std::fs::write(&path, "short").unwrap();
         assert_eq!(file_end(&path).await, "short");
         assert_eq!(file_end(&dir.path().join("gone.md")).await, "");
+    }
+
+    #[tokio::test]
+    async fn an_open_chats_end_is_taken_alone() {
+        let (mut state, _effects) = crate::editor::state::tests::test_state();
+        let path = PathBuf::from("/chats/demo.md");
+        assert_eq!(state.chat_end(&path), None);
+        let text = "é".repeat(10_000) + "\n## You\n\n";
+        state.did_open(path.clone(), &text, 1, "markdown");
+        let end = state.chat_end(&path).unwrap();
+        assert_eq!(end.chars().count(), END_READ as usize);
+        assert!(text.ends_with(&end));
     }
 
     #[test]

@@ -194,7 +194,7 @@ pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Resu
         .feed
         .query(move |s| {
             let chat = s.chats.latest_of(&a)?.to_path_buf();
-            let text = s.buffer(&chat).map(|(text, _)| text);
+            let text = s.chat_end(&chat);
             Some((chat, text))
         })
         .await
