@@ -512,11 +512,10 @@ impl State {
             return;
         }
         let now = !open && chat.refused == 0 && chat.pending.len() >= FILE_APPEND_AT;
-        match chat.flush {
-            Flush::Appending => {}
-            Flush::Waiting(_) if !now => {}
-            _ if now => self.flush_chat(path),
-            _ => {
+        match (chat.flush, now) {
+            (Flush::Appending, _) | (Flush::Waiting(_), false) => {}
+            (Flush::Idle | Flush::Waiting(_), true) => self.flush_chat(path),
+            (Flush::Idle, false) => {
                 chat.timers += 1;
                 let timer = chat.timers;
                 chat.flush = Flush::Waiting(timer);
