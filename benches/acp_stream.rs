@@ -226,20 +226,19 @@ async fn through_agentls(
     client.take("window/showMessage", |_| true).await;
     let pid = client.pid();
     let idle_rss = Resident::of(pid);
-    let sampler = AnonPeak::start(pid);
+    // `/proc` keeps the peak of all resident memory only: the anonymous part is sampled.
+    let anon_peak = Repeating::start(0, move |most: &mut u64| {
+        *most = (*most).max(memory(pid, "RssAnon:"));
+        std::thread::sleep(Duration::from_millis(1));
+    });
     let version = Cell::new(0);
     let idle = round_trips(&client, &uri, &version, samples, || false).await;
     let beside = {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (stopped, stream) = (std::sync::Arc::clone(&stop), stream.to_owned());
-        let load = std::thread::spawn(move || {
-            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
-                cat_and_parse(&stream);
-            }
+        let load = Repeating::start(stream.to_owned(), |stream| {
+            cat_and_parse(stream);
         });
         let sampled = round_trips(&client, &uri, &version, samples, || false).await;
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        load.join().unwrap();
+        load.stop();
         sampled
     };
     let summary = format!("{agent}: end_turn");
@@ -294,7 +293,7 @@ async fn through_agentls(
     let rss = Memory {
         idle: idle_rss,
         peak: memory(pid, "VmHWM:"),
-        peak_anon: sampler.stop(),
+        peak_anon: anon_peak.stop(),
         after: Resident::of(pid),
     };
     assert!(client.shutdown().await.success());
@@ -459,31 +458,27 @@ impl Resident {
     }
 }
 
-/// A thread reading a process's anonymous resident memory every millisecond: `/proc` keeps
-/// the peak of all resident memory only.
-struct AnonPeak {
+/// A thread running one step over its state again and again until stopped (a load, a sampler).
+struct Repeating<T> {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<u64>,
+    thread: std::thread::JoinHandle<T>,
 }
 
-impl AnonPeak {
-    fn start(pid: u32) -> Self {
-        use std::sync::atomic::Ordering;
+impl<T: Send + 'static> Repeating<T> {
+    fn start(mut state: T, mut step: impl FnMut(&mut T) + Send + 'static) -> Self {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stopped = std::sync::Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
-            let mut most = 0;
-            while !stopped.load(Ordering::Relaxed) {
-                most = most.max(memory(pid, "RssAnon:"));
-                std::thread::sleep(Duration::from_millis(1));
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                step(&mut state);
             }
-            most
+            state
         });
         Self { stop, thread }
     }
 
-    /// The most it saw.
-    fn stop(self) -> u64 {
+    /// Stops it after its step under way; its state then.
+    fn stop(self) -> T {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.thread.join().unwrap()
     }
