@@ -8,6 +8,7 @@ mod support;
 use serde_json::{Value, json};
 use support::agents::{capabilities_without_dialogs, path_of};
 use support::processes::runs;
+use support::reviews::propose;
 use support::{Answer, Options, TestClient};
 
 async fn started(capabilities: Value) -> TestClient {
@@ -822,6 +823,41 @@ async fn a_flood_of_chunks_reaches_plugins_merged() {
     );
     assert!(all.contains(&expected));
     assert!(client.shutdown().await.success());
+}
+
+/// A client that asked for no plugin events (Helix, eglot without the package) gets none: not
+/// the stream's updates, not the reviews; one that asked for reviews only gets only those. What
+/// every editor shows (diagnostics) comes all the same.
+#[tokio::test]
+async fn plugin_events_go_only_to_a_client_that_asks_for_them() {
+    for (asked, reviews_expected) in [(json!([]), false), (json!(["reviewChanged"]), true)] {
+        let client = TestClient::start(Options::default()).await;
+        let options = json!({"pluginEvents": asked});
+        client
+            .initialize(TestClient::rich_capabilities(false), Some(options))
+            .await;
+        let first = client.open("first.txt", "text", "one\n").await;
+        let second = client.open("second.txt", "text", "one\n").await;
+        client.prompt("@flood 2000").await;
+        client.take_message("demo: end_turn").await;
+        propose(&client, &first, "two\n", "gemini").await;
+        // The host sends effects in order: once the second file's review is shown, anything the
+        // first's or the stream's made has been sent.
+        propose(&client, &second, "two\n", "gemini").await;
+        client
+            .take("textDocument/publishDiagnostics", |p| {
+                p["uri"] == second && p["diagnostics"].as_array().unwrap().len() == 1
+            })
+            .await;
+        assert_eq!(client.count(Some("agentls/sessionUpdate")), 0, "{asked}");
+        let reviews = client.count(Some("agentls/reviewChanged"));
+        assert_eq!(
+            reviews >= 2,
+            reviews_expected,
+            "{asked}: {reviews} reviewChanged"
+        );
+        assert!(client.shutdown().await.success());
+    }
 }
 
 /// An agent whose user has not logged in: the user is told what it offers and what to do, once,

@@ -130,15 +130,29 @@ jsonrpc before 1.0.24 stops parsing a read at the reply it waits for."
   (require 'package)
   (not (package-installed-p 'jsonrpc '(1 0 24))))
 
+(defconst agentls--plugin-events ["sessionUpdate" "reviewChanged"]
+  "The `agentls/*' notifications this package handles: agentls sends no others.")
+
+(defun agentls--server-options ()
+  "What this package asks of agentls at initialize, as a plist."
+  (append (list :pluginEvents agentls--plugin-events)
+          (when (agentls--replies-need-pacing-p) (list :paceReplies t))))
+
 (cl-defmethod eglot-initialization-options ((_server agentls-server))
-  "Ask agentls to pace its replies when this Emacs's jsonrpc needs it."
-  (let ((options (cl-call-next-method)))
-    (cond ((not (agentls--replies-need-pacing-p)) options)
-          ((hash-table-p options)
+  "Ask agentls for the notifications this package handles, and to pace its
+replies when this Emacs's jsonrpc needs it.  The user's own options win."
+  (let ((options (cl-call-next-method))
+        (ours (agentls--server-options)))
+    (cond ((hash-table-p options)
            (let ((copy (copy-hash-table options)))
-             (puthash "paceReplies" t copy)
+             (cl-loop for (key value) on ours by #'cddr
+                      for name = (substring (symbol-name key) 1)
+                      unless (gethash name copy) do (puthash name value copy))
              copy))
-          ((listp options) (append options (list :paceReplies t)))
+          ((listp options)
+           (append options
+                   (cl-loop for (key value) on ours by #'cddr
+                            unless (plist-member options key) append (list key value))))
           (t options))))
 
 (defvar agentls--last-server nil

@@ -13,7 +13,7 @@ use agent_client_protocol::v1::schema::{ContentBlock, ContentChunk, SessionUpdat
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::editor::EditorAccess;
+use crate::editor::{EditorAccess, PluginEvent};
 
 /// At most one text update per agent connection per interval (plus the other updates).
 pub const INTERVAL: Duration = Duration::from_millis(100);
@@ -66,9 +66,13 @@ impl PluginUpdates {
         }
     }
 
-    /// Takes one update of `session` in: sends it, or holds it to merge with the next ones.
+    /// Takes one update of `session` in: sends it, or holds it to merge with the next ones
+    /// (nothing, when the client did not ask for session updates).
     pub fn push(&self, session: &str, update: SessionUpdate) {
         let shared = &self.shared;
+        if !shared.editor.plugins_want(PluginEvent::SessionUpdate) {
+            return;
+        }
         let mut held = shared.lock();
         if plain_text(&update).is_none() {
             shared.flush(&mut held);
@@ -136,8 +140,8 @@ impl Shared {
 
     fn send(&self, session: &str, update: &SessionUpdate) {
         self.editor.notify_plugins(
-            "sessionUpdate",
-            json!({"agent": self.agent, "sessionId": session, "update": update}),
+            PluginEvent::SessionUpdate,
+            || json!({"agent": self.agent, "sessionId": session, "update": update}),
         );
     }
 }
@@ -192,6 +196,7 @@ fn plain_text(update: &SessionUpdate) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::editor::PluginEvents;
     use crate::editor::effects::{Effect, EffectReceiver};
     use agent_client_protocol::v1::schema::{Plan, ToolCall};
 
@@ -207,7 +212,7 @@ mod tests {
     fn sent(effects: &mut EffectReceiver) -> Vec<(String, String)> {
         let mut out = Vec::new();
         while let Ok(effect) = effects.try_recv() {
-            if let Effect::PluginEvent { payload, .. } = effect {
+            if let Effect::Plugin { payload, .. } = effect {
                 let update = &payload["update"];
                 out.push((
                     update["sessionUpdate"].as_str().unwrap().to_owned(),
@@ -225,10 +230,31 @@ mod tests {
         (kind.to_owned(), text.to_owned())
     }
 
+    /// The updates of agent `a` to a client that asked for `events`.
+    fn updates_to(events: PluginEvents) -> (PluginUpdates, EffectReceiver) {
+        let (editor, feed, effects) = crate::editor::start();
+        feed.set_plugin_events(events);
+        (PluginUpdates::new("a", editor), effects)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_did_not_ask_gets_no_update() {
+        let asked_for_reviews = [PluginEvent::ReviewChanged].into_iter().collect();
+        for events in [PluginEvents::default(), asked_for_reviews] {
+            let (updates, mut effects) = updates_to(events);
+            updates.push("s", message("Hel"));
+            updates.push("s", message("lo"));
+            updates.push("s", SessionUpdate::Plan(Plan::new(vec![])));
+            updates.flush();
+            tokio::time::sleep(INTERVAL * 2).await;
+            let sent = sent(&mut effects);
+            assert!(sent.is_empty(), "asked for {events:?}, got {sent:?}");
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn text_is_merged_per_interval_and_other_updates_keep_their_place() {
-        let (editor, _feed, mut effects) = crate::editor::start();
-        let updates = PluginUpdates::new("a", editor);
+        let (updates, mut effects) = updates_to(PluginEvents::all());
         updates.push("s", message("Hel"));
         updates.push("s", message("lo"));
         updates.push("s", message(" you"));
@@ -267,8 +293,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_flood_becomes_a_handful_of_updates_none_too_big() {
-        let (editor, _feed, mut effects) = crate::editor::start();
-        let updates = PluginUpdates::new("a", editor);
+        let (updates, mut effects) = updates_to(PluginEvents::all());
         let mut expected = String::new();
         for i in 0..100_000 {
             let text = format!("chunk {i}\n");

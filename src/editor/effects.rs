@@ -2,6 +2,7 @@
 //! what the client advertised; effects that need an answer carry a oneshot for it.
 
 use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 use thiserror::Error;
@@ -144,11 +145,11 @@ pub enum Effect {
     },
     /// Inlay hints changed; editors that can should ask again.
     RefreshInlayHints,
-    /// Tell editor plugins about an event (the host sends it as the notification
-    /// `agentls/<event>`); editors without a plugin ignore it.
-    PluginEvent {
-        /// The event name, e.g. `sessionUpdate`.
-        event: &'static str,
+    /// Tell editor plugins about an event the client asked for (the host sends it as the
+    /// notification `agentls/<event>`).
+    Plugin {
+        /// What happened.
+        event: PluginEvent,
         /// Its payload.
         payload: serde_json::Value,
     },
@@ -172,9 +173,69 @@ pub enum Effect {
     },
 }
 
+/// What agentls tells editor plugins about, each as the notification `agentls/<name>`, and only
+/// to a client that named it at `initialize` (`initializationOptions.pluginEvents`): an editor
+/// without a plugin (Helix, plain eglot) would read and drop every one, and an agent's stream
+/// is megabytes of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginEvent {
+    /// An agent's `session/update`, streamed text merged (`agentls/sessionUpdate`).
+    SessionUpdate,
+    /// The reviews of one file changed (`agentls/reviewChanged`).
+    ReviewChanged,
+}
+
+impl PluginEvent {
+    /// Every event, in the order of their bits in [`PluginEvents`].
+    pub const ALL: [Self; 2] = [Self::SessionUpdate, Self::ReviewChanged];
+
+    /// The event's name, as clients ask for it and as its method ends.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SessionUpdate => "sessionUpdate",
+            Self::ReviewChanged => "reviewChanged",
+        }
+    }
+
+    /// The event called `name`, if there is one.
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.name() == name)
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// The plugin events a client asked for (none unless it asked).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PluginEvents(u8);
+
+impl PluginEvents {
+    /// Every event.
+    pub fn all() -> Self {
+        PluginEvent::ALL.into_iter().collect()
+    }
+
+    /// Whether `event` was asked for.
+    pub fn contains(self, event: PluginEvent) -> bool {
+        self.0 & event.bit() != 0
+    }
+}
+
+impl FromIterator<PluginEvent> for PluginEvents {
+    fn from_iter<I: IntoIterator<Item = PluginEvent>>(events: I) -> Self {
+        Self(events.into_iter().fold(0, |bits, e| bits | e.bit()))
+    }
+}
+
 /// The sending half of the effect stream; cheap to clone.
 #[derive(Debug, Clone)]
-pub struct EffectSender(mpsc::UnboundedSender<Effect>);
+pub struct EffectSender {
+    effects: mpsc::UnboundedSender<Effect>,
+    /// Set once, at `initialize`; until then no plugin listens.
+    plugin_events: Arc<OnceLock<PluginEvents>>,
+}
 
 /// The receiving half, owned by the host.
 pub type EffectReceiver = mpsc::UnboundedReceiver<Effect>;
@@ -182,13 +243,41 @@ pub type EffectReceiver = mpsc::UnboundedReceiver<Effect>;
 impl EffectSender {
     /// A connected sender and receiver.
     pub fn channel() -> (Self, EffectReceiver) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (Self(tx), rx)
+        let (effects, rx) = mpsc::unbounded_channel();
+        let sender = Self {
+            effects,
+            plugin_events: Arc::default(),
+        };
+        (sender, rx)
     }
 
     /// Queues an effect; dropped silently only when the host is gone (shutting down).
     pub fn send(&self, effect: Effect) {
-        let _ = self.0.send(effect);
+        let _ = self.effects.send(effect);
+    }
+
+    /// Sets the plugin events the client asked for; only the first call counts (`initialize`
+    /// comes once).
+    pub fn set_plugin_events(&self, events: PluginEvents) {
+        let _ = self.plugin_events.set(events);
+    }
+
+    /// Whether the client asked for `event`: what would build a large payload asks first.
+    pub fn plugins_want(&self, event: PluginEvent) -> bool {
+        self.plugin_events
+            .get()
+            .is_some_and(|events| events.contains(event))
+    }
+
+    /// Tells plugins about `event` with the payload `payload` makes, if the client asked for it
+    /// (else `payload` is not called).
+    pub fn notify_plugins(&self, event: PluginEvent, payload: impl FnOnce() -> serde_json::Value) {
+        if self.plugins_want(event) {
+            self.send(Effect::Plugin {
+                event,
+                payload: payload(),
+            });
+        }
     }
 
     /// Queues an effect that answers, and waits for the answer.

@@ -39,7 +39,9 @@ use serde::Serialize;
 use thiserror::Error;
 
 pub use documents::TextChange;
-pub use effects::{Effect, EffectError, EffectReceiver, EffectSender, Level};
+pub use effects::{
+    Effect, EffectError, EffectReceiver, EffectSender, Level, PluginEvent, PluginEvents,
+};
 pub use files::FileError;
 pub use position::{Position, PositionEncoding, Range};
 pub use questions::{Choice, ChoiceKind};
@@ -211,6 +213,7 @@ impl Drop for Waiting {
 #[derive(Debug, Clone)]
 pub struct EditorFeed {
     state: StateHandle,
+    effects: EffectSender,
     policy: std::sync::Arc<std::sync::RwLock<AccessPolicy>>,
     chat_inbox: chat_inbox::ChatInbox,
 }
@@ -225,7 +228,7 @@ pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
     let chat_inbox = chat_inbox::ChatInbox::default();
     let access = EditorAccess {
         state: state.clone(),
-        effects,
+        effects: effects.clone(),
         policy: std::sync::Arc::clone(&policy),
         writing: path_locks::PathLocks::default(),
         chat_inbox: chat_inbox.clone(),
@@ -233,6 +236,7 @@ pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
     };
     let feed = EditorFeed {
         state,
+        effects,
         policy,
         chat_inbox,
     };
@@ -740,10 +744,15 @@ impl EditorAccess {
         self.state.query(|s| s.context.subscribe()).await.ok()
     }
 
-    /// Tells editor plugins about `event` (sent as `agentls/<event>`; editors without a plugin
-    /// ignore it).
-    pub fn notify_plugins(&self, event: &'static str, payload: serde_json::Value) {
-        self.effects.send(Effect::PluginEvent { event, payload });
+    /// Whether the client asked for plugin `event`s.
+    pub fn plugins_want(&self, event: PluginEvent) -> bool {
+        self.effects.plugins_want(event)
+    }
+
+    /// Tells editor plugins about `event` (sent as `agentls/<event>`) with the payload `payload`
+    /// makes, if the client asked for it.
+    pub fn notify_plugins(&self, event: PluginEvent, payload: impl FnOnce() -> serde_json::Value) {
+        self.effects.notify_plugins(event, payload);
     }
 
     /// Tells the user something.
@@ -801,6 +810,11 @@ impl EditorFeed {
     /// Sets the negotiated position encoding (once, at `initialize`).
     pub fn set_encoding(&self, encoding: PositionEncoding) {
         self.state.update(move |s| s.encoding = encoding);
+    }
+
+    /// Sets the plugin events the client asked for (once, at `initialize`).
+    pub fn set_plugin_events(&self, events: PluginEvents) {
+        self.effects.set_plugin_events(events);
     }
 
     /// Comment prompts are lines with `marker` after a comment start (`chat.commentMarker`).

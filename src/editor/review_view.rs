@@ -8,7 +8,7 @@ use ropey::Rope;
 use serde_json::{Value, json};
 
 use super::actions::{ActionCommand, UserAction};
-use super::effects::{Diagnostic, Effect};
+use super::effects::{Diagnostic, Effect, PluginEvent};
 use super::position::{Position, PositionMapper, Range};
 use super::review::{Hunk, HunkState, Review, ReviewKind};
 use super::state::State;
@@ -38,13 +38,12 @@ impl State {
     pub fn present(&self, path: &Path) {
         self.publish_diagnostics(path);
         self.effects.send(Effect::RefreshInlayHints);
-        self.effects.send(Effect::PluginEvent {
-            event: "reviewChanged",
-            payload: json!({
+        self.effects.notify_plugins(PluginEvent::ReviewChanged, || {
+            json!({
                 "uri": crate::file_uri::from_path(path),
                 "path": path,
                 "reviews": self.reviews_summary(Some(path)),
-            }),
+            })
         });
     }
 

@@ -1,9 +1,33 @@
 //! What the client advertised at `initialize`, boiled down to the questions agentls asks before
 //! it sends anything. Never an editor's name: only its capabilities.
 
+use serde_json::Value;
 use tower_lsp_server::ls_types::{ClientCapabilities, PositionEncodingKind};
 
-use crate::editor::PositionEncoding;
+use crate::editor::{PluginEvent, PluginEvents, PositionEncoding};
+
+/// The plugin events a client asks for in `initializationOptions.pluginEvents` (a list of event
+/// names; none when it is absent), and what in it names no event (to be logged).
+pub fn plugin_events(asked: Option<&Value>) -> (PluginEvents, Vec<String>) {
+    let Some(asked) = asked else {
+        return (PluginEvents::default(), Vec::new());
+    };
+    let Some(names) = asked.as_array() else {
+        return (PluginEvents::default(), vec![asked.to_string()]);
+    };
+    let mut unknown = Vec::new();
+    let events = names
+        .iter()
+        .filter_map(|name| {
+            let event = name.as_str().and_then(PluginEvent::named);
+            if event.is_none() {
+                unknown.push(name.to_string());
+            }
+            event
+        })
+        .collect();
+    (events, unknown)
+}
 
 /// The client features agentls can use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -88,6 +112,22 @@ mod tests {
         let offered = json!({"general": {"positionEncodings": ["utf-32", "utf-8", "utf-16"]}});
         assert_eq!(features(offered).encoding, PositionEncoding::Utf8);
         assert_eq!(features(json!({})).encoding, PositionEncoding::Utf16);
+    }
+
+    #[test]
+    fn plugin_events_are_only_those_asked_for() {
+        let none = PluginEvents::default();
+        assert_eq!(plugin_events(None), (none, vec![]));
+        let (events, unknown) = plugin_events(Some(&json!(["reviewChanged", "bogus", 3])));
+        assert!(events.contains(PluginEvent::ReviewChanged));
+        assert!(!events.contains(PluginEvent::SessionUpdate));
+        assert_eq!(unknown, ["\"bogus\"", "3"]);
+        let every = json!(["sessionUpdate", "reviewChanged"]);
+        assert_eq!(plugin_events(Some(&every)), (PluginEvents::all(), vec![]));
+        assert_eq!(
+            plugin_events(Some(&json!(true))),
+            (none, vec!["true".into()])
+        );
     }
 
     #[test]

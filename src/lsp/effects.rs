@@ -83,8 +83,8 @@ pub async fn run(
             Effect::ApplyEdit { edit, reply } => {
                 tokio::spawn(apply_edit(client.clone(), features, edit, reply));
             }
-            Effect::PluginEvent { event, payload } => {
-                let notification = Request::build(format!("agentls/{event}"))
+            Effect::Plugin { event, payload } => {
+                let notification = Request::build(format!("agentls/{}", event.name()))
                     .params(payload)
                     .finish();
                 // Inline, not spawned: plugin events (streamed agent text) must keep their order.

@@ -42,6 +42,16 @@ pub struct Backend {
     pub(super) pacing: super::transport::Pacing,
 }
 
+/// Takes `key` out of the client's `initializationOptions`: an option to the server itself, not
+/// a setting of agentls's config.
+fn take_option(params: &mut InitializeParams, key: &str) -> Option<LSPAny> {
+    params
+        .initialization_options
+        .as_mut()
+        .and_then(|options| options.as_object_mut())
+        .and_then(|options| options.remove(key))
+}
+
 /// Parameters of the client notification `agentls/didChangeSelection`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -119,13 +129,20 @@ impl LanguageServer for Backend {
     async fn initialize(&self, mut params: InitializeParams) -> Result<InitializeResult> {
         // Decided before this reply goes out: it is the first one paced, or not. The option is
         // the client's, not a setting of agentls's config.
-        let asked = params
-            .initialization_options
-            .as_mut()
-            .and_then(|options| options.as_object_mut())
-            .and_then(|options| options.remove("paceReplies"))
-            .and_then(|asked| asked.as_bool());
+        let asked = take_option(&mut params, "paceReplies").and_then(|asked| asked.as_bool());
         self.pacing.set_for(params.client_info.is_some(), asked);
+        let (plugin_events, unknown) =
+            super::capabilities::plugin_events(take_option(&mut params, "pluginEvents").as_ref());
+        self.feed.set_plugin_events(plugin_events);
+        if !unknown.is_empty() {
+            self.editor.log(
+                Level::Warning,
+                format!(
+                    "initializationOptions.pluginEvents: not a list of event names: {}",
+                    unknown.join(", ")
+                ),
+            );
+        }
         let features = ClientFeatures::from_capabilities(&params.capabilities);
         self.feed.set_encoding(features.encoding);
         let folders = initial_folders(&params);

@@ -203,11 +203,19 @@ impl TestClient {
     }
 
     /// `initialize` + `initialized` with the workspace as the only folder. Returns the result.
+    /// The client asks for every plugin event, as the editor packages do, unless
+    /// `initialization_options` says which (`pluginEvents`; `[]`: none, as Helix).
     pub async fn initialize(
         &self,
         capabilities: Value,
         initialization_options: Option<Value>,
     ) -> Value {
+        let mut initialization_options = initialization_options.unwrap_or_else(|| json!({}));
+        if let Some(options) = initialization_options.as_object_mut() {
+            options
+                .entry("pluginEvents")
+                .or_insert_with(|| json!(["sessionUpdate", "reviewChanged"]));
+        }
         let uri = file_uri(&self.workspace);
         let result = self
             .request(

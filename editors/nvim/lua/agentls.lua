@@ -498,14 +498,32 @@ local plugin_handlers = {}
 
 -- Starting the client ------------------------------------------------------------------------
 
+--- `init_options` asking agentls for the `agentls/*` notifications `handlers` handle (it sends
+--- none unasked; the user's own `pluginEvents` wins).
+local function with_plugin_events(init_options, handlers)
+  local events = {}
+  for method in pairs(handlers) do
+    local event = method:match('^agentls/(%w+)$')
+    if event then
+      table.insert(events, event)
+    end
+  end
+  if #events == 0 then
+    return init_options
+  end
+  table.sort(events)
+  return vim.tbl_extend('force', { pluginEvents = events }, init_options or {})
+end
+
 local function client_config(opts)
+  local handlers = vim.tbl_extend('force', plugin_handlers, opts.handlers or {})
   return {
     cmd = opts.cmd,
     cmd_env = opts.cmd_env,
-    init_options = opts.init_options,
+    init_options = with_plugin_events(opts.init_options, handlers),
     settings = opts.settings,
     flags = opts.flags,
-    handlers = vim.tbl_extend('force', plugin_handlers, opts.handlers or {}),
+    handlers = handlers,
   }
 end
 

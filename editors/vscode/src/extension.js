@@ -13,6 +13,9 @@ const { StatusItem, trackProgress } = require('./status');
 const { chatAgent, showChat } = require('./chat');
 const commands = require('./commands');
 
+/** The `agentls/*` notifications this extension handles (see `start`), asked for at initialize. */
+const PLUGIN_EVENTS = ['reviewChanged', 'sessionUpdate'];
+
 /** The running language client, the status bar item and the reviews, for the commands. */
 class Agentls {
   constructor(context) {
@@ -61,7 +64,11 @@ class Agentls {
       {
         documentSelector: [{ scheme: 'file' }],
         outputChannel: this.output,
-        initializationOptions: serverSettings(this.context.extension.packageJSON),
+        initializationOptions: {
+          ...serverSettings(this.context.extension.packageJSON),
+          // The `agentls/*` notifications handled below: agentls sends no others.
+          pluginEvents: PLUGIN_EVENTS,
+        },
         middleware: {
           window: {
             // A chat goes beside the code; anything else where VS Code puts it.
