@@ -7,7 +7,9 @@
 //! The stream is recorded from the built-in demo agent (`@flood N @chunk B`). agentls then gets
 //! it twice: replayed by `cat` inside a tiny shell agent (the same bytes the baseline reads), and
 //! live from the demo agent. The client is the test client of `tests/support`, which parses
-//! every message like an editor would.
+//! every message like an editor would: once as an editor with a plugin (it asks for every
+//! `agentls/*` notification, as the Neovim, Emacs and VS Code packages do), once as one without
+//! (it asks for none, as Helix).
 //!
 //! The peer: the ACP TypeScript SDK's client (`ClientSideConnection`, from npm, under node) reads
 //! the same replay (`common/sdk_client.mjs`; found where `scripts/test-tools.sh` installs it).
@@ -77,19 +79,22 @@ async fn main() {
     let bytes = std::fs::metadata(&ndjson).unwrap().len();
     if std::env::var_os("ACP_STREAM_PROFILE").is_some() {
         let config = replay_config(dir.path(), &ndjson, &session);
-        let run = through_agentls(Some(config), "replay", 0, &ndjson).await;
+        let run = through_agentls(Some(config), "replay", PLUGIN, 0, &ndjson).await;
         println!("replay through agentls: {:.3} s", secs(run.elapsed));
         return;
     }
     let (cat, cat_cpu) = (0..3).map(|_| cat_and_parse(&ndjson)).min().unwrap();
-    let replay = through_agentls(
-        Some(replay_config(dir.path(), &ndjson, &session)),
-        "replay",
-        SAMPLES,
-        &ndjson,
-    )
-    .await;
-    let demo = through_agentls(None, "demo", SAMPLES, &ndjson).await;
+    let config = || Some(replay_config(dir.path(), &ndjson, &session));
+    let replay = through_agentls(config(), "replay", PLUGIN, SAMPLES, &ndjson).await;
+    let plain = through_agentls(config(), "replay", PLAIN, SAMPLES, &ndjson).await;
+    let demo = through_agentls(None, "demo", PLUGIN, SAMPLES, &ndjson).await;
+    let demo_plain = through_agentls(None, "demo", PLAIN, SAMPLES, &ndjson).await;
+    let runs = [
+        ("replay", &replay),
+        ("replay, no plugin", &plain),
+        ("demo", &demo),
+        ("demo, no plugin", &demo_plain),
+    ];
     let sdk = (0..3)
         .filter_map(|_| sdk_client(dir.path(), &ndjson, &session))
         .min_by_key(|run| run.elapsed);
@@ -119,6 +124,10 @@ async fn main() {
         }
     }
     println!(
+        "  `cat` as agent → agentls → LSP      {}   the same, to a client without a plugin (asks for no agentls/*)",
+        rate(plain.elapsed)
+    );
+    println!(
         "  demo agent → parse each line        {}   the agent alone",
         rate(agent_alone)
     );
@@ -127,7 +136,7 @@ async fn main() {
         rate(demo.elapsed)
     );
     println!(
-        "  throughput ratio, agentls vs cat | parse (same NDJSON): {:.3} ({:.1}× slower)",
+        "  throughput ratio, agentls vs cat | parse (same NDJSON): {:.3} ({:.2}× its time)",
         secs(cat) / secs(replay.elapsed),
         secs(replay.elapsed) / secs(cat),
     );
@@ -146,13 +155,20 @@ async fn main() {
         secs(agent_alone) / secs(demo.elapsed),
     );
     println!(
-        "  CPU: agentls {:.0} ms for the replayed stream ({:.2} µs per line), cat | parse {:.0} ms: {:.1}×",
-        ms(replay.cpu),
-        replay.cpu.as_secs_f64() * 1e6 / lines as f64,
-        ms(cat_cpu),
-        secs(replay.cpu) / secs(cat_cpu),
+        "  throughput ratio, to a client without a plugin vs cat | parse: {:.3} ({:.2}× its time)",
+        secs(cat) / secs(plain.elapsed),
+        secs(plain.elapsed) / secs(cat),
     );
-    for (name, run) in [("replay", &replay), ("demo", &demo)] {
+    for (name, run) in [("", &replay), (", to a client without a plugin", &plain)] {
+        println!(
+            "  CPU: agentls {:.0} ms for the replayed stream{name} ({:.2} µs per line), cat | parse {:.0} ms: {:.1}×",
+            ms(run.cpu),
+            run.cpu.as_secs_f64() * 1e6 / lines as f64,
+            ms(cat_cpu),
+            secs(run.cpu) / secs(cat_cpu),
+        );
+    }
+    for (name, run) in runs {
         let Memory {
             idle,
             peak,
@@ -161,7 +177,7 @@ async fn main() {
         } = run.rss;
         let mb = |bytes: u64| bytes as f64 / 1e6;
         println!(
-            "  {name:<6} RSS: idle {:.1} MB (own {:.1}), peak {:.1} MB (own {:.1}), 1 s after the streams {:.1} MB (own {:.1})",
+            "  {name:<17} RSS: idle {:.1} MB (own {:.1}), peak {:.1} MB (own {:.1}), 1 s after the streams {:.1} MB (own {:.1})",
             mb(idle.all),
             mb(idle.anon),
             mb(peak),
@@ -170,40 +186,47 @@ async fn main() {
             mb(after.anon),
         );
     }
-    for (name, run) in [("replay", &replay), ("demo", &demo)] {
+    for (name, run) in runs {
         let (logs, updates, total) = run.counts;
         println!(
-            "  {name:<6} LSP messages for the stream: {total} in all, {updates} agentls/sessionUpdate, \
+            "  {name:<17} LSP messages for the stream: {total} in all, {updates} agentls/sessionUpdate, \
              {logs} window/logMessage (the agent sent {lines})"
         );
         println!(
-            "  {name:<6} didChange → response, idle:      {}",
+            "  {name:<17} didChange → response, idle:      {}",
             describe(&run.idle)
         );
         println!(
-            "  {name:<6} didChange → response, idle beside the stream read outside agentls: {}",
+            "  {name:<17} didChange → response, idle beside the stream read outside agentls: {}",
             describe(&run.beside)
         );
         println!(
-            "  {name:<6} didChange → response, streaming: {}",
+            "  {name:<17} didChange → response, streaming: {}",
             describe(&run.streaming)
         );
         println!(
-            "  {name:<6} p95 streaming / p95 idle beside the stream outside: {:.1}×",
+            "  {name:<17} p95 streaming / p95 idle beside the stream outside: {:.1}×",
             secs(quantile(&run.streaming, 0.95)) / secs(quantile(&run.beside, 0.95)),
         );
         println!(
-            "  {name:<6} p95 streaming / p95 idle: {:.1}×",
+            "  {name:<17} p95 streaming / p95 idle: {:.1}×",
             secs(quantile(&run.streaming, 0.95)) / secs(quantile(&run.idle, 0.95)),
         );
     }
 }
 
-/// agentls (with `config`, else the built-in demo agent) streaming to the test client, with
-/// round trips measured idle, idle while `stream` is read outside agentls, and during the stream.
+/// The `agentls/*` notifications a client with a plugin asks for.
+const PLUGIN: &[&str] = &["sessionUpdate", "reviewChanged"];
+/// A client without a plugin (Helix) asks for none.
+const PLAIN: &[&str] = &[];
+
+/// agentls (with `config`, else the built-in demo agent) streaming to the test client, which
+/// asks for the `plugin_events`, with round trips measured idle, idle while `stream` is read
+/// outside agentls, and during the stream.
 async fn through_agentls(
     config: Option<String>,
     agent: &str,
+    plugin_events: &[&str],
     samples: usize,
     stream: &Path,
 ) -> Run {
@@ -214,8 +237,9 @@ async fn through_agentls(
         workspace: None,
     })
     .await;
+    let options = json!({"pluginEvents": plugin_events});
     client
-        .initialize(TestClient::rich_capabilities(false), None)
+        .initialize(TestClient::rich_capabilities(false), Some(options))
         .await;
     let uri = client.open("typing.txt", "text", "\n").await;
     // The agent is started (spawn, initialize, session) before anything is measured.
