@@ -13,8 +13,12 @@ const { StatusItem, trackProgress } = require('./status');
 const { chatAgent, showChat } = require('./chat');
 const commands = require('./commands');
 
-/** The `agentls/*` notifications this extension handles (see `start`), asked for at initialize. */
-const PLUGIN_EVENTS = ['reviewChanged', 'sessionUpdate'];
+/**
+ * The `agentls/*` notifications this extension handles (see `start`), asked for at initialize.
+ * Not `sessionUpdate`: a turn's progress already says when an agent starts and stops working, and
+ * an agent's stream is megabytes of updates.
+ */
+const PLUGIN_EVENTS = ['reviewChanged'];
 
 /** The running language client, the status bar item and the reviews, for the commands. */
 class Agentls {
@@ -131,7 +135,6 @@ class Agentls {
     }
     const subscriptions = [
       client.onNotification('agentls/reviewChanged', (params) => this.reviews.update(params)),
-      client.onNotification('agentls/sessionUpdate', () => this.refreshSoon()),
       trackProgress(client, this.status, (agent) => this.run('agentls.cancel', { agent }), () => this.refreshSoon()),
     ];
     this.clientSubscriptions = subscriptions;
