@@ -860,6 +860,28 @@ async fn plugin_events_go_only_to_a_client_that_asks_for_them() {
     }
 }
 
+/// A plugin that asked for `turnChanged` alone (a status line) hears when the agent starts
+/// working and when it stops, in that order, and nothing of the stream.
+#[tokio::test]
+async fn a_plugin_hears_when_an_agent_starts_and_stops_working() {
+    let client = TestClient::start(Options::default()).await;
+    let options = json!({"pluginEvents": ["turnChanged"]});
+    client
+        .initialize(TestClient::rich_capabilities(false), Some(options))
+        .await;
+    client.prompt("@flood 2000").await;
+    client.take_message("demo: end_turn").await;
+    for prompting in [true, false] {
+        // The first one not taken yet, whatever it says.
+        let change = client.take("agentls/turnChanged", |_| true).await;
+        let expected = json!({"agent": "demo", "prompting": prompting});
+        assert_eq!(change["params"], expected);
+    }
+    assert_eq!(client.count(Some("agentls/turnChanged")), 2);
+    assert_eq!(client.count(Some("agentls/sessionUpdate")), 0);
+    assert!(client.shutdown().await.success());
+}
+
 /// An agent whose user has not logged in: the user is told what it offers and what to do, once,
 /// and nothing hangs.
 #[tokio::test]

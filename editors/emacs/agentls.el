@@ -130,7 +130,7 @@ jsonrpc before 1.0.24 stops parsing a read at the reply it waits for."
   (require 'package)
   (not (package-installed-p 'jsonrpc '(1 0 24))))
 
-(defconst agentls--plugin-events ["sessionUpdate" "reviewChanged"]
+(defconst agentls--plugin-events ["turnChanged" "reviewChanged"]
   "The `agentls/*' notifications this package handles: agentls sends no others.")
 
 (defun agentls--server-options ()
@@ -633,11 +633,13 @@ for the agent too."
   (agentls--refresh-status server agentls-status-interval))
 
 (cl-defmethod eglot-handle-notification
-  ((server agentls-server) (_method (eql agentls/sessionUpdate)) &key agent &allow-other-keys)
-  "An agent of SERVER streams: it is working."
+  ((server agentls-server) (_method (eql agentls/turnChanged))
+   &key agent prompting &allow-other-keys)
+  "AGENT of SERVER started working (PROMPTING is t) or stopped."
   (setq agentls--last-server server)
-  (unless (member agent (agentls--working server))
-    (agentls--working-soon server agent)))
+  (if (eq prompting t)
+      (agentls--working-soon server agent)
+    (agentls--refresh-status server)))
 
 (cl-defmethod eglot-handle-notification
   ((server agentls-server) (_method (eql agentls/reviewChanged))

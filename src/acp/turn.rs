@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use serde_json::json;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -15,9 +16,9 @@ use super::agent::{Claimed, RunningAgent};
 use super::context::{self, PromptContext};
 use super::error::AgentFailure;
 use super::session::Turn;
-use crate::editor::Level;
 use crate::editor::chat_sessions;
 use crate::editor::effects::ProgressPhase;
+use crate::editor::{Level, PluginEvent};
 
 /// How long a turn may go on after `session/cancel` before agentls ends it as cancelled.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
@@ -178,6 +179,15 @@ pub struct Asked<'a> {
     pub comment: Option<&'a super::AnsweredComment>,
 }
 
+/// Tells plugins that `agent` is `prompting` (its first turn began) or no longer (its last
+/// one ended).
+fn tell_plugins(agent: &RunningAgent, prompting: bool) {
+    agent.link.editor.notify_plugins(
+        PluginEvent::TurnChanged,
+        || json!({"agent": agent.name(), "prompting": prompting}),
+    );
+}
+
 /// Runs a turn with its progress and tells the user how it went, once.
 pub async fn run_and_report(
     agent: &RunningAgent,
@@ -186,7 +196,9 @@ pub async fn run_and_report(
     cancel: CancellationToken,
     sent: oneshot::Sender<()>,
 ) -> Option<AgentFailure> {
-    agent.active_turns.fetch_add(1, Ordering::SeqCst);
+    if agent.active_turns.fetch_add(1, Ordering::SeqCst) == 0 {
+        tell_plugins(agent, true);
+    }
     let (chat, comment) = (asked.chat, asked.comment);
     let (end, turn) = run(agent, asked, progress_id, cancel, sent).await;
     if let (Some(comment), Some(turn)) = (comment, &turn)
@@ -208,7 +220,9 @@ pub async fn run_and_report(
         let (_, line) = summary(agent.name(), &end, turn.as_ref());
         close_chat_reply(&agent.link.editor, chat, &line);
     }
-    agent.active_turns.fetch_sub(1, Ordering::SeqCst);
+    if agent.active_turns.fetch_sub(1, Ordering::SeqCst) == 1 {
+        tell_plugins(agent, false);
+    }
     match end {
         TurnEnd::Failed(failure) => Some(failure),
         _ => None,

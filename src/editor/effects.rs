@@ -183,17 +183,21 @@ pub enum PluginEvent {
     SessionUpdate,
     /// The reviews of one file changed (`agentls/reviewChanged`).
     ReviewChanged,
+    /// An agent's first turn began, or its last one ended (`agentls/turnChanged`): what a
+    /// status line needs, without the stream.
+    TurnChanged,
 }
 
 impl PluginEvent {
     /// Every event, in the order of their bits in [`PluginEvents`].
-    pub const ALL: [Self; 2] = [Self::SessionUpdate, Self::ReviewChanged];
+    pub const ALL: [Self; 3] = [Self::SessionUpdate, Self::ReviewChanged, Self::TurnChanged];
 
     /// The event's name, as clients ask for it and as its method ends.
     pub fn name(self) -> &'static str {
         match self {
             Self::SessionUpdate => "sessionUpdate",
             Self::ReviewChanged => "reviewChanged",
+            Self::TurnChanged => "turnChanged",
         }
     }
 

@@ -214,7 +214,7 @@ impl TestClient {
         if let Some(options) = initialization_options.as_object_mut() {
             options
                 .entry("pluginEvents")
-                .or_insert_with(|| json!(["sessionUpdate", "reviewChanged"]));
+                .or_insert_with(|| json!(["sessionUpdate", "reviewChanged", "turnChanged"]));
         }
         let uri = file_uri(&self.workspace);
         let result = self
