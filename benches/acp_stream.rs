@@ -7,9 +7,9 @@
 //! The stream is recorded from the built-in demo agent (`@flood N @chunk B`). agentls then gets
 //! it twice: replayed by `cat` inside a tiny shell agent (the same bytes the baseline reads), and
 //! live from the demo agent. The client is the test client of `tests/support`, which parses
-//! every message like an editor would: once as an editor with a plugin (it asks for every
-//! `agentls/*` notification, as the Neovim, Emacs and VS Code packages do), once as one without
-//! (it asks for none, as Helix).
+//! every message like an editor would: once as a plugin that asks for every `agentls/*`
+//! notification, the stream's `agentls/sessionUpdate` included, and once as an editor that asks
+//! for no stream (as the Neovim, Emacs and VS Code packages do; Helix asks for nothing).
 //!
 //! The peer: the ACP TypeScript SDK's client (`ClientSideConnection`, from npm, under node) reads
 //! the same replay (`common/sdk_client.mjs`; found where `scripts/test-tools.sh` installs it).
@@ -79,21 +79,21 @@ async fn main() {
     let bytes = std::fs::metadata(&ndjson).unwrap().len();
     if std::env::var_os("ACP_STREAM_PROFILE").is_some() {
         let config = replay_config(dir.path(), &ndjson, &session);
-        let run = through_agentls(Some(config), "replay", PLUGIN, 0, &ndjson).await;
+        let run = through_agentls(Some(config), "replay", EVERY, 0, &ndjson).await;
         println!("replay through agentls: {:.3} s", secs(run.elapsed));
         return;
     }
     let (cat, cat_cpu) = (0..3).map(|_| cat_and_parse(&ndjson)).min().unwrap();
     let config = || Some(replay_config(dir.path(), &ndjson, &session));
-    let replay = through_agentls(config(), "replay", PLUGIN, SAMPLES, &ndjson).await;
-    let plain = through_agentls(config(), "replay", PLAIN, SAMPLES, &ndjson).await;
-    let demo = through_agentls(None, "demo", PLUGIN, SAMPLES, &ndjson).await;
-    let demo_plain = through_agentls(None, "demo", PLAIN, SAMPLES, &ndjson).await;
+    let replay = through_agentls(config(), "replay", EVERY, SAMPLES, &ndjson).await;
+    let no_stream = through_agentls(config(), "replay", NO_STREAM, SAMPLES, &ndjson).await;
+    let demo = through_agentls(None, "demo", EVERY, SAMPLES, &ndjson).await;
+    let demo_no_stream = through_agentls(None, "demo", NO_STREAM, SAMPLES, &ndjson).await;
     let runs = [
         ("replay", &replay),
-        ("replay, no plugin", &plain),
+        ("replay, no stream", &no_stream),
         ("demo", &demo),
-        ("demo, no plugin", &demo_plain),
+        ("demo, no stream", &demo_no_stream),
     ];
     let sdk = (0..3)
         .filter_map(|_| sdk_client(dir.path(), &ndjson, &session))
@@ -124,8 +124,8 @@ async fn main() {
         }
     }
     println!(
-        "  `cat` as agent → agentls → LSP      {}   the same, to a client without a plugin (asks for no agentls/*)",
-        rate(plain.elapsed)
+        "  `cat` as agent → agentls → LSP      {}   the same, to a client that asks for no stream (as every package)",
+        rate(no_stream.elapsed)
     );
     println!(
         "  demo agent → parse each line        {}   the agent alone",
@@ -155,11 +155,14 @@ async fn main() {
         secs(agent_alone) / secs(demo.elapsed),
     );
     println!(
-        "  throughput ratio, to a client without a plugin vs cat | parse: {:.3} ({:.2}× its time)",
-        secs(cat) / secs(plain.elapsed),
-        secs(plain.elapsed) / secs(cat),
+        "  throughput ratio, to a client that asks for no stream vs cat | parse: {:.3} ({:.2}× its time)",
+        secs(cat) / secs(no_stream.elapsed),
+        secs(no_stream.elapsed) / secs(cat),
     );
-    for (name, run) in [("", &replay), (", to a client without a plugin", &plain)] {
+    for (name, run) in [
+        ("", &replay),
+        (", to a client that asks for no stream", &no_stream),
+    ] {
         println!(
             "  CPU: agentls {:.0} ms for the replayed stream{name} ({:.2} µs per line), cat | parse {:.0} ms: {:.1}×",
             ms(run.cpu),
@@ -215,10 +218,10 @@ async fn main() {
     }
 }
 
-/// The `agentls/*` notifications a client with a plugin asks for.
-const PLUGIN: &[&str] = &["sessionUpdate", "reviewChanged"];
-/// A client without a plugin (Helix) asks for none.
-const PLAIN: &[&str] = &[];
+/// A plugin that asks for every `agentls/*` notification, the stream's included.
+const EVERY: &[&str] = &["sessionUpdate", "reviewChanged", "turnChanged"];
+/// What the shipped packages ask for at most: no stream (Helix asks for nothing).
+const NO_STREAM: &[&str] = &["reviewChanged", "turnChanged"];
 
 /// agentls (with `config`, else the built-in demo agent) streaming to the test client, which
 /// asks for the `plugin_events`, with round trips measured idle, idle while `stream` is read
