@@ -165,7 +165,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for ReplyGap<W> {
         ready!(this.poll_hold(cx));
         let take = this.frames.rest_of_frame(buf);
         let written = ready!(Pin::new(&mut this.inner).poll_write(cx, &buf[..take]))?;
-        if this.frames.advance(&buf[..written]) == Some(Kind::Reply) {
+        if this.frames.advance(&buf[..written], this.pacing.on()) == Some(Kind::Reply) {
             this.reply_unflushed = true;
         }
         Poll::Ready(Ok(written))
@@ -316,8 +316,11 @@ enum Kind {
 enum Frames {
     /// In a header (its bytes so far).
     Header(Vec<u8>),
-    /// In a body: bytes still to come, and the ones seen.
-    Body { remaining: usize, body: Vec<u8> },
+    /// In a body: bytes still to come, and the ones seen when its kind is wanted.
+    Body {
+        remaining: usize,
+        body: Option<Vec<u8>>,
+    },
 }
 
 impl Default for Frames {
@@ -349,8 +352,10 @@ impl Frames {
     }
 
     /// Takes `bytes` (normally never past the end of the current frame); says what the last
-    /// frame they complete was (a reply if any was).
-    fn advance(&mut self, mut bytes: &[u8]) -> Option<Kind> {
+    /// frame they complete was (a reply if any was). Only with `kinds` is a frame's body kept
+    /// to tell a reply (an unpaced client's output, megabytes of it in an agent's stream, is
+    /// neither copied nor read again); without, every frame is `Other`.
+    fn advance(&mut self, mut bytes: &[u8], kinds: bool) -> Option<Kind> {
         let mut finished = None;
         while !bytes.is_empty() {
             match self {
@@ -365,18 +370,20 @@ impl Frames {
                     bytes = &bytes[header_end - before..];
                     *self = Self::Body {
                         remaining,
-                        body: Vec::with_capacity(remaining.min(1 << 20)),
+                        body: kinds.then(|| Vec::with_capacity(remaining.min(1 << 20))),
                     };
                 }
                 Self::Body { remaining, body } => {
                     let n = (*remaining).min(bytes.len());
-                    body.extend_from_slice(&bytes[..n]);
+                    if let Some(body) = body {
+                        body.extend_from_slice(&bytes[..n]);
+                    }
                     *remaining -= n;
                     bytes = &bytes[n..];
                 }
             }
             if let Self::Body { remaining: 0, body } = self {
-                let kind = kind(body);
+                let kind = body.as_deref().map_or(Kind::Other, kind);
                 if finished != Some(Kind::Reply) {
                     finished = Some(kind);
                 }
@@ -471,11 +478,27 @@ mod tests {
         let first = frames.rest_of_frame(&stream);
         assert_eq!(first, frame(NOTE).len());
         // In pieces, header split too.
-        assert_eq!(frames.advance(&stream[..5]), None);
+        assert_eq!(frames.advance(&stream[..5], true), None);
         assert_eq!(frames.rest_of_frame(&stream[5..]), first - 5);
-        assert_eq!(frames.advance(&stream[5..first]), Some(Kind::Other));
-        assert_eq!(frames.advance(&stream[first..]), Some(Kind::Reply));
+        assert_eq!(frames.advance(&stream[5..first], true), Some(Kind::Other));
+        assert_eq!(frames.advance(&stream[first..], true), Some(Kind::Reply));
         assert_eq!(kind(REQUEST.as_bytes()), Kind::Other);
+    }
+
+    /// Unpaced, frames are still cut (one written at a time) but no body is kept to be read.
+    #[test]
+    fn frames_are_cut_without_their_kinds() {
+        let mut frames = Frames::default();
+        let mut stream = frame(REPLY);
+        stream.extend(frame(NOTE));
+        let first = frames.rest_of_frame(&stream);
+        assert_eq!(first, frame(REPLY).len());
+        assert_eq!(frames.advance(&stream[..first], false), Some(Kind::Other));
+        assert!(matches!(frames, Frames::Header(ref seen) if seen.is_empty()));
+        assert_eq!(frames.rest_of_frame(&stream[first..]), frame(NOTE).len());
+        let header = frame(NOTE).len() - NOTE.len();
+        frames.advance(&stream[first..first + header + 1], false);
+        assert!(matches!(frames, Frames::Body { body: None, .. }));
     }
 
     /// tower-lsp's writes, however they are cut, reach the queue as whole frames (so whatever
