@@ -50,17 +50,25 @@ struct Inner {
     prompts: AtomicU64,
 }
 
-/// One named agent, running or not.
+/// One named agent, running or not: what it is now behind one lock, and a lock of its own that
+/// one start at a time holds (across the start's awaits).
 #[derive(Debug, Default)]
 struct Slot {
     starting: tokio::sync::Mutex<()>,
-    running: Mutex<Option<Arc<RunningAgent>>>,
-    history: Mutex<History>,
+    state: Mutex<SlotState>,
+}
+
+/// What a slot knows of its agent.
+#[derive(Debug, Default)]
+struct SlotState {
+    /// The agent, while it runs.
+    running: Option<Arc<RunningAgent>>,
+    history: History,
     /// The cancel tokens of this agent's prompts (by number) until their turn ended, so that a
     /// cancel reaches a prompt still waiting for the agent to start.
-    waiting: Mutex<Vec<(u64, CancellationToken)>>,
+    waiting: Vec<(u64, CancellationToken)>,
     /// The agent's command queue, once a command came.
-    queue: Mutex<Option<mpsc::UnboundedSender<(AgentSpec, Command)>>>,
+    queue: Option<mpsc::UnboundedSender<(AgentSpec, Command)>>,
 }
 
 /// A prompt waiting for its turn.
@@ -92,7 +100,7 @@ enum Command {
     SetOption(String, String),
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct History {
     crashes: Vec<Instant>,
     last_error: Option<String>,
@@ -126,7 +134,8 @@ impl Agents {
         let number = self.inner.prompts.fetch_add(1, Ordering::Relaxed) + 1;
         self.inner
             .slot(&name)
-            .lock_waiting()
+            .lock()
+            .waiting
             .push((number, cancel.clone()));
         self.inner.enqueue(
             &name,
@@ -148,7 +157,7 @@ impl Agents {
     /// returns whether there was any.
     pub fn cancel(&self, agent: Option<&str>) -> Result<bool, AgentFailure> {
         let (name, _) = self.inner.resolve(agent)?;
-        let waiting: Vec<CancellationToken> = (self.inner.slot(&name).lock_waiting().iter())
+        let waiting: Vec<CancellationToken> = (self.inner.slot(&name).lock().waiting.iter())
             .map(|(_, token)| token.clone())
             .collect();
         let any_waiting = waiting.iter().any(|t| !t.is_cancelled());
@@ -194,13 +203,11 @@ impl Agents {
             .effective_agents()
             .into_iter()
             .map(|(name, spec)| {
-                let slot = self.inner.slot(&name);
-                let history = slot.history.lock().unwrap_or_else(|e| e.into_inner());
-                let running = slot
-                    .running
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clone();
+                let (running, history) = {
+                    let slot = self.inner.slot(&name);
+                    let state = slot.lock();
+                    (state.running.clone(), state.history.clone())
+                };
                 let state = match &running {
                     // Dead but not yet cleaned up by its watcher.
                     Some(a)
@@ -251,7 +258,7 @@ impl Agents {
             let slots = self.inner.slots.lock().unwrap_or_else(|e| e.into_inner());
             slots
                 .values()
-                .filter_map(|s| s.running.lock().unwrap_or_else(|e| e.into_inner()).clone())
+                .filter_map(|s| s.lock().running.clone())
                 .collect()
         };
         futures::future::join_all(running.iter().map(|a| a.stop(STOP_GRACE))).await;
@@ -282,7 +289,8 @@ impl Inner {
     /// queued for that agent before it.
     fn enqueue(self: &Arc<Self>, name: &str, spec: AgentSpec, command: Command) {
         let slot = self.slot(name);
-        let mut queue = slot.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = slot.lock();
+        let queue = &mut state.queue;
         let mut item = (spec, command);
         // A worker that died (a panic in a command) is replaced, so nothing queued is dropped.
         loop {
@@ -311,7 +319,7 @@ impl Inner {
                 let number = queued.number;
                 tokio::spawn(async move {
                     inner.prompt(&agent, spec, queued, sent).await;
-                    slot.lock_waiting().retain(|(n, _)| *n != number);
+                    slot.lock().waiting.retain(|(n, _)| *n != number);
                 });
                 // Dropped without a word when the prompt ended before it was sent.
                 let _ = under_way.await;
@@ -371,9 +379,7 @@ impl Inner {
     }
 
     fn running(&self, name: &str) -> Option<Arc<RunningAgent>> {
-        let slot = self.slot(name);
-        let running = slot.running.lock().unwrap_or_else(|e| e.into_inner());
-        running.clone()
+        self.slot(name).lock().running.clone()
     }
 
     async fn prompt(
@@ -470,10 +476,7 @@ impl Inner {
             .next()
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_else(|| "/".into());
-        slot.history
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .starts += 1;
+        slot.lock().history.starts += 1;
         let agent = match RunningAgent::start(name, spec, cwd, self.editor.clone()).await {
             Ok(agent) => agent,
             Err(failure) => {
@@ -481,7 +484,7 @@ impl Inner {
                 return Err(failure);
             }
         };
-        *slot.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&agent));
+        slot.lock().running = Some(Arc::clone(&agent));
         // A shutdown that began while it started did not see it in its slot: stop it here.
         // (The flag is set before the shutdown looks at the slots, so one of the two sees it.)
         if self.shutting_down.load(Ordering::SeqCst) {
@@ -515,9 +518,13 @@ async fn watch_death(inner: Arc<Inner>, slot: Arc<Slot>, agent: Arc<RunningAgent
     agent.tear_down();
     agent.stop(Duration::ZERO).await;
     {
-        let mut running = slot.running.lock().unwrap_or_else(|e| e.into_inner());
-        if running.as_ref().is_some_and(|r| Arc::ptr_eq(r, &agent)) {
-            *running = None;
+        let mut state = slot.lock();
+        if state
+            .running
+            .as_ref()
+            .is_some_and(|r| Arc::ptr_eq(r, &agent))
+        {
+            state.running = None;
         }
     }
     let on_purpose = inner.shutting_down.load(Ordering::SeqCst);
@@ -538,12 +545,12 @@ async fn watch_death(inner: Arc<Inner>, slot: Arc<Slot>, agent: Arc<RunningAgent
 }
 
 impl Slot {
-    fn lock_waiting(&self) -> std::sync::MutexGuard<'_, Vec<(u64, CancellationToken)>> {
-        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn crashed(&self, failure: &AgentFailure) {
-        let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let history = &mut self.lock().history;
         history.crashes.push(Instant::now());
         history.last_error = Some(failure.to_string());
     }
@@ -551,13 +558,12 @@ impl Slot {
     /// Remembers a failure that was not a crash (a refused session, a protocol error) for
     /// `agentls.status`.
     fn record_failure(&self, failure: &AgentFailure) {
-        let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
-        history.last_error = Some(failure.to_string());
+        self.lock().history.last_error = Some(failure.to_string());
     }
 
     /// Nothing after one recent crash, then 1 s, 2 s, 4 s … up to [`MAX_BACKOFF`].
     fn backoff(&self) -> Duration {
-        let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let history = &mut self.lock().history;
         history.crashes.retain(|at| at.elapsed() < CRASH_WINDOW);
         backoff_after(history.crashes.len()).min(backoff_cap())
     }
