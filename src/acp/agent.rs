@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -60,6 +59,14 @@ pub struct AgentInfo {
     pub implementation: Option<Value>,
 }
 
+/// Its turns running now, and whether the user was told it died: a turn that sees the death
+/// reports it, and the death watcher then stays quiet.
+#[derive(Debug, Default)]
+struct Turns {
+    running: usize,
+    death_reported: bool,
+}
+
 /// A started, initialized agent.
 #[derive(Debug)]
 pub struct RunningAgent {
@@ -69,12 +76,7 @@ pub struct RunningAgent {
     pub process: ChildProcess,
     /// What it said at `initialize`.
     pub info: AgentInfo,
-    /// Turns running now (their task reports a death; the death watcher stays quiet).
-    pub active_turns: AtomicUsize,
-    /// agentls is stopping it on purpose.
-    pub stopping: AtomicBool,
-    /// A turn already told the user that the process died.
-    pub death_reported: AtomicBool,
+    turns: Mutex<Turns>,
     cx: ConnectionTo<Agent>,
     sessions: Mutex<Sessions>,
     stop: Mutex<Option<oneshot::Sender<()>>>,
@@ -82,6 +84,46 @@ pub struct RunningAgent {
 }
 
 impl RunningAgent {
+    /// Counts a turn in; `true` if it is the only one (the agent starts working).
+    pub fn begin_turn(&self) -> bool {
+        let mut turns = self.lock_turns();
+        turns.running += 1;
+        turns.running == 1
+    }
+
+    /// Counts a turn out; `true` if it was the last one (the agent stops working).
+    pub fn end_turn(&self) -> bool {
+        let mut turns = self.lock_turns();
+        turns.running = turns.running.saturating_sub(1);
+        turns.running == 0
+    }
+
+    /// Whether a turn runs.
+    pub fn prompting(&self) -> bool {
+        self.lock_turns().running > 0
+    }
+
+    /// Notes that the user was told the process died (or why it is being stopped).
+    pub fn report_death(&self) {
+        self.lock_turns().death_reported = true;
+    }
+
+    /// Whether the user needs no word of its death: a turn runs (it reports the death) or the
+    /// user was told already.
+    pub fn death_told(&self) -> bool {
+        let turns = self.lock_turns();
+        turns.running > 0 || turns.death_reported
+    }
+
+    /// Whether the user was told it died.
+    pub fn death_reported(&self) -> bool {
+        self.lock_turns().death_reported
+    }
+
+    fn lock_turns(&self) -> std::sync::MutexGuard<'_, Turns> {
+        self.turns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The folders where it keeps its own state (`agents.<name>.ownFiles`), under `cwd`.
     pub fn own_files(&self, cwd: &Path) -> Vec<PathBuf> {
         self.spec.own_files.iter().map(|d| cwd.join(d)).collect()
@@ -139,9 +181,7 @@ impl RunningAgent {
                 auth_methods: Vec::new(),
                 implementation: None,
             },
-            active_turns: AtomicUsize::new(0),
-            stopping: AtomicBool::new(false),
-            death_reported: AtomicBool::new(false),
+            turns: Mutex::default(),
             cx,
             sessions: Mutex::default(),
             stop: Mutex::new(Some(stop)),
@@ -238,7 +278,7 @@ impl RunningAgent {
                         // It lives on but cannot be talked to: stop it, so that the death
                         // watcher frees its slot and the next prompt starts it afresh. (This
                         // failure is what the user is told, not the death that follows.)
-                        self.death_reported.store(true, Ordering::SeqCst);
+                        self.report_death();
                         self.process.terminate(EXIT_GRACE).await;
                         Err(AgentFailure::Protocol(format!(
                             "the agent closed its output while {what} was pending"
@@ -490,9 +530,8 @@ impl RunningAgent {
     /// Stops the agent: `session/cancel` for running turns, stdin closed, SIGTERM, then SIGKILL
     /// of its process group after `grace`; returns once it is reaped.
     pub async fn stop(&self, grace: Duration) {
-        self.stopping.store(true, Ordering::SeqCst);
         // A dead agent's turns are failing, not being cancelled by the user.
-        if self.active_turns.load(Ordering::SeqCst) > 0 && self.process.exited().is_none() {
+        if self.prompting() && self.process.exited().is_none() {
             self.cancel();
         }
         self.tear_down();

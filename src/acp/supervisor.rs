@@ -210,13 +210,8 @@ impl Agents {
                 };
                 let state = match &running {
                     // Dead but not yet cleaned up by its watcher.
-                    Some(a)
-                        if a.death_reported.load(Ordering::SeqCst)
-                            || a.process.exited().is_some() =>
-                    {
-                        "failed"
-                    }
-                    Some(a) if a.active_turns.load(Ordering::SeqCst) > 0 => "prompting",
+                    Some(a) if a.death_reported() || a.process.exited().is_some() => "failed",
+                    Some(a) if a.prompting() => "prompting",
                     Some(_) => "running",
                     None if history.last_error.is_some() => "failed",
                     None => "not started",
@@ -534,9 +529,7 @@ async fn watch_death(inner: Arc<Inner>, slot: Arc<Slot>, agent: Arc<RunningAgent
     let failure = agent.process.died(status).await;
     slot.crashed(&failure);
     tracing::warn!(agent = agent.name(), "{failure}");
-    let quiet = agent.active_turns.load(Ordering::SeqCst) > 0
-        || agent.death_reported.load(Ordering::SeqCst);
-    if !quiet {
+    if !agent.death_told() {
         inner.editor.tell_user(
             Level::Error,
             format!("{}: {failure}; the next prompt restarts it", agent.name()),

@@ -3,7 +3,6 @@
 //! the start of the agent's last message) — or the class of failure when it did not finish.
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::json;
@@ -196,7 +195,7 @@ pub async fn run_and_report(
     cancel: CancellationToken,
     sent: oneshot::Sender<()>,
 ) -> Option<AgentFailure> {
-    if agent.active_turns.fetch_add(1, Ordering::SeqCst) == 0 {
+    if agent.begin_turn() {
         tell_plugins(agent, true);
     }
     let (chat, comment) = (asked.chat, asked.comment);
@@ -211,7 +210,7 @@ pub async fn run_and_report(
     }
     if matches!(end, TurnEnd::Failed(AgentFailure::ProcessDied { .. })) {
         // Before the count drops: the death watcher then knows it need not tell.
-        agent.death_reported.store(true, Ordering::SeqCst);
+        agent.report_death();
         // Withdraw what it left open before telling the user, so what they then see is true.
         agent.tear_down();
     }
@@ -220,7 +219,7 @@ pub async fn run_and_report(
         let (_, line) = summary(agent.name(), &end, turn.as_ref());
         close_chat_reply(&agent.link.editor, chat, &line);
     }
-    if agent.active_turns.fetch_sub(1, Ordering::SeqCst) == 1 {
+    if agent.end_turn() {
         tell_plugins(agent, false);
     }
     match end {
