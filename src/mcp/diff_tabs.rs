@@ -7,8 +7,7 @@
 //! `DIFF_REJECTED`, as it does from IDEs when a diff tab is closed.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -18,20 +17,20 @@ use super::outcome::{ToolError, ToolOutcome, parse};
 use super::shapes;
 use crate::editor::{EditorAccess, Origin, Terms, Verdict};
 
-/// A diff the agent has not closed.
-const OPEN: u8 = 0;
-/// The agent closed the diff while the user had not decided.
-const CLOSED: u8 = 1;
-/// The same, and the agent asked not to be told (it settled the diff itself).
-const CLOSED_QUIETLY: u8 = 2;
+/// How the agent closed a diff the user had not decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closed {
+    /// The agent is told the diff was rejected.
+    Told,
+    /// The agent asked not to be told (it settled the diff itself).
+    Quietly,
+}
 
 /// What became of one diff, shared with the call waiting for its verdict.
 #[derive(Debug, Default)]
 struct Fate {
-    /// [`OPEN`], [`CLOSED`] or [`CLOSED_QUIETLY`].
-    closed: AtomicU8,
-    /// The review has its verdict.
-    settled: AtomicBool,
+    /// Set once the agent closed the diff undecided; unset while it is open.
+    closed: OnceLock<Closed>,
     /// Cancelled when the diff is closed: the wait for its verdict ends, which withdraws the
     /// review (or keeps it from opening, if it is still being diffed).
     closing: CancellationToken,
@@ -109,7 +108,7 @@ impl DiffTabs {
         let fate = Arc::new(Fate::default());
         let mut tabs = self.locked();
         if let Some(old) = tabs.remove(name) {
-            Self::close(&old, CLOSED);
+            Self::close(&old, Closed::Told);
         }
         tabs.insert(
             name.to_owned(),
@@ -124,7 +123,6 @@ impl DiffTabs {
 
     /// The review of `name` was decided (if `name` still means that review).
     fn settle(&self, name: &str, fate: &Arc<Fate>) {
-        fate.settled.store(true, Ordering::SeqCst);
         let mut tabs = self.locked();
         if let Some(tab) = tabs.get_mut(name)
             && Arc::ptr_eq(&tab.fate, fate)
@@ -134,11 +132,11 @@ impl DiffTabs {
     }
 
     /// Withdraws a tab's review if the user has not decided it yet.
-    fn close(tab: &Tab, how: u8) {
+    fn close(tab: &Tab, how: Closed) {
         if !tab.pending {
             return;
         }
-        tab.fate.closed.store(how, Ordering::SeqCst);
+        let _ = tab.fate.closed.set(how);
         tab.fate.closing.cancel();
     }
 
@@ -166,7 +164,7 @@ impl DiffTabs {
         match verdict {
             Ok(Verdict::Accepted { text, .. }) => Ok(vec!["FILE_SAVED".into(), text]),
             Ok(Verdict::Rejected { .. }) => Ok(vec!["DIFF_REJECTED".into(), args.tab_name]),
-            Ok(Verdict::Cancelled) if fate.closed.load(Ordering::SeqCst) != OPEN => {
+            Ok(Verdict::Cancelled) if fate.closed.get().is_some() => {
                 Ok(vec!["DIFF_REJECTED".into(), args.tab_name])
             }
             Ok(Verdict::Cancelled) => Ok(vec!["TAB_CLOSED".into()]),
@@ -179,7 +177,7 @@ impl DiffTabs {
         let args: TabArgs = parse(args)?;
         let removed = self.locked().remove(&args.tab_name);
         if let Some(tab) = removed {
-            Self::close(&tab, CLOSED);
+            Self::close(&tab, Closed::Told);
         }
         Ok(vec!["TAB_CLOSED".into()])
     }
@@ -188,7 +186,7 @@ impl DiffTabs {
     pub fn close_all(&self) -> ToolOutcome {
         let tabs: Vec<Tab> = self.locked().drain().map(|(_, tab)| tab).collect();
         for tab in &tabs {
-            Self::close(tab, CLOSED);
+            Self::close(tab, Closed::Told);
         }
         Ok(vec![format!("CLOSED_{}_DIFF_TABS", tabs.len())])
     }
@@ -221,7 +219,7 @@ impl DiffTabs {
                     "ide/diffAccepted",
                     json!({"filePath": args.file_path, "content": text}),
                 ),
-                Ok(Verdict::Cancelled) if fate.closed.load(Ordering::SeqCst) == CLOSED_QUIETLY => {}
+                Ok(Verdict::Cancelled) if fate.closed.get() == Some(&Closed::Quietly) => {}
                 Ok(Verdict::Rejected { .. } | Verdict::Cancelled) => {
                     notify("ide/diffRejected", json!({"filePath": args.file_path}))
                 }
@@ -240,9 +238,9 @@ impl DiffTabs {
         let args: NotifiedCloseArgs = parse(args)?;
         let removed = self.locked().remove(&args.file_path);
         let how = if args.suppress_notification {
-            CLOSED_QUIETLY
+            Closed::Quietly
         } else {
-            CLOSED
+            Closed::Told
         };
         let content = removed.map(|tab| {
             Self::close(&tab, how);
