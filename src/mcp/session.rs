@@ -58,12 +58,46 @@ pub struct Session(Arc<Inner>);
 struct Inner {
     editor: EditorAccess,
     style: DiffStyle,
-    origin: Mutex<Origin>,
     tabs: Arc<DiffTabs>,
-    context: Mutex<Option<tokio::task::AbortHandle>>,
-    /// Context events from the moment `initialize` was answered, until `initialized` starts
-    /// forwarding them (so nothing between the two is lost).
-    events: Mutex<Option<tokio::sync::broadcast::Receiver<ContextEvent>>>,
+    state: Mutex<SessionState>,
+}
+
+/// Who the agent is and where its context feed stands, behind one lock.
+struct SessionState {
+    origin: Origin,
+    context: ContextFeed,
+}
+
+/// The editor's context events (selections, documents) pushed to the agent.
+enum ContextFeed {
+    /// Not yet (before `initialize`), or no longer (the connection closed).
+    Off,
+    /// Subscribed when `initialize` was answered, until `initialized` starts forwarding them
+    /// (so nothing between the two is lost).
+    Subscribed(tokio::sync::broadcast::Receiver<ContextEvent>),
+    /// A task forwards them.
+    Forwarding(tokio::task::AbortHandle),
+}
+
+impl ContextFeed {
+    /// The events subscribed to, leaving the feed off; `None` (and the feed as it was) when it
+    /// is not subscribed.
+    fn take_subscribed(&mut self) -> Option<tokio::sync::broadcast::Receiver<ContextEvent>> {
+        match std::mem::replace(self, Self::Off) {
+            Self::Subscribed(events) => Some(events),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    /// Stops forwarding, if a task does.
+    fn stop(self) {
+        if let Self::Forwarding(task) = self {
+            task.abort();
+        }
+    }
 }
 
 impl Session {
@@ -72,20 +106,17 @@ impl Session {
         Self(Arc::new(Inner {
             editor,
             style,
-            origin: Mutex::new(Origin::new(key, "terminal agent")),
             tabs: Arc::default(),
-            context: Mutex::new(None),
-            events: Mutex::new(None),
+            state: Mutex::new(SessionState {
+                origin: Origin::new(key, "terminal agent"),
+                context: ContextFeed::Off,
+            }),
         }))
     }
 
     /// Who this is, as reviews and messages name it.
     pub fn origin(&self) -> Origin {
-        self.0
-            .origin
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.0.lock().origin.clone()
     }
 
     /// The connection ended: pending reviews are withdrawn, previews cleared, context stops.
@@ -156,20 +187,17 @@ impl Session {
 }
 
 impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn close(&self) {
-        if let Some(task) = self
-            .context
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            task.abort();
-        }
-        let origin = self
-            .origin
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let (feed, origin) = {
+            let mut state = self.lock();
+            let feed = std::mem::replace(&mut state.context, ContextFeed::Off);
+            (feed, state.origin.clone())
+        };
+        feed.stop();
         self.editor.close_origin(&origin, Withdrawal::Announced);
     }
 }
@@ -199,11 +227,7 @@ impl ServerHandler for Session {
         context.peer.set_peer_info(request.clone());
         let name = request.client_info.name.trim();
         if !name.is_empty() {
-            self.0
-                .origin
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .label = name.to_owned();
+            self.0.lock().origin.label = name.to_owned();
         }
         tracing::info!(
             client = %request.client_info.name,
@@ -211,34 +235,26 @@ impl ServerHandler for Session {
             protocol = %request.protocol_version,
             "terminal agent connected"
         );
-        let events = self.0.editor.watch_context().await;
-        *self.0.events.lock().unwrap_or_else(|e| e.into_inner()) = events;
+        if let Some(events) = self.0.editor.watch_context().await {
+            let feed = ContextFeed::Subscribed(events);
+            std::mem::replace(&mut self.0.lock().context, feed).stop();
+        }
         self.negotiate_initialize(&request)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let events = self
-            .0
-            .events
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        let Some(events) = events else { return };
+        let mut state = self.0.lock();
+        // Not subscribed: no `initialize`, or already forwarding (which goes on).
+        let Some(events) = state.context.take_subscribed() else {
+            return;
+        };
         let task = tokio::spawn(super::context_push::run(
             self.0.editor.clone(),
             events,
             context.peer,
             self.0.style,
         ));
-        let old = self
-            .0
-            .context
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .replace(task.abort_handle());
-        if let Some(old) = old {
-            old.abort();
-        }
+        state.context = ContextFeed::Forwarding(task.abort_handle());
     }
 
     async fn list_tools(
@@ -285,6 +301,23 @@ impl ServerHandler for Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `initialized` starts forwarding only what `initialize` subscribed to: a feed already
+    /// forwarding keeps its task (and `close` can still stop it).
+    #[tokio::test]
+    async fn only_a_subscribed_feed_is_taken_to_forward() {
+        let (_events, subscribed) = tokio::sync::broadcast::channel::<ContextEvent>(1);
+        let mut feed = ContextFeed::Subscribed(subscribed);
+        assert!(feed.take_subscribed().is_some());
+        assert!(matches!(feed, ContextFeed::Off));
+        assert!(feed.take_subscribed().is_none());
+        let task = tokio::spawn(std::future::pending::<()>());
+        let mut feed = ContextFeed::Forwarding(task.abort_handle());
+        assert!(feed.take_subscribed().is_none());
+        assert!(matches!(feed, ContextFeed::Forwarding(_)));
+        feed.stop();
+        assert!(task.await.unwrap_err().is_cancelled());
+    }
 
     /// Only a plain call of a tool that answers from the context is answered by the reader;
     /// anything rmcp would look at more closely is left to it.
