@@ -312,8 +312,8 @@ fn neovim_holds_a_conversation_in_a_chat_document() {
 
 /// The shipped plugin's user commands, typed as a user does: a chat opened and sent from, a
 /// prompt about two lines of a file answered in the chat, mode and model picked from the
-/// agent's lists, the status told, a pending proposal in the quickfix list, and
-/// `:checkhealth agentls`.
+/// agent's lists, the status told, a pending proposal in the quickfix list,
+/// `:checkhealth agentls`, and a handler of the user's own for an `agentls/*` notification.
 #[test]
 fn neovim_user_commands_drive_the_conversation() {
     let Some((out, notes, ctx)) = run_on_file("commands.lua", "notes.txt", NOTES) else {
@@ -334,6 +334,15 @@ fn neovim_user_commands_drive_the_conversation() {
         "{ctx}"
     );
     assert_eq!(out["picked_from"][1], json!(["Quick", "Careful"]), "{ctx}");
+    // The plugin asked for its own notification and for the user's handler's, not the stream;
+    // the user's handler heard the first turn begin and end.
+    assert_eq!(
+        out["plugin_events"],
+        json!(["reviewChanged", "turnChanged"]),
+        "{ctx}"
+    );
+    assert_eq!(out["turns"][0], true, "{out}");
+    assert_eq!(out["turns"][1], false, "{out}");
     let status = out["status"].as_str().unwrap();
     assert!(status.starts_with("demo (default) · "), "{status}");
     assert!(status.contains("mode read-only"), "{status}");

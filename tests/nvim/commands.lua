@@ -3,7 +3,8 @@
 -- written there, :1,2AgentPrompt asks about two lines of a file (the reply goes to the chat),
 -- :AgentMode and :AgentModel pick from the agent's own lists (vim.ui.select answered here),
 -- :AgentStatus tells the agents, and :AgentReviews lists a pending proposal in the quickfix
--- list; :checkhealth agentls reports the binary and the agents. Prints what happened as ONE
+-- list; :checkhealth agentls reports the binary and the agents; a handler of the user's own
+-- (`agentls/turnChanged`) gets its notifications. Prints what happened as ONE
 -- JSON line on stdout.
 --
 --   nvim --headless --clean -l commands.lua <plugin dir> <agentls binary> <log file> <notes file>
@@ -15,7 +16,7 @@ local helpers = dofile(vim.fs.joinpath(vim.fs.dirname(arg[0]), 'helpers.lua'))
 helpers.watchdog(50000)
 local wait_for = helpers.waiter(15000)
 
-local output = { notified = {}, picked_from = {} }
+local output = { notified = {}, picked_from = {}, turns = {} }
 local ok, err = xpcall(function()
   vim.notify = function(message)
     table.insert(output.notified, message)
@@ -36,8 +37,16 @@ local ok, err = xpcall(function()
     on_choice(nil)
   end
 
-  helpers.setup(plugin_dir, server, log_file)
+  -- A handler of the user's own: the plugin asks agentls for its notification too.
+  helpers.setup(plugin_dir, server, log_file, {
+    handlers = {
+      ['agentls/turnChanged'] = function(_, params)
+        table.insert(output.turns, params.prompting)
+      end,
+    },
+  })
   local notes_buf = helpers.edit_attached(notes, wait_for)
+  output.plugin_events = vim.lsp.get_clients({ name = 'agentls' })[1].config.init_options.pluginEvents
 
   vim.cmd('AgentChat')
   wait_for('the chat to open', function()
@@ -57,6 +66,9 @@ local ok, err = xpcall(function()
   vim.cmd('AgentSend')
   wait_for('the first reply', function()
     return count('_demo: end_turn') == 1
+  end)
+  wait_for('the turn to be over', function()
+    return #output.turns == 2
   end)
 
   -- From the file: two lines as the context.
