@@ -14,22 +14,6 @@ use super::convert;
 use super::server::Backend;
 use crate::acp::{AgentFailure, AnsweredComment, Prompt, PromptContext};
 
-/// Start a turn: `[{"agent"?, "text", "uri"?, "range"?}]`.
-pub const PROMPT: &str = "agentls.prompt";
-/// Send the comment prompt on a line: `[{"agent"?, "uri", "line"}]` (what the code action
-/// *Send to <agent>: …* on it runs).
-pub const PROMPT_COMMENT: &str = "agentls.promptComment";
-/// Cancel the running turn: `[{"agent"?}]`.
-pub const CANCEL: &str = "agentls.cancel";
-/// Open a new session: `[{"agent"?}]`.
-pub const NEW_SESSION: &str = "agentls.newSession";
-/// Set the session mode: `[{"agent"?, "mode"}]`.
-pub const SET_MODE: &str = "agentls.setMode";
-/// Set a session config option (a model, say): `[{"agent"?, "option", "value"}]`.
-pub const SET_OPTION: &str = "agentls.setOption";
-/// Agents, sessions, pending permissions, plans, modes, usage, last errors, as JSON.
-pub const STATUS: &str = "agentls.status";
-
 #[derive(Debug, Deserialize)]
 struct PromptArgs {
     agent: Option<String>,
@@ -63,43 +47,48 @@ struct OptionArgs {
     value: String,
 }
 
-/// Runs agent command `command`, or `None` when it is not one.
-pub async fn execute(
-    backend: &Backend,
-    command: &str,
-    arguments: Vec<Value>,
-) -> Option<Result<Option<LSPAny>>> {
-    let agents = &backend.agents;
-    let result = match command {
-        PROMPT => prompt(backend, arguments).await,
-        PROMPT_COMMENT => prompt_comment(backend, arguments).await,
-        CANCEL => optional_argument::<AgentArgs>(arguments).and_then(|args| {
-            let cancelled = agents.cancel(args.agent.as_deref()).map_err(refused)?;
-            Ok(Some(json!({"cancelled": cancelled})))
-        }),
-        NEW_SESSION => optional_argument::<AgentArgs>(arguments).and_then(|args| {
-            let agent = agents.new_session(args.agent.as_deref()).map_err(refused)?;
-            Ok(Some(json!({"agent": agent})))
-        }),
-        SET_MODE => argument::<ModeArgs>(arguments).and_then(|args| {
-            let agent = agents
-                .set_mode(args.agent.as_deref(), args.mode)
-                .map_err(refused)?;
-            Ok(Some(json!({"agent": agent})))
-        }),
-        SET_OPTION => argument::<OptionArgs>(arguments).and_then(|args| {
-            let agent = agents
-                .set_option(args.agent.as_deref(), args.option, args.value)
-                .map_err(refused)?;
-            Ok(Some(json!({"agent": agent})))
-        }),
-        STATUS => Ok(Some(agents.status())),
-        _ => return None,
-    };
-    Some(result)
+/// `agentls.cancel`: cancels the agent's running turn.
+pub fn cancel(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAny>> {
+    let args: AgentArgs = optional_argument(arguments)?;
+    let cancelled = backend
+        .agents
+        .cancel(args.agent.as_deref())
+        .map_err(refused)?;
+    Ok(Some(json!({"cancelled": cancelled})))
 }
 
-async fn prompt(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAny>> {
+/// `agentls.newSession`: opens a new session with the agent.
+pub fn new_session(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAny>> {
+    let args: AgentArgs = optional_argument(arguments)?;
+    let agent = backend
+        .agents
+        .new_session(args.agent.as_deref())
+        .map_err(refused)?;
+    Ok(Some(json!({"agent": agent})))
+}
+
+/// `agentls.setMode`: sets the session mode.
+pub fn set_mode(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAny>> {
+    let args: ModeArgs = argument(arguments)?;
+    let agent = backend
+        .agents
+        .set_mode(args.agent.as_deref(), args.mode)
+        .map_err(refused)?;
+    Ok(Some(json!({"agent": agent})))
+}
+
+/// `agentls.setOption`: sets a session config option.
+pub fn set_option(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAny>> {
+    let args: OptionArgs = argument(arguments)?;
+    let agent = backend
+        .agents
+        .set_option(args.agent.as_deref(), args.option, args.value)
+        .map_err(refused)?;
+    Ok(Some(json!({"agent": agent})))
+}
+
+/// `agentls.prompt`: starts a turn about the given range, else the editor's selection.
+pub async fn prompt(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAny>> {
     let args: PromptArgs = argument(arguments)?;
     let context = match &args.uri {
         Some(uri) => {
@@ -115,9 +104,9 @@ async fn prompt(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAn
     start(backend, args.agent.as_deref(), args.text, context, None).await
 }
 
-/// The comment prompt on `line` of `uri`, sent with the code under it; its line goes once the
-/// agent's change to the file is in.
-async fn prompt_comment(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAny>> {
+/// `agentls.promptComment`: the comment prompt on `line` of `uri`, sent with the code under
+/// it; its line goes once the agent's change to the file is in.
+pub async fn prompt_comment(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAny>> {
     let args: CommentArgs = argument(arguments)?;
     let path = convert::path_of(&args.uri)
         .ok_or_else(|| Error::invalid_params(format!("not a file URI: {}", args.uri.as_str())))?;

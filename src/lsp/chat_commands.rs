@@ -10,10 +10,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tower_lsp_server::jsonrpc::{Error, Result};
-use tower_lsp_server::ls_types::{
-    CodeAction, CodeActionKind, CodeActionOrCommand, Command, LSPAny, Uri,
-};
+use tower_lsp_server::ls_types::{CodeActionOrCommand, LSPAny, Uri};
 
+use super::command_table::CommandId;
 use super::convert;
 use super::server::Backend;
 use crate::acp::{Prompt, PromptContext};
@@ -21,15 +20,6 @@ use crate::editor::chat::{YOU, append_to_file, file_end, mentions, message_to_se
 use crate::editor::chat_sessions::WORKSPACE_RECORD;
 use crate::editor::{Level, file_name};
 
-/// Open a new chat with an agent: `[{"agent"?}]` or none.
-pub const OPEN_CHAT: &str = "agentls.openChat";
-/// Send what the user wrote in a chat: `[{"uri"?}]`, `[{"path"?}]` or none (the focused chat).
-pub const SEND: &str = "agentls.send";
-/// Quote lines of a file in the agent's latest chat (a new one if none) and show it:
-/// `[{"agent"?, "uri" or "path", "range" or "lines"}]` (see `file_args`).
-pub const ASK_ABOUT: &str = "agentls.askAbout";
-/// The chat commands.
-pub const COMMANDS: &[&str] = &[OPEN_CHAT, SEND, ASK_ABOUT];
 /// A chat document's first line, before the agent's name.
 const HEADER: &str = "# Chat with ";
 
@@ -55,31 +45,29 @@ struct AskArgs {
     lines: Option<[u32; 2]>,
 }
 
-/// Runs chat command `command`, or `None` when it is not one.
-pub async fn execute(
-    backend: &Backend,
-    command: &str,
-    arguments: Vec<Value>,
-) -> Option<Result<Option<LSPAny>>> {
-    let first = arguments.into_iter().next().unwrap_or(Value::Null);
-    Some(match command {
-        OPEN_CHAT => match optional::<OpenArgs>(first) {
-            Ok(args) => open(backend, args.agent).await,
-            Err(e) => Err(e),
-        },
-        SEND => match optional::<SendArgs>(first) {
-            Ok(args) => match named_file(backend, args.uri.as_ref(), args.path.as_deref()).await {
-                Ok(path) => send(backend, path).await,
-                Err(e) => Err(e),
-            },
-            Err(e) => Err(e),
-        },
-        ASK_ABOUT => match serde_json::from_value::<AskArgs>(first) {
-            Ok(args) => ask_about(backend, args).await,
-            Err(e) => Err(refuse(&format!("{ASK_ABOUT}: bad arguments: {e}"))),
-        },
-        _ => return None,
-    })
+/// `agentls.openChat`: a new chat with the agent, opened.
+pub async fn open_command(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAny>> {
+    let args: OpenArgs = optional(first(arguments))?;
+    open(backend, args.agent).await
+}
+
+/// `agentls.send`: sends what the user wrote in the named chat, else the focused one.
+pub async fn send_command(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAny>> {
+    let args: SendArgs = optional(first(arguments))?;
+    let path = named_file(backend, args.uri.as_ref(), args.path.as_deref()).await?;
+    send(backend, path).await
+}
+
+/// `agentls.askAbout`: quotes lines of a file in the agent's latest chat and shows it.
+pub async fn ask_about_command(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAny>> {
+    let args = serde_json::from_value::<AskArgs>(first(arguments))
+        .map_err(|e| refuse_ask(&format!("bad arguments: {e}")))?;
+    ask_about(backend, args).await
+}
+
+/// The first argument; none is `null`.
+fn first(arguments: Vec<Value>) -> Value {
+    arguments.into_iter().next().unwrap_or(Value::Null)
 }
 
 /// The arguments, parsed; none at all (run from a picker) are the defaults.
@@ -267,14 +255,12 @@ async fn ask_about(backend: &Backend, args: AskArgs) -> Result<Option<LSPAny>> {
         .map_err(|e| refuse(&e.to_string()))?;
     let path = named_file(backend, args.uri.as_ref(), args.path.as_deref())
         .await?
-        .ok_or_else(|| refuse(&format!("{ASK_ABOUT}: give the file as `uri` or `path`")))?;
+        .ok_or_else(|| refuse_ask("give the file as `uri` or `path`"))?;
     let range = match (args.range, args.lines) {
         (Some(range), _) => convert::range(range),
         (None, Some([first, last])) => super::file_args::lines(first, last),
         (None, None) => {
-            return Err(refuse(&format!(
-                "{ASK_ABOUT}: give the lines as `range` or `lines`"
-            )));
+            return Err(refuse_ask("give the lines as `range` or `lines`"));
         }
     };
     let (p, a) = (path.clone(), agent.clone());
@@ -429,18 +415,6 @@ pub fn setting_actions(status: &Value, agent: &str) -> Vec<CodeActionOrCommand> 
     else {
         return Vec::new();
     };
-    let action = |title: String, command: &str, argument: Value| {
-        CodeActionOrCommand::CodeAction(CodeAction {
-            title: title.clone(),
-            kind: Some(CodeActionKind::QUICKFIX),
-            command: Some(Command {
-                title,
-                command: command.to_owned(),
-                arguments: Some(vec![argument]),
-            }),
-            ..Default::default()
-        })
-    };
     let mut actions = Vec::new();
     let current = session["mode"].as_str().unwrap_or_default();
     for mode in session["modes"]["availableModes"]
@@ -452,9 +426,8 @@ pub fn setting_actions(status: &Value, agent: &str) -> Vec<CodeActionOrCommand> 
             continue;
         };
         let name = mode["name"].as_str().unwrap_or(id);
-        actions.push(action(
+        actions.push(CommandId::SetMode.action(
             format!("Switch {agent} to mode {name} ({id})"),
-            super::agent_commands::SET_MODE,
             json!({"agent": agent, "mode": id}),
         ));
     }
@@ -469,9 +442,8 @@ pub fn setting_actions(status: &Value, agent: &str) -> Vec<CodeActionOrCommand> 
                 continue;
             };
             let name = choice["name"].as_str().unwrap_or(value);
-            actions.push(action(
+            actions.push(CommandId::SetOption.action(
                 format!("Set {agent}'s {label} to {name} ({value})"),
-                super::agent_commands::SET_OPTION,
                 json!({"agent": agent, "option": id, "value": value}),
             ));
         }
@@ -492,6 +464,11 @@ fn select_choices(options: &Value) -> Vec<&Value> {
 /// A command refused for `why`, which the user is told (the executeCommand handler says it).
 fn refuse(why: &str) -> Error {
     Error::invalid_params(why.to_owned())
+}
+
+/// `agentls.askAbout` refused for `why`.
+fn refuse_ask(why: &str) -> Error {
+    refuse(&format!("{}: {why}", CommandId::AskAbout.name()))
 }
 
 /// A document opened: when it is a chat document of this workspace, it is known as one again.

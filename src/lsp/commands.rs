@@ -1,6 +1,6 @@
-//! `workspace/executeCommand`: the commands agentls offers, by name. A command that involves the
-//! client or an agent spawns that work and returns at once (Emacs runs commands synchronously,
-//! and no handler may wait on a human).
+//! `workspace/executeCommand`: runs the commands of [`CommandId`] by name. A command that
+//! involves the client or an agent spawns that work and returns at once (Emacs runs commands
+//! synchronously, and no handler may wait on a human).
 
 use std::path::PathBuf;
 
@@ -8,69 +8,23 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
-use tower_lsp_server::ls_types::{
-    CodeAction, CodeActionKind, CodeActionOrCommand, Command, LSPAny, Uri,
-};
+use tower_lsp_server::ls_types::{CodeActionOrCommand, LSPAny, Uri};
 
-use super::agent_commands;
+use super::command_table::CommandId;
 use super::convert;
 use super::server::Backend;
+use super::{agent_commands, chat_commands};
 use crate::editor::actions::{ActionCommand, UserAction};
 use crate::editor::reviews::Decision;
 use crate::editor::{Level, Origin, Selection, Terms, Withdrawal};
 
-/// Dump everything the server believes about the editor (documents with their text, selections,
-/// folders). For tests and for debugging a client; not advertised.
-pub const DEBUG_STATE: &str = "agentls.debug.state";
-/// Write a file through the editor exactly as an agent would; not advertised.
-pub const DEBUG_WRITE: &str = "agentls.debug.write";
-
-/// Propose `text` for a file as a review from a test origin, exactly as an agent would; the
-/// verdict is logged as `agentls.debug.review verdict: <json>`. Not advertised.
-pub const DEBUG_REVIEW: &str = "agentls.debug.review";
-/// Make a test origin go away (its reviews and questions are withdrawn). Not advertised.
-pub const DEBUG_CLOSE_ORIGIN: &str = "agentls.debug.closeOrigin";
-
-/// Point connected agents at the current selection (`[{"uri"?, "range"?}]` for another one).
-pub const MENTION: &str = "agentls.mention";
-
-/// Answer a question an agent asked: `[{"question": id, "choice": id}]`.
-pub const ANSWER: &str = "agentls.answer";
-
-/// Accept review changes: `[{"review": id, "hunk"?: index}]` (no hunk: all open ones).
-pub const ACCEPT: &str = "agentls.accept";
-/// Reject review changes: `[{"review": id, "hunk"?: index, "rerequest"?: bool}]`.
-pub const REJECT: &str = "agentls.reject";
-
-/// Show a review's file at its first open change: `[{"review": id}]`.
-pub const SHOW_REVIEW: &str = "agentls.showReview";
-
-/// Commands listed in `executeCommandProvider` (clients may offer them to the user).
-pub const ADVERTISED: &[&str] = &[
-    ACCEPT,
-    REJECT,
-    SHOW_REVIEW,
-    ANSWER,
-    MENTION,
-    agent_commands::PROMPT,
-    agent_commands::PROMPT_COMMENT,
-    super::chat_commands::OPEN_CHAT,
-    super::chat_commands::SEND,
-    super::chat_commands::ASK_ABOUT,
-    agent_commands::CANCEL,
-    agent_commands::NEW_SESSION,
-    agent_commands::SET_MODE,
-    agent_commands::SET_OPTION,
-    agent_commands::STATUS,
-    super::mcp_commands::TERMINAL_ENV,
-];
-
 /// A code action running the command behind a port action.
 pub fn code_action(action: UserAction) -> CodeActionOrCommand {
     let (command, argument) = match &action.command {
-        ActionCommand::Answer { question, choice } => {
-            (ANSWER, json!({"question": question, "choice": choice}))
-        }
+        ActionCommand::Answer { question, choice } => (
+            CommandId::Answer,
+            json!({"question": question, "choice": choice}),
+        ),
         ActionCommand::Decide {
             review,
             hunk,
@@ -84,34 +38,30 @@ pub fn code_action(action: UserAction) -> CodeActionOrCommand {
             if *rerequest {
                 argument["rerequest"] = json!(true);
             }
-            (if *accept { ACCEPT } else { REJECT }, argument)
+            let id = if *accept {
+                CommandId::Accept
+            } else {
+                CommandId::Reject
+            };
+            (id, argument)
         }
         ActionCommand::SendChat { path } => (
-            super::chat_commands::SEND,
+            CommandId::Send,
             json!({"uri": crate::file_uri::from_path(path)}),
         ),
-        ActionCommand::Stop { agent } => (agent_commands::CANCEL, json!({"agent": agent})),
-        ActionCommand::ShowReview { review } => (SHOW_REVIEW, json!({"review": review})),
+        ActionCommand::Stop { agent } => (CommandId::Cancel, json!({"agent": agent})),
+        ActionCommand::ShowReview { review } => (CommandId::ShowReview, json!({"review": review})),
         ActionCommand::SendComment { agent, path, line } => (
-            agent_commands::PROMPT_COMMENT,
+            CommandId::PromptComment,
             json!({"agent": agent, "uri": crate::file_uri::from_path(path), "line": line}),
         ),
         ActionCommand::AskAbout { agent, path, range } => (
-            super::chat_commands::ASK_ABOUT,
+            CommandId::AskAbout,
             json!({"agent": agent, "uri": crate::file_uri::from_path(path),
                    "range": super::convert::lsp_range(*range)}),
         ),
     };
-    CodeActionOrCommand::CodeAction(CodeAction {
-        title: action.title.clone(),
-        kind: Some(CodeActionKind::QUICKFIX),
-        command: Some(Command {
-            title: action.title,
-            command: command.to_owned(),
-            arguments: Some(vec![argument]),
-        }),
-        ..Default::default()
-    })
+    command.action(action.title, argument)
 }
 
 /// Runs `command` with `arguments`.
@@ -120,8 +70,13 @@ pub async fn execute(
     command: &str,
     arguments: Vec<Value>,
 ) -> Result<Option<LSPAny>> {
-    match command {
-        DEBUG_STATE => {
+    let Some(id) = CommandId::parse(command) else {
+        return Err(Error::invalid_params(format!(
+            "unknown command `{command}`"
+        )));
+    };
+    match id {
+        CommandId::DebugState => {
             let state = backend
                 .feed
                 .query(|s| s.describe())
@@ -129,7 +84,7 @@ pub async fn execute(
                 .map_err(internal)?;
             Ok(Some(state))
         }
-        DEBUG_WRITE => {
+        CommandId::DebugWrite => {
             let args: WriteArgs = first_argument(arguments)?;
             let path = path_argument(&args.uri)?;
             let editor = backend.editor.clone();
@@ -143,7 +98,7 @@ pub async fn execute(
             });
             Ok(None)
         }
-        DEBUG_REVIEW => {
+        CommandId::DebugReview => {
             let args: ReviewArgs = first_argument(arguments)?;
             let path = path_argument(&args.uri)?;
             let editor = backend.editor.clone();
@@ -164,14 +119,14 @@ pub async fn execute(
             });
             Ok(None)
         }
-        DEBUG_CLOSE_ORIGIN => {
+        CommandId::DebugCloseOrigin => {
             let args: OriginArgs = first_argument(arguments)?;
             backend
                 .editor
                 .close_origin(&debug_origin(&args.origin), Withdrawal::Announced);
             Ok(None)
         }
-        MENTION => {
+        CommandId::Mention => {
             let args: Option<MentionArgs> = first_argument(arguments).ok();
             let selection = match args {
                 Some(MentionArgs {
@@ -194,9 +149,9 @@ pub async fn execute(
             backend.feed.mentioned(selection);
             Ok(None)
         }
-        ACCEPT | REJECT => {
+        CommandId::Accept | CommandId::Reject => {
             let args: DecideArgs = first_argument(arguments)?;
-            let decision = match (command == ACCEPT, args.rerequest) {
+            let decision = match (id == CommandId::Accept, args.rerequest) {
                 (true, _) => Decision::Accept,
                 (false, true) => Decision::Rerequest,
                 (false, false) => Decision::Reject,
@@ -211,7 +166,7 @@ pub async fn execute(
             }
             Ok(None)
         }
-        SHOW_REVIEW => {
+        CommandId::ShowReview => {
             let args: ReviewIdArgs = first_argument(arguments)?;
             backend
                 .feed
@@ -221,7 +176,7 @@ pub async fn execute(
                 .map_err(|e| Error::invalid_params(format!("agentls: {e}")))?;
             Ok(None)
         }
-        ANSWER => {
+        CommandId::Answer => {
             let args: AnswerArgs = first_argument(arguments)?;
             backend
                 .feed
@@ -231,18 +186,17 @@ pub async fn execute(
                 .map_err(|e| Error::invalid_params(e.to_string()))?;
             Ok(None)
         }
-        other if super::chat_commands::COMMANDS.contains(&other) => {
-            super::chat_commands::execute(backend, other, arguments)
-                .await
-                .unwrap_or_else(|| Err(Error::invalid_params("unknown chat command")))
-        }
-        other => match agent_commands::execute(backend, other, arguments).await {
-            Some(result) => result,
-            None => match super::mcp_commands::execute(backend, other).await {
-                Some(result) => result,
-                None => Err(Error::invalid_params(format!("unknown command `{other}`"))),
-            },
-        },
+        CommandId::Prompt => agent_commands::prompt(backend, arguments).await,
+        CommandId::PromptComment => agent_commands::prompt_comment(backend, arguments).await,
+        CommandId::Cancel => agent_commands::cancel(backend, arguments),
+        CommandId::NewSession => agent_commands::new_session(backend, arguments),
+        CommandId::SetMode => agent_commands::set_mode(backend, arguments),
+        CommandId::SetOption => agent_commands::set_option(backend, arguments),
+        CommandId::Status => Ok(Some(backend.agents.status())),
+        CommandId::OpenChat => chat_commands::open_command(backend, arguments).await,
+        CommandId::Send => chat_commands::send_command(backend, arguments).await,
+        CommandId::AskAbout => chat_commands::ask_about_command(backend, arguments).await,
+        CommandId::TerminalEnv => super::mcp_commands::terminal_env(backend).await,
     }
 }
 

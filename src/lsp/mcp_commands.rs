@@ -14,9 +14,6 @@ use super::server::Backend;
 use crate::editor::{EditorAccess, Level};
 use crate::mcp::McpServer;
 
-/// The env a terminal needs for agents started in it to find this server: `{NAME: value}`.
-pub const TERMINAL_ENV: &str = "agentls.terminalEnv";
-
 /// How long `agentls.terminalEnv` waits for a server that is still starting.
 const START_WAIT: Duration = Duration::from_secs(5);
 
@@ -117,19 +114,15 @@ impl McpSlot {
     }
 }
 
-/// Runs `command` if it is one of ours.
-pub async fn execute(backend: &Backend, command: &str) -> Option<Result<Option<Value>>> {
-    match command {
-        TERMINAL_ENV => Some(
-            backend
-                .mcp
-                .terminal_env(&backend.editor)
-                .await
-                .map(Some)
-                .map_err(invalid_request),
-        ),
-        _ => None,
-    }
+/// `agentls.terminalEnv`: the env a terminal needs for agents started in it to find this
+/// server, `{NAME: value}`.
+pub async fn terminal_env(backend: &Backend) -> Result<Option<Value>> {
+    backend
+        .mcp
+        .terminal_env(&backend.editor)
+        .await
+        .map(Some)
+        .map_err(invalid_request)
 }
 
 fn invalid_request(message: String) -> Error {

@@ -363,10 +363,7 @@ fn server_capabilities(features: &ClientFeatures) -> ServerCapabilities {
             ..Default::default()
         }),
         execute_command_provider: Some(ExecuteCommandOptions {
-            commands: commands::ADVERTISED
-                .iter()
-                .map(|c| (*c).to_owned())
-                .collect(),
+            commands: super::command_table::CommandId::advertised(),
             ..Default::default()
         }),
         workspace: Some(WorkspaceServerCapabilities {

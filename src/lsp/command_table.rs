@@ -1,0 +1,190 @@
+//! Every `workspace/executeCommand` command agentls runs, named once: the one table here feeds
+//! both what `executeCommandProvider` advertises and what `commands::execute` dispatches on,
+//! and every code action that runs a command is built from it.
+
+use serde_json::Value;
+use tower_lsp_server::ls_types::{CodeAction, CodeActionKind, CodeActionOrCommand, Command};
+
+/// A command agentls runs. Its arguments are in the doc of each variant (README → Commands).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommandId {
+    /// Accept review changes: `[{"review": id, "hunk"?: index}]` (no hunk: all open ones).
+    Accept,
+    /// Reject review changes: `[{"review": id, "hunk"?: index, "rerequest"?: bool}]`.
+    Reject,
+    /// Show a review's file at its first open change: `[{"review": id}]`.
+    ShowReview,
+    /// Answer a question an agent asked: `[{"question": id, "choice": id}]`.
+    Answer,
+    /// Point connected agents at the current selection (`[{"uri"?, "range"?}]` for another).
+    Mention,
+    /// Start a turn: `[{"agent"?, "text", "uri"?, "range"?}]`.
+    Prompt,
+    /// Send the comment prompt on a line: `[{"agent"?, "uri", "line"}]` (what the code action
+    /// *Send to <agent>: …* on it runs).
+    PromptComment,
+    /// Open a new chat with an agent: `[{"agent"?}]` or none.
+    OpenChat,
+    /// Send what the user wrote in a chat: `[{"uri"?}]`, `[{"path"?}]` or none (the focused
+    /// chat).
+    Send,
+    /// Quote lines of a file in the agent's latest chat (a new one if none) and show it:
+    /// `[{"agent"?, "uri" or "path", "range" or "lines"}]`.
+    AskAbout,
+    /// Cancel the running turn: `[{"agent"?}]`.
+    Cancel,
+    /// Open a new session: `[{"agent"?}]`.
+    NewSession,
+    /// Set the session mode: `[{"agent"?, "mode"}]`.
+    SetMode,
+    /// Set a session config option (a model, say): `[{"agent"?, "option", "value"}]`.
+    SetOption,
+    /// Agents, sessions, pending permissions, plans, modes, usage, last errors, as JSON.
+    Status,
+    /// The env a terminal needs for agents started in it to find this server: `{NAME: value}`.
+    TerminalEnv,
+    /// Everything the server believes about the editor (documents with their text,
+    /// selections, folders), for tests and for debugging a client.
+    DebugState,
+    /// Write a file through the editor exactly as an agent would: `[{"uri", "text"}]`.
+    DebugWrite,
+    /// Propose `text` for a file as a review from a test origin, exactly as an agent would;
+    /// the verdict is logged as `agentls.debug.review verdict: <json>`.
+    DebugReview,
+    /// Make a test origin go away (its reviews and questions are withdrawn).
+    DebugCloseOrigin,
+}
+
+/// Whether clients are told of a command (and may offer it to the user).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Listing {
+    Advertised,
+    Unlisted,
+}
+
+/// Each command with its wire name, in the order of [`CommandId`]'s variants.
+const TABLE: &[(CommandId, &str, Listing)] = &[
+    (CommandId::Accept, "agentls.accept", Listing::Advertised),
+    (CommandId::Reject, "agentls.reject", Listing::Advertised),
+    (
+        CommandId::ShowReview,
+        "agentls.showReview",
+        Listing::Advertised,
+    ),
+    (CommandId::Answer, "agentls.answer", Listing::Advertised),
+    (CommandId::Mention, "agentls.mention", Listing::Advertised),
+    (CommandId::Prompt, "agentls.prompt", Listing::Advertised),
+    (
+        CommandId::PromptComment,
+        "agentls.promptComment",
+        Listing::Advertised,
+    ),
+    (CommandId::OpenChat, "agentls.openChat", Listing::Advertised),
+    (CommandId::Send, "agentls.send", Listing::Advertised),
+    (CommandId::AskAbout, "agentls.askAbout", Listing::Advertised),
+    (CommandId::Cancel, "agentls.cancel", Listing::Advertised),
+    (
+        CommandId::NewSession,
+        "agentls.newSession",
+        Listing::Advertised,
+    ),
+    (CommandId::SetMode, "agentls.setMode", Listing::Advertised),
+    (
+        CommandId::SetOption,
+        "agentls.setOption",
+        Listing::Advertised,
+    ),
+    (CommandId::Status, "agentls.status", Listing::Advertised),
+    (
+        CommandId::TerminalEnv,
+        "agentls.terminalEnv",
+        Listing::Advertised,
+    ),
+    (
+        CommandId::DebugState,
+        "agentls.debug.state",
+        Listing::Unlisted,
+    ),
+    (
+        CommandId::DebugWrite,
+        "agentls.debug.write",
+        Listing::Unlisted,
+    ),
+    (
+        CommandId::DebugReview,
+        "agentls.debug.review",
+        Listing::Unlisted,
+    ),
+    (
+        CommandId::DebugCloseOrigin,
+        "agentls.debug.closeOrigin",
+        Listing::Unlisted,
+    ),
+];
+
+impl CommandId {
+    /// The command's name on the wire.
+    pub fn name(self) -> &'static str {
+        TABLE[self as usize].1
+    }
+
+    /// The command called `name`, if agentls has one.
+    pub fn parse(name: &str) -> Option<Self> {
+        TABLE
+            .iter()
+            .find(|(_, n, _)| *n == name)
+            .map(|(id, ..)| *id)
+    }
+
+    /// The names listed in `executeCommandProvider`.
+    pub fn advertised() -> Vec<String> {
+        TABLE
+            .iter()
+            .filter(|(.., listing)| *listing == Listing::Advertised)
+            .map(|(_, name, _)| (*name).to_owned())
+            .collect()
+    }
+
+    /// A quick-fix code action titled `title` that runs this command with `argument`.
+    pub fn action(self, title: String, argument: Value) -> CodeActionOrCommand {
+        CodeActionOrCommand::CodeAction(CodeAction {
+            title: title.clone(),
+            kind: Some(CodeActionKind::QUICKFIX),
+            command: Some(Command {
+                title,
+                command: self.name().to_owned(),
+                arguments: Some(vec![argument]),
+            }),
+            ..Default::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_sits_at_its_own_place_and_parses_back_from_its_name() {
+        for (place, (id, name, _)) in TABLE.iter().enumerate() {
+            assert_eq!(*id as usize, place, "{name} is out of order");
+            assert_eq!(CommandId::parse(name), Some(*id));
+            assert_eq!(id.name(), *name);
+        }
+        let last = CommandId::DebugCloseOrigin;
+        assert_eq!(
+            TABLE.len(),
+            last as usize + 1,
+            "a variant after {last:?} lacks its row"
+        );
+        assert_eq!(CommandId::parse("agentls.nothing"), None);
+    }
+
+    #[test]
+    fn debug_commands_are_not_advertised() {
+        let advertised = CommandId::advertised();
+        assert!(advertised.contains(&"agentls.accept".to_owned()));
+        assert!(advertised.iter().all(|name| !name.contains(".debug.")));
+        assert_eq!(advertised.len(), 16);
+    }
+}
