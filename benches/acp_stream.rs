@@ -18,7 +18,8 @@
 //! stream against the `cat | parse` reader's (from `/proc` and `getrusage`), its resident memory
 //! idle, at its peak during the streams and a second after them (`VmRSS`, `VmHWM`; with the part
 //! that is its own, `RssAnon`), and the p95 of the round trip while streaming against idle, and
-//! against idle while the same stream is read outside agentls (the machine's own share).
+//! against idle while the same stream runs outside agentls (the machine's own share): the replay
+//! `cat` to a parsing reader for the replayed runs, the demo agent to one for the live runs.
 //!
 //! Run: `cargo bench --bench acp_stream`. With `ACP_STREAM_PROFILE=1` it only streams the replay
 //! through agentls once, with no round trips (for a profiler wrapped around agentls).
@@ -79,16 +80,19 @@ async fn main() {
     let bytes = std::fs::metadata(&ndjson).unwrap().len();
     if std::env::var_os("ACP_STREAM_PROFILE").is_some() {
         let config = replay_config(dir.path(), &ndjson, &session);
-        let run = through_agentls(Some(config), "replay", EVERY, 0, &ndjson).await;
+        let replayed = Outside::Replay(ndjson.clone());
+        let run = through_agentls(Some(config), "replay", EVERY, 0, &replayed).await;
         println!("replay through agentls: {:.3} s", secs(run.elapsed));
         return;
     }
     let (cat, cat_cpu) = (0..3).map(|_| cat_and_parse(&ndjson)).min().unwrap();
     let config = || Some(replay_config(dir.path(), &ndjson, &session));
-    let replay = through_agentls(config(), "replay", EVERY, SAMPLES, &ndjson).await;
-    let no_stream = through_agentls(config(), "replay", NO_STREAM, SAMPLES, &ndjson).await;
-    let demo = through_agentls(None, "demo", EVERY, SAMPLES, &ndjson).await;
-    let demo_no_stream = through_agentls(None, "demo", NO_STREAM, SAMPLES, &ndjson).await;
+    let replayed = Outside::Replay(ndjson.clone());
+    let replay = through_agentls(config(), "replay", EVERY, SAMPLES, &replayed).await;
+    let no_stream = through_agentls(config(), "replay", NO_STREAM, SAMPLES, &replayed).await;
+    let demo = through_agentls(None, "demo", EVERY, SAMPLES, &Outside::DemoAgent).await;
+    let demo_no_stream =
+        through_agentls(None, "demo", NO_STREAM, SAMPLES, &Outside::DemoAgent).await;
     let runs = [
         ("replay", &replay),
         ("replay, no stream", &no_stream),
@@ -200,7 +204,7 @@ async fn main() {
             describe(&run.idle)
         );
         println!(
-            "  {name:<17} didChange → response, idle beside the stream read outside agentls: {}",
+            "  {name:<17} didChange → response, idle beside the same stream outside agentls: {}",
             describe(&run.beside)
         );
         println!(
@@ -208,7 +212,7 @@ async fn main() {
             describe(&run.streaming)
         );
         println!(
-            "  {name:<17} p95 streaming / p95 idle beside the stream outside: {:.1}×",
+            "  {name:<17} p95 streaming / p95 idle beside the stream outside agentls: {:.1}×",
             secs(quantile(&run.streaming, 0.95)) / secs(quantile(&run.beside, 0.95)),
         );
         println!(
@@ -224,14 +228,14 @@ const EVERY: &[&str] = &["sessionUpdate", "reviewChanged", "turnChanged"];
 const NO_STREAM: &[&str] = &["reviewChanged", "turnChanged"];
 
 /// agentls (with `config`, else the built-in demo agent) streaming to the test client, which
-/// asks for the `plugin_events`, with round trips measured idle, idle while `stream` is read
-/// outside agentls, and during the stream.
+/// asks for the `plugin_events`, with round trips measured idle, idle while `outside` streams
+/// the same without agentls, and during the stream.
 async fn through_agentls(
     config: Option<String>,
     agent: &str,
     plugin_events: &[&str],
     samples: usize,
-    stream: &Path,
+    outside: &Outside,
 ) -> Run {
     let client = TestClient::start(Options {
         config_toml: config,
@@ -261,9 +265,7 @@ async fn through_agentls(
     let version = Cell::new(0);
     let idle = round_trips(&client, &uri, &version, samples, || false).await;
     let beside = {
-        let load = Repeating::start(stream.to_owned(), |stream| {
-            cat_and_parse(stream);
-        });
+        let load = Repeating::start(outside.clone(), |outside| outside.stream_once());
         let sampled = round_trips(&client, &uri, &version, samples, || false).await;
         load.stop();
         sampled
@@ -333,6 +335,29 @@ async fn through_agentls(
         idle,
         beside,
         streaming,
+    }
+}
+
+/// The same stream as a run's, produced and parsed outside agentls: what the machine's two
+/// cores do without agentls while round trips are measured beside it.
+#[derive(Clone)]
+enum Outside {
+    /// The recorded NDJSON, `cat` to a reader that parses each line.
+    Replay(std::path::PathBuf),
+    /// The demo agent itself, its stdout parsed line by line.
+    DemoAgent,
+}
+
+impl Outside {
+    fn stream_once(&self) {
+        match self {
+            Self::Replay(stream) => {
+                cat_and_parse(stream);
+            }
+            Self::DemoAgent => {
+                agent_alone::run(&prompt_text(), &mut std::io::sink());
+            }
+        }
     }
 }
 
