@@ -210,7 +210,7 @@ async fn one_case(
     };
     let id = loop {
         let id = feed
-            .query(|s| s.reviews.first().map(|r| r.id))
+            .query(|s| s.reviews().first().map(|r| r.id))
             .await
             .unwrap();
         if let Some(id) = id {
@@ -334,7 +334,7 @@ async fn one_case(
 async fn settled(feed: &EditorFeed, id: u64) {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
     while feed
-        .query(move |s| s.reviews.iter().any(|r| r.id == id))
+        .query(move |s| s.reviews().iter().any(|r| r.id == id))
         .await
         .unwrap()
     {

@@ -17,6 +17,7 @@ pub mod disk_sync;
 pub mod disk_watch;
 pub mod documents;
 pub mod effects;
+pub mod events;
 pub mod files;
 pub mod landed;
 pub mod path_locks;
@@ -37,6 +38,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use thiserror::Error;
+
+use events::EditorEvent;
 
 pub use documents::TextChange;
 pub use effects::{
@@ -809,7 +812,7 @@ impl EditorAccess {
 impl EditorFeed {
     /// Sets the negotiated position encoding (once, at `initialize`).
     pub fn set_encoding(&self, encoding: PositionEncoding) {
-        self.state.update(move |s| s.encoding = encoding);
+        self.state.send(EditorEvent::Encoding(encoding));
     }
 
     /// Sets the plugin events the client asked for (once, at `initialize`).
@@ -819,47 +822,41 @@ impl EditorFeed {
 
     /// Comment prompts are lines with `marker` after a comment start (`chat.commentMarker`).
     pub fn set_comment_marker(&self, marker: String) {
-        self.state.update(move |s| s.comment_marker = marker);
+        self.state.send(EditorEvent::CommentMarker(marker));
     }
 
     /// Sets the rules for agents' requests.
     pub fn set_policy(&self, policy: AccessPolicy) {
         let preview_lines = policy.max_preview_lines;
         *self.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
-        self.state
-            .update(move |s| s.review_preview_lines = preview_lines.max(1));
+        self.state.send(EditorEvent::PreviewLines(preview_lines));
     }
 
     /// The editor opened a document. What the disk says is read too (off the state task): a
     /// buffer may open with unsaved text, and merging an agent's disk write needs the disk's.
     pub fn opened(&self, path: PathBuf, text: String, version: i32, language: String) {
         let owned = path.clone();
-        self.state
-            .update(move |s| s.did_open(path, &text, version, &language));
+        self.state.send(EditorEvent::Opened {
+            path,
+            text,
+            version,
+            language,
+        });
         let state = self.state.clone();
         tokio::spawn(async move {
             if let Ok(disk) = files::read(&owned).await {
-                state.update(move |s| {
-                    // Once a verdict went out the proposer may have written the file: the read
-                    // may be that write, not the disk as it was at the open.
-                    let settling = s
-                        .reviews
-                        .iter()
-                        .any(|r| r.path == owned && r.settling.is_some());
-                    if let Some(doc) = s.documents.get_mut(&owned)
-                        && !settling
-                    {
-                        doc.read_at_open(&disk);
-                    }
-                });
+                state.send(EditorEvent::DiskAtOpen { path: owned, disk });
             }
         });
     }
 
     /// The editor changed a document.
     pub fn changed(&self, path: PathBuf, version: i32, changes: Vec<TextChange>) {
-        self.state
-            .update(move |s| s.did_change(&path, version, &changes));
+        self.state.send(EditorEvent::Changed {
+            path,
+            version,
+            changes,
+        });
     }
 
     /// `path` is a chat document with `agent`.
@@ -876,46 +873,34 @@ impl EditorFeed {
 
     /// The user saved a document: the disk says what its buffer says.
     pub fn saved(&self, path: PathBuf) {
-        self.state.update(move |s| {
-            if let Some(doc) = s.documents.get_mut(&path) {
-                doc.mark_saved();
-            }
-            s.buffer_saved(&path);
-        });
+        self.state.send(EditorEvent::Saved(path));
     }
 
     /// The editor closed a document.
     pub fn closed(&self, path: PathBuf) {
-        self.state.update(move |s| s.did_close(&path));
+        self.state.send(EditorEvent::Closed(path));
     }
 
     /// The user selected something.
     pub fn selected(&self, path: PathBuf, range: Range, text: Option<String>) {
-        self.state
-            .update(move |s| s.did_change_selection(path, range, text));
+        self.state.send(EditorEvent::Selected { path, range, text });
     }
 
     /// The editor forwarded diagnostics for `path` (replacing earlier ones).
     pub fn diagnostics_forwarded(&self, path: PathBuf, diagnostics: Vec<effects::Diagnostic>) {
         self.state
-            .update(move |s| s.context.set_forwarded(path, diagnostics));
+            .send(EditorEvent::Diagnostics { path, diagnostics });
     }
 
     /// The user pointed agents at the current selection (or at `selection`).
     pub fn mentioned(&self, selection: Option<Selection>) {
-        self.state.update(move |s| {
-            let selection = selection.or_else(|| s.selections.current().cloned());
-            if let Some(selection) = selection {
-                s.context
-                    .publish(context::ContextEvent::Mentioned(selection));
-            }
-        });
+        self.state.send(EditorEvent::Mentioned(selection));
     }
 
     /// Workspace folders changed.
     pub fn folders_changed(&self, added: Vec<PathBuf>, removed: Vec<PathBuf>) {
         self.state
-            .update(move |s| s.change_folders(added, &removed));
+            .send(EditorEvent::FoldersChanged { added, removed });
     }
 
     /// A question for the state, answered in order with everything fed before it.

@@ -1,6 +1,8 @@
 //! The one owner of editor state. A single task holds [`State`]; everyone else sends it jobs
-//! (closures run in arrival order) through a [`StateHandle`]. Sending is synchronous, so a
-//! handler that sends before its first `.await` keeps the order its messages arrived in.
+//! through a [`StateHandle`], run in arrival order: what the editor told us as a named
+//! [`EditorEvent`], changes and questions from agents and background work as closures.
+//! Sending is synchronous, so a handler that sends before its first `.await` keeps the order
+//! its messages arrived in.
 //! No I/O happens on this task: callers read and write the disk themselves.
 
 use std::panic::AssertUnwindSafe;
@@ -15,6 +17,7 @@ use super::context::{ContextEvent, ContextSnapshot};
 use super::diff;
 use super::documents::{Document, Documents, TextChange};
 use super::effects::{DocumentEdit, EffectSender, TextEdit};
+use super::events::EditorEvent;
 use super::position::{PositionEncoding, Range};
 use super::questions::Questions;
 use super::review::Review;
@@ -24,49 +27,49 @@ use super::selection::{Selection, Selections};
 #[derive(Debug)]
 pub struct State {
     /// Open documents.
-    pub documents: Documents,
+    pub(super) documents: Documents,
     /// The user's selections.
-    pub selections: Selections,
+    pub(super) selections: Selections,
     /// Workspace folders, in the order the editor gave them.
-    pub folders: Vec<PathBuf>,
+    pub(super) folders: Vec<PathBuf>,
     /// How positions count characters, as negotiated at `initialize`.
-    pub encoding: PositionEncoding,
+    pub(super) encoding: PositionEncoding,
     /// Questions waiting for an answer through code actions.
-    pub questions: Questions,
+    pub(super) questions: Questions,
     /// Open reviews, oldest first.
-    pub reviews: Vec<Review>,
+    pub(super) reviews: Vec<Review>,
     /// The last review id handed out.
-    pub next_review_id: u64,
+    pub(super) next_review_id: u64,
     /// `review.maxPreviewLines`.
-    pub review_preview_lines: usize,
+    pub(super) review_preview_lines: usize,
     /// What makes a line comment a comment prompt (`chat.commentMarker`).
-    pub comment_marker: String,
+    pub(super) comment_marker: String,
     /// The comment prompts found in open documents.
-    pub comment_hints: super::comment_prompt::CommentHints,
+    pub(super) comment_hints: super::comment_prompt::CommentHints,
     /// Forwarded diagnostics and context events for agents.
-    pub context: super::context::Context,
+    pub(super) context: super::context::Context,
     /// What accepted reviews lead us to expect agents to write.
-    pub expectations: super::disk_sync::Expectations,
+    pub(super) expectations: super::disk_sync::Expectations,
     /// Changes made without asking, waiting for the buffer to show them before their review.
-    pub landings: Vec<super::landed::Landing>,
+    pub(super) landings: Vec<super::landed::Landing>,
     /// What tells agents' unasked disk writes from everything else.
-    pub unasked: super::unasked::UnaskedWrites,
+    pub(super) unasked: super::unasked::UnaskedWrites,
     /// Chat documents.
-    pub chats: super::chat::Chats,
+    pub(super) chats: super::chat::Chats,
     /// Open buffers holding agents' changes their files lack.
-    pub buffer_only: super::buffer_only::BufferOnlyChanges,
+    pub(super) buffer_only: super::buffer_only::BufferOnlyChanges,
     /// Files whose reviews are shown again soon (the user typed in them).
-    pub present_due: std::collections::BTreeSet<PathBuf>,
+    pub(super) present_due: std::collections::BTreeSet<PathBuf>,
     /// Origins told that their proposals are refused for being too many (see `reviews`).
-    pub review_caps_told: std::collections::HashSet<String>,
+    pub(super) review_caps_told: std::collections::HashSet<String>,
     /// How many files each origin may still show the user now.
-    pub show_limits: super::show_limits::ShowLimits,
+    pub(super) show_limits: super::show_limits::ShowLimits,
     /// The workspace watcher (once the state task runs).
-    pub disk_watch: Option<super::disk_watch::DiskWatch>,
+    pub(super) disk_watch: Option<super::disk_watch::DiskWatch>,
     /// Where effects for the editor go.
-    pub effects: EffectSender,
+    pub(super) effects: EffectSender,
     /// This task's own handle, for work that reports back later (an editor's answer, a write).
-    pub me: StateHandle,
+    pub(super) me: StateHandle,
     /// The context last published through `me` (see [`StateHandle::context_now`]).
     published: Arc<ContextSnapshot>,
 }
@@ -132,7 +135,7 @@ impl State {
     }
 
     /// The editor opened a document; it now has the focus.
-    pub fn did_open(&mut self, path: PathBuf, text: &str, version: i32, language: &str) {
+    pub(super) fn did_open(&mut self, path: PathBuf, text: &str, version: i32, language: &str) {
         self.selections.focus(&path);
         self.documents
             .open(path.clone(), Document::new(text, version, language));
@@ -143,7 +146,7 @@ impl State {
 
     /// The editor changed a document. A change to a document we never saw opened is logged and
     /// dropped: there is no text to apply it to.
-    pub fn did_change(&mut self, path: &Path, version: i32, changes: &[TextChange]) {
+    pub(super) fn did_change(&mut self, path: &Path, version: i32, changes: &[TextChange]) {
         let track = self.reviews.iter().any(|r| r.path == path);
         match self.documents.get_mut(path) {
             Some(document) => {
@@ -167,7 +170,7 @@ impl State {
     }
 
     /// The editor closed a document.
-    pub fn did_close(&mut self, path: &Path) {
+    pub(super) fn did_close(&mut self, path: &Path) {
         let closed = self.documents.close(path);
         if let Some(doc) = &closed {
             self.reviews_follow_close(path, doc.rope());
@@ -180,7 +183,12 @@ impl State {
 
     /// The user selected `range` in `path`; `text` is what the editor says it covers, else we
     /// read it from the buffer.
-    pub fn did_change_selection(&mut self, path: PathBuf, range: Range, text: Option<String>) {
+    pub(super) fn did_change_selection(
+        &mut self,
+        path: PathBuf,
+        range: Range,
+        text: Option<String>,
+    ) {
         let text = text.unwrap_or_else(|| {
             self.documents
                 .get(&path)
@@ -194,7 +202,7 @@ impl State {
     }
 
     /// Workspace folders were added or removed.
-    pub fn change_folders(&mut self, added: Vec<PathBuf>, removed: &[PathBuf]) {
+    pub(super) fn change_folders(&mut self, added: Vec<PathBuf>, removed: &[PathBuf]) {
         let before = self.folders.clone();
         self.folders.retain(|f| !removed.contains(f));
         for folder in added {
@@ -215,6 +223,49 @@ impl State {
         self.documents
             .get(path)
             .map(|doc| (doc.text(), doc.version()))
+    }
+
+    /// The text of the open buffer at `path`, or of `range` in it.
+    pub fn text_of(&self, path: &Path, range: Option<Range>) -> Option<String> {
+        let doc = self.documents.get(path)?;
+        Some(match range {
+            Some(range) => doc.slice(range, self.encoding),
+            None => doc.text(),
+        })
+    }
+
+    /// Whether the editor has `path` open.
+    pub fn is_open(&self, path: &Path) -> bool {
+        self.documents.get(path).is_some()
+    }
+
+    /// The document the user is in.
+    pub fn focused(&self) -> Option<&Path> {
+        self.selections.focused()
+    }
+
+    /// The agent the chat document at `path` talks to.
+    pub fn chat_agent(&self, path: &Path) -> Option<&str> {
+        self.chats.agent_of(path)
+    }
+
+    /// `agent`'s latest chat document.
+    pub fn latest_chat(&self, agent: &str) -> Option<&Path> {
+        self.chats.latest_of(agent)
+    }
+
+    /// Open reviews, oldest first.
+    pub fn reviews(&self) -> &[Review] {
+        &self.reviews
+    }
+
+    /// Answers question `id` with `choice` (a code action's or a command's).
+    pub fn answer_question(
+        &mut self,
+        id: u64,
+        choice: &str,
+    ) -> Result<(), super::questions::AnswerError> {
+        self.questions.answer(id, choice)
     }
 
     /// The edits that turn the open buffer at `path` into `content`, or `None` when the file is
@@ -353,7 +404,30 @@ pub enum WritePlan {
     },
 }
 
-type Job = Box<dyn FnOnce(&mut State) + Send>;
+/// One piece of work for the state task.
+enum Job {
+    /// Something the editor told us.
+    Event(EditorEvent),
+    /// A change or a question from elsewhere in agentls.
+    Run(Box<dyn FnOnce(&mut State) + Send>),
+}
+
+impl Job {
+    /// What the job is, for logs.
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Event(event) => event.name(),
+            Self::Run(_) => "job",
+        }
+    }
+
+    fn run(self, state: &mut State) {
+        match self {
+            Self::Event(event) => state.handle(event),
+            Self::Run(job) => job(state),
+        }
+    }
+}
 
 /// A cheap, clone-able way to reach the state task.
 #[derive(Debug, Clone)]
@@ -391,8 +465,11 @@ impl StateHandle {
         tokio::spawn(async move {
             while let Some(job) = queue.recv().await {
                 // One buggy job must not take every editor feature down with it.
-                if std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut state))).is_err() {
-                    tracing::error!("a state job panicked; state kept as it was left");
+                let name = job.name();
+                if std::panic::catch_unwind(AssertUnwindSafe(|| job.run(&mut state))).is_err() {
+                    tracing::error!(
+                        "the state task panicked on `{name}`; state kept as it was left"
+                    );
                 }
                 state.publish_context();
                 shared.done.fetch_add(1, Ordering::SeqCst);
@@ -401,10 +478,19 @@ impl StateHandle {
         handle
     }
 
+    /// Queues what the editor told us; it is handled after everything queued before it.
+    pub fn send(&self, event: EditorEvent) {
+        self.queue(Job::Event(event));
+    }
+
     /// Queues a change to the state; it runs after everything queued before it.
     pub fn update(&self, job: impl FnOnce(&mut State) + Send + 'static) {
+        self.queue(Job::Run(Box::new(job)));
+    }
+
+    fn queue(&self, job: Job) {
         self.shared.queued.fetch_add(1, Ordering::SeqCst);
-        let _ = self.jobs.send(Box::new(job));
+        let _ = self.jobs.send(job);
     }
 
     /// The context (selections, focus, folders) as of everything queued before this call, when

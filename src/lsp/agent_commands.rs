@@ -204,13 +204,7 @@ async fn context(
     let p = path.clone();
     let from_buffer = backend
         .feed
-        .query(move |s| {
-            let doc = s.documents.get(&p)?;
-            Some(match range {
-                Some(range) => doc.slice(range, s.encoding),
-                None => doc.text(),
-            })
-        })
+        .query(move |s| s.text_of(&p, range))
         .await
         .ok()
         .flatten();

@@ -181,7 +181,7 @@ pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Resu
     let latest = backend
         .feed
         .query(move |s| {
-            let chat = s.chats.latest_of(&a)?.to_path_buf();
+            let chat = s.latest_chat(&a)?.to_path_buf();
             let text = s.chat_end(&chat);
             Some((chat, text))
         })
@@ -268,10 +268,8 @@ async fn ask_about(backend: &Backend, args: AskArgs) -> Result<Option<LSPAny>> {
         .feed
         .query(move |s| {
             let quoted = s.quote_lines(&p, range);
-            let chat = s.chats.latest_of(&a).map(Path::to_path_buf);
-            let open = chat
-                .as_deref()
-                .is_some_and(|c| s.documents.get(c).is_some());
+            let chat = s.latest_chat(&a).map(Path::to_path_buf);
+            let open = chat.as_deref().is_some_and(|c| s.is_open(c));
             (quoted, chat, open)
         })
         .await
@@ -303,7 +301,7 @@ async fn send(backend: &Backend, path: Option<PathBuf>) -> Result<Option<LSPAny>
         Some(path) => path,
         None => backend
             .feed
-            .query(|s| s.selections.focused().map(Path::to_path_buf))
+            .query(|s| s.focused().map(Path::to_path_buf))
             .await
             .ok()
             .flatten()
@@ -313,7 +311,7 @@ async fn send(backend: &Backend, path: Option<PathBuf>) -> Result<Option<LSPAny>
     let (agent, text, resumed) = backend
         .feed
         .query(move |s| {
-            let agent = s.chats.agent_of(&p).map(str::to_owned);
+            let agent = s.chat_agent(&p).map(str::to_owned);
             let text = s.buffer(&p).map(|(text, _)| text);
             // Only a message that goes out takes the transcript along.
             let sends = text.as_deref().and_then(message_to_send).is_some();

@@ -180,7 +180,7 @@ pub async fn execute(
             let args: AnswerArgs = first_argument(arguments)?;
             backend
                 .feed
-                .query(move |s| s.questions.answer(args.question, &args.choice))
+                .query(move |s| s.answer_question(args.question, &args.choice))
                 .await
                 .map_err(internal)?
                 .map_err(|e| Error::invalid_params(e.to_string()))?;

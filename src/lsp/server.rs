@@ -246,7 +246,7 @@ impl LanguageServer for Backend {
                     actions.extend(s.comment_action(&path, range, agent));
                     actions.extend(s.ask_action(&path, range, agent));
                 }
-                (actions, s.chats.agent_of(&path).map(str::to_owned))
+                (actions, s.chat_agent(&path).map(str::to_owned))
             })
             .await
             .unwrap_or_default();

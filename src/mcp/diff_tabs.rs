@@ -291,7 +291,7 @@ mod tests {
     /// Waits until the state has `count` open reviews.
     async fn reviews_open(feed: &crate::editor::EditorFeed, count: usize) {
         for _ in 0..200 {
-            if feed.query(|s| s.reviews.len()).await.unwrap() == count {
+            if feed.query(|s| s.reviews().len()).await.unwrap() == count {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -355,7 +355,10 @@ mod tests {
         let second = spawn_open(&tabs, &editor, &origin, &a, "2\n", "same");
         assert_eq!(first.await.unwrap().unwrap(), ["DIFF_REJECTED", "same"]);
         reviews_open(&feed, 1).await;
-        let proposal = feed.query(|s| s.reviews[0].proposal.clone()).await.unwrap();
+        let proposal = feed
+            .query(|s| s.reviews()[0].proposal.clone())
+            .await
+            .unwrap();
         assert_eq!(proposal, "2\n");
         tabs.close_all().unwrap();
         assert_eq!(second.await.unwrap().unwrap(), ["DIFF_REJECTED", "same"]);
@@ -372,7 +375,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let proposals = feed
             .query(|s| {
-                s.reviews
+                s.reviews()
                     .iter()
                     .map(|r| r.proposal.len())
                     .collect::<Vec<_>>()
