@@ -45,6 +45,42 @@ async fn initialize_advertises_what_we_serve() {
 }
 
 #[tokio::test]
+async fn commands_are_advertised_without_the_debug_ones_and_an_unknown_one_is_refused() {
+    let client = TestClient::start(Options::default()).await;
+    let result = client
+        .initialize(TestClient::rich_capabilities(true), None)
+        .await;
+    let advertised = result["capabilities"]["executeCommandProvider"]["commands"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(
+        advertised.contains(&json!("agentls.accept")),
+        "{advertised:?}"
+    );
+    assert!(
+        advertised.contains(&json!("agentls.openChat")),
+        "{advertised:?}"
+    );
+    assert!(
+        !advertised
+            .iter()
+            .any(|c| c.as_str().unwrap().starts_with("agentls.debug.")),
+        "{advertised:?}"
+    );
+    let refused = client
+        .execute("agentls.nope", Value::Null)
+        .await
+        .unwrap_err();
+    assert_eq!(refused["code"], -32602, "{refused}");
+    assert_eq!(refused["message"], "unknown command `agentls.nope`");
+    // An unlisted command is still run by its name.
+    let state = client.execute("agentls.debug.state", Value::Null).await;
+    assert!(state.unwrap()["documents"].is_array());
+    assert!(client.shutdown().await.success());
+}
+
+#[tokio::test]
 async fn exit_without_shutdown_is_exit_code_1() {
     let mut client = started(false).await;
     client.notify("exit", Value::Null).await;
