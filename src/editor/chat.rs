@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 
 use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
 use super::position::PositionMapper;
+use super::reports::Report;
 use super::state::State;
 use super::{Level, file_name};
 
@@ -522,14 +523,14 @@ impl State {
                 let (me, path) = (self.me.clone(), path.to_owned());
                 tokio::spawn(async move {
                     tokio::time::sleep(wait).await;
-                    me.update(move |s| s.chat_timer_ended(&path, timer));
+                    me.report(Report::ChatTimerEnded { path, timer });
                 });
             }
         }
     }
 
     /// The timer numbered `timer` of the chat at `path` ended: its flush, unless it went sooner.
-    fn chat_timer_ended(&mut self, path: &Path, timer: u64) {
+    pub(super) fn chat_timer_ended(&mut self, path: &Path, timer: u64) {
         let Some(chat) = self.chats.docs.get(path) else {
             return;
         };
@@ -556,13 +557,10 @@ impl State {
                 let result = append_to_file(&owned, &text)
                     .await
                     .map_err(|e| format!("agentls: cannot append to {}: {e}", owned.display()));
-                me.update(move |s| {
-                    if result.is_err()
-                        && let Some(chat) = s.chats.docs.get_mut(&owned)
-                    {
-                        chat.pending.insert_str(0, &text);
-                    }
-                    s.chat_flushed(&owned, result.map_err(EffectError::Refused), false);
+                me.report(Report::ChatFileAppended {
+                    path: owned,
+                    text,
+                    result,
                 });
             });
             return;
@@ -587,18 +585,47 @@ impl State {
             let result = applied
                 .await
                 .unwrap_or_else(|_| Err(EffectError::Transport("the editor host stopped".into())));
-            me.update(move |s| {
-                let typed_meanwhile =
-                    s.documents.get(&owned).map(|d| d.version()) != Some(sent_version);
-                if result.is_err()
-                    && let Some(chat) = s.chats.docs.get_mut(&owned)
-                {
-                    // Never dropped: it goes again, first.
-                    chat.pending.insert_str(0, &text);
-                }
-                s.chat_flushed(&owned, result, typed_meanwhile);
+            me.report(Report::ChatEditApplied {
+                path: owned,
+                text,
+                sent_version,
+                result,
             });
         });
+    }
+
+    /// `text` was appended to the chat file at `path` (not open), or that failed: then it goes
+    /// again, first.
+    pub(super) fn chat_file_appended(
+        &mut self,
+        path: &Path,
+        text: String,
+        result: Result<(), String>,
+    ) {
+        if result.is_err()
+            && let Some(chat) = self.chats.docs.get_mut(path)
+        {
+            chat.pending.insert_str(0, &text);
+        }
+        self.chat_flushed(path, result.map_err(EffectError::Refused), false);
+    }
+
+    /// The editor answered the edit appending `text` to the open chat at `path`, sent at
+    /// `sent_version`. Refused text is never dropped: it goes again, first.
+    pub(super) fn chat_edit_applied(
+        &mut self,
+        path: &Path,
+        text: String,
+        sent_version: i32,
+        result: Result<(), EffectError>,
+    ) {
+        let typed_meanwhile = self.documents.get(path).map(|d| d.version()) != Some(sent_version);
+        if result.is_err()
+            && let Some(chat) = self.chats.docs.get_mut(path)
+        {
+            chat.pending.insert_str(0, &text);
+        }
+        self.chat_flushed(path, result, typed_meanwhile);
     }
 
     /// An append reached the document (or was refused): what came meanwhile (or the refused

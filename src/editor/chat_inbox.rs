@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::chat::{PlanStep, ToolCallLine};
+use super::reports::Report;
 use super::state::{State, StateHandle};
 
 /// One thing for a chat document.
@@ -39,12 +40,7 @@ impl ChatInbox {
     /// chat is known before what goes to it), one state job for all that arrive before it runs.
     pub fn send(&self, state: &StateHandle, path: &Path, item: ChatItem) {
         if self.put(path, item) {
-            let inbox = self.clone();
-            state.update(move |s| {
-                for (path, item) in inbox.take() {
-                    s.chat_item(&path, item);
-                }
-            });
+            state.report(Report::ChatItemsWaiting(self.clone()));
         }
     }
 
@@ -65,7 +61,7 @@ impl ChatInbox {
     }
 
     /// Takes everything waiting, in arrival order.
-    fn take(&self) -> Vec<(PathBuf, ChatItem)> {
+    pub(super) fn take(&self) -> Vec<(PathBuf, ChatItem)> {
         std::mem::take(&mut *self.lock())
     }
 

@@ -188,7 +188,7 @@ impl super::state::State {
         tokio::spawn(async move {
             if !matches!(applied.await, Ok(Ok(()))) && retry {
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                me.update(move |s| s.remove_comment(&path, &comment, false));
+                me.report(super::reports::Report::CommentRemovalRefused { path, comment });
             }
         });
     }
@@ -259,12 +259,12 @@ impl super::state::State {
         let (me, path) = (self.me.clone(), path.to_owned());
         tokio::spawn(async move {
             tokio::time::sleep(SCAN_AFTER).await;
-            me.update(move |s| s.scan_comment_prompts(&path));
+            me.report(super::reports::Report::CommentScanDue(path));
         });
     }
 
     /// Looks `path` through; when its comment prompts changed, its diagnostics go out again.
-    fn scan_comment_prompts(&mut self, path: &std::path::Path) {
+    pub(super) fn scan_comment_prompts(&mut self, path: &std::path::Path) {
         self.comment_hints.due.remove(path);
         let found = match self.documents.get(path) {
             Some(doc) => find_all(doc.rope(), &self.comment_marker),

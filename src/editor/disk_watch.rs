@@ -85,7 +85,7 @@ async fn run(mut folders: watch::Receiver<Vec<PathBuf>>, state: StateHandle) {
                     }
                 }
                 let paths: Vec<PathBuf> = batch.into_iter().collect();
-                state.update(move |s| s.files_changed_on_disk(paths));
+                state.report(super::reports::Report::FilesChangedOnDisk(paths));
             }
         }
     }

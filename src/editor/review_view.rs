@@ -56,11 +56,7 @@ impl State {
             let me = self.me.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(PRESENT_EVERY).await;
-                me.update(|s| {
-                    for path in std::mem::take(&mut s.present_due) {
-                        s.present(&path);
-                    }
-                });
+                me.report(super::reports::Report::PresentationDue);
             });
         }
     }

@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 use super::disk_sync::Expectation;
 use super::documents::{Splice, splices_between};
 use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
+use super::reports::Report;
 use super::review::{Applier, Hunk, HunkState, Review, ReviewKind, Terms, Verdict};
 use super::state::State;
 use super::{Level, Origin, diff, file_name, files};
@@ -160,16 +161,11 @@ impl State {
         let (file, who) = (file_name(&request.path), label.clone());
         tokio::spawn(async move {
             if caller_gone.await.is_err() {
-                me.update(move |s| {
-                    if s.cancel_reviews(|r| r.id == id) > 0 && announce {
-                        s.effects.message(
-                            Level::Warning,
-                            format!(
-                                "{who} withdrew its proposed change to {file}: 1 pending review \
-                                 withdrawn"
-                            ),
-                        );
-                    }
+                me.report(Report::ProposerGone {
+                    id,
+                    announce,
+                    who,
+                    file,
                 });
             }
         });
@@ -344,12 +340,21 @@ impl State {
             let result = answer
                 .await
                 .unwrap_or_else(|_| Err(EffectError::Transport("the editor host stopped".into())));
-            me.update(move |s| s.edit_applied(id, &indices, result));
+            me.report(Report::ReviewEditApplied {
+                id,
+                indices,
+                result,
+            });
         });
     }
 
     /// The editor answered an accept's `applyEdit`.
-    fn edit_applied(&mut self, id: u64, indices: &[usize], result: Result<(), EffectError>) {
+    pub(super) fn edit_applied(
+        &mut self,
+        id: u64,
+        indices: &[usize],
+        result: Result<(), EffectError>,
+    ) {
         let Ok(review) = self.review_mut(id) else {
             return;
         };
@@ -396,7 +401,7 @@ impl State {
             let me = self.me.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(SYNC_GRACE).await;
-                me.update(move |s| s.finish_without_sync(id));
+                me.report(Report::SyncGraceEnded(id));
             });
         }
         self.finish_if_decided(id);
@@ -404,7 +409,7 @@ impl State {
     }
 
     /// The editor never reported a version after our edit: settle with the text we have.
-    fn finish_without_sync(&mut self, id: u64) {
+    pub(super) fn finish_without_sync(&mut self, id: u64) {
         if let Ok(review) = self.review_mut(id)
             && review.applied_after.is_some()
         {
@@ -459,7 +464,7 @@ impl State {
                 Err(e) if e.is_not_found() => Some(String::new()),
                 Err(_) => None,
             };
-            me.update(move |s| s.finish_closed(id, disk));
+            me.report(Report::ClosedFileRead { id, disk });
         });
     }
 
@@ -516,25 +521,40 @@ impl State {
                         }),
                 ),
             };
-            me.update(move |s| {
-                match told {
-                    None => {}
-                    Some(Ok(message)) => s.effects.message(Level::Warning, message),
-                    Some(Err(e)) => s.effects.message(
-                        Level::Error,
-                        format!(
-                            "agentls: {agent} wrote its proposal to {file} before you decided, \
-                             and putting back what was there failed: {e}"
-                        ),
-                    ),
-                }
-                s.resolve(id, Verdict::Rejected { reason: None });
+            me.report(Report::RejectionRestored {
+                id,
+                agent,
+                file,
+                told,
             });
         });
     }
 
+    /// Rejected review `id` is done: the user hears what putting back `agent`'s early write to
+    /// `file` came to (`told`), and the agent hears the verdict.
+    pub(super) fn rejection_restored(
+        &mut self,
+        id: u64,
+        agent: &str,
+        file: &str,
+        told: Option<Result<String, String>>,
+    ) {
+        match told {
+            None => {}
+            Some(Ok(message)) => self.effects.message(Level::Warning, message),
+            Some(Err(e)) => self.effects.message(
+                Level::Error,
+                format!(
+                    "agentls: {agent} wrote its proposal to {file} before you decided, and \
+                     putting back what was there failed: {e}"
+                ),
+            ),
+        }
+        self.resolve(id, Verdict::Rejected { reason: None });
+    }
+
     /// Finishes a review of a file that is not open, given what the disk says now.
-    fn finish_closed(&mut self, id: u64, disk: Option<String>) {
+    pub(super) fn finish_closed(&mut self, id: u64, disk: Option<String>) {
         let Ok(review) = self.review_mut(id) else {
             return;
         };
@@ -564,21 +584,47 @@ impl State {
         let me = self.me.clone();
         tokio::spawn(async move {
             let written = me.write_file(&path, &text).await;
-            me.update(move |s| match written {
-                Ok(()) => s.resolve(id, Verdict::Accepted { text, rejected }),
-                Err(e) => {
-                    let reason = format!("could not write the accepted change: {e}");
-                    s.effects
-                        .message(Level::Error, format!("agentls: {reason}"));
-                    s.resolve(
-                        id,
-                        Verdict::Rejected {
-                            reason: Some(reason),
-                        },
-                    );
-                }
+            me.report(Report::AcceptedWritten {
+                id,
+                text,
+                rejected,
+                written,
             });
         });
+    }
+
+    /// The accepted `text` of review `id` was written to its closed file, or that failed.
+    pub(super) fn accepted_written(
+        &mut self,
+        id: u64,
+        text: String,
+        rejected: Vec<String>,
+        written: Result<(), super::FileError>,
+    ) {
+        match written {
+            Ok(()) => self.resolve(id, Verdict::Accepted { text, rejected }),
+            Err(e) => {
+                let reason = format!("could not write the accepted change: {e}");
+                self.effects
+                    .message(Level::Error, format!("agentls: {reason}"));
+                self.resolve(
+                    id,
+                    Verdict::Rejected {
+                        reason: Some(reason),
+                    },
+                );
+            }
+        }
+    }
+
+    /// The proposer of review `id` went away before the verdict: the review is withdrawn.
+    pub(super) fn proposer_gone(&mut self, id: u64, announce: bool, who: &str, file: &str) {
+        if self.cancel_reviews(|r| r.id == id) > 0 && announce {
+            self.effects.message(
+                Level::Warning,
+                format!("{who} withdrew its proposed change to {file}: 1 pending review withdrawn"),
+            );
+        }
     }
 
     /// Follows an edit of an open document: reviews on it rebase; conflicts are announced.

@@ -122,7 +122,7 @@ impl State {
     }
 
     /// The watcher of review `id` has seen the disk: the verdict goes to the proposer.
-    fn send_settling_verdict(&mut self, id: u64) {
+    pub(super) fn send_settling_verdict(&mut self, id: u64) {
         let rope = self
             .reviews
             .iter()
@@ -530,7 +530,7 @@ impl Watcher {
             Some(saved) => Some(saved),
             None => {
                 let disk = read(&path).await;
-                me.update(move |s| s.send_settling_verdict(id));
+                me.report(super::reports::Report::SettlingVerdictDue(id));
                 disk
             }
         };

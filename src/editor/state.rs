@@ -1,6 +1,7 @@
 //! The one owner of editor state. A single task holds [`State`]; everyone else sends it jobs
 //! through a [`StateHandle`], run in arrival order: what the editor told us as a named
-//! [`EditorEvent`], changes and questions from agents and background work as closures.
+//! [`EditorEvent`], what slow work came to as a named [`Report`], changes and questions from
+//! agents as closures.
 //! Sending is synchronous, so a handler that sends before its first `.await` keeps the order
 //! its messages arrived in.
 //! No I/O happens on this task: callers read and write the disk themselves.
@@ -20,6 +21,7 @@ use super::effects::{DocumentEdit, EffectSender, TextEdit};
 use super::events::EditorEvent;
 use super::position::{PositionEncoding, Range};
 use super::questions::Questions;
+use super::reports::Report;
 use super::review::Review;
 use super::selection::{Selection, Selections};
 
@@ -408,6 +410,8 @@ pub enum WritePlan {
 enum Job {
     /// Something the editor told us.
     Event(EditorEvent),
+    /// Slow work, done.
+    Report(Report),
     /// A change or a question from elsewhere in agentls.
     Run(Box<dyn FnOnce(&mut State) + Send>),
 }
@@ -417,6 +421,7 @@ impl Job {
     fn name(&self) -> &'static str {
         match self {
             Self::Event(event) => event.name(),
+            Self::Report(report) => report.name(),
             Self::Run(_) => "job",
         }
     }
@@ -424,6 +429,7 @@ impl Job {
     fn run(self, state: &mut State) {
         match self {
             Self::Event(event) => state.handle(event),
+            Self::Report(report) => state.take_report(report),
             Self::Run(job) => job(state),
         }
     }
@@ -481,6 +487,11 @@ impl StateHandle {
     /// Queues what the editor told us; it is handled after everything queued before it.
     pub fn send(&self, event: EditorEvent) {
         self.queue(Job::Event(event));
+    }
+
+    /// Queues what slow work came to; it is taken after everything queued before it.
+    pub fn report(&self, report: Report) {
+        self.queue(Job::Report(report));
     }
 
     /// Queues a change to the state; it runs after everything queued before it.

@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use super::reports::Report;
 use super::state::{State, StateHandle};
 use super::{FileError, Level, Origin, diff, file_name, files};
 
@@ -45,18 +46,25 @@ impl StateHandle {
     /// Writes `text` to `path` atomically (see [`files::write_atomic`]), remembered as agentls's
     /// own write so the disk watcher does not take it for an agent's.
     pub async fn write_file(&self, path: &Path, text: &str) -> Result<(), FileError> {
-        let (owned, digest, text_now) = (path.to_owned(), digest(text), text.to_owned());
-        self.update(move |s| {
-            if let Some(doc) = s.documents.get_mut(&owned) {
-                doc.set_saved(&text_now);
-            }
-            s.unasked.own.insert(owned, digest);
+        self.report(Report::OwnWrite {
+            path: path.to_owned(),
+            text: text.to_owned(),
+            digest: digest(text),
         });
         files::write_atomic(path, text).await
     }
 }
 
 impl State {
+    /// agentls is about to write `text` (hashed to `digest`) to `path`: the watcher is not to
+    /// take it for an agent's, and an open buffer's file now says `text`.
+    pub(super) fn own_write(&mut self, path: PathBuf, text: &str, digest: u64) {
+        if let Some(doc) = self.documents.get_mut(&path) {
+            doc.set_saved(text);
+        }
+        self.unasked.own.insert(path, digest);
+    }
+
     /// `origin`'s turn began: disk changes from now on may be its own, except in `own_files`,
     /// the folders where it keeps its own state.
     pub fn turn_started(&mut self, origin: Origin, own_files: Vec<PathBuf>) {
@@ -130,14 +138,23 @@ impl State {
                     .and_then(|m| m.modified())
                     .ok();
                 if let Ok(disk) = files::read(&path).await {
-                    me.update(move |s| s.disk_changed_unasked(path, disk, modified));
+                    me.report(Report::DiskChangedUnasked {
+                        path,
+                        disk,
+                        modified,
+                    });
                 }
             });
         }
     }
 
     /// `path` says `disk` now (last modified at `modified`), and no review accounts for it.
-    fn disk_changed_unasked(&mut self, path: PathBuf, disk: String, modified: Option<SystemTime>) {
+    pub(super) fn disk_changed_unasked(
+        &mut self,
+        path: PathBuf,
+        disk: String,
+        modified: Option<SystemTime>,
+    ) {
         let own = self.unasked.own.get(&path) == Some(&digest(&disk));
         if own || self.expectations.accounts_for(&path, &disk) {
             return;
@@ -207,24 +224,31 @@ impl State {
                 if matches!(applied.await, Ok(Ok(()))) {
                     return;
                 }
-                // The buffer does not have it: the disk is not what the buffer was made from.
-                me.update(move |s| {
-                    if let Some(doc) = s.documents.get_mut(&owned) {
-                        doc.set_saved(&saved_before);
-                    }
-                    s.landings.retain(|l| l.path() != owned);
-                    s.effects.message(
-                        Level::Warning,
-                        format!(
-                            "{who} changed {} on disk, and the editor did not take the change into \
-                             the buffer; reload it to see it (your unsaved edits are in the buffer)",
-                            file_name(&owned)
-                        ),
-                    );
+                me.report(Report::LandingRefused {
+                    path: owned,
+                    saved_before,
+                    who,
                 });
             });
         }
         self.change_landed(origin, path, buffer, merged);
+    }
+
+    /// The editor did not take `who`'s change of `path` on disk into the buffer: the disk is not
+    /// what the buffer was made from (it was saved as `saved_before`), and the user is told.
+    pub(super) fn landing_refused(&mut self, path: &Path, saved_before: &str, who: &str) {
+        if let Some(doc) = self.documents.get_mut(path) {
+            doc.set_saved(saved_before);
+        }
+        self.landings.retain(|l| l.path() != path);
+        self.effects.message(
+            Level::Warning,
+            format!(
+                "{who} changed {} on disk, and the editor did not take the change into the \
+                 buffer; reload it to see it (your unsaved edits are in the buffer)",
+                file_name(path)
+            ),
+        );
     }
 
     fn within_folders(&self, path: &Path) -> bool {

@@ -1,0 +1,192 @@
+//! What slow work tells the state task when it is done. A timer, a disk read or write, the
+//! editor's answer to an edit: each runs in a task of its own (the state task does no I/O and
+//! never waits) and comes back as one named [`Report`]; [`State::take_report`] is the one place
+//! that says what each does.
+
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use super::FileError;
+use super::chat_inbox::ChatInbox;
+use super::effects::EffectError;
+use super::state::State;
+
+/// One piece of slow work, done.
+#[derive(Debug)]
+pub enum Report {
+    /// The flush timer numbered `timer` of the chat at `path` ended.
+    ChatTimerEnded { path: PathBuf, timer: u64 },
+    /// `text` was appended to the chat file at `path`, which is not open (or that failed).
+    ChatFileAppended {
+        path: PathBuf,
+        text: String,
+        result: Result<(), String>,
+    },
+    /// The editor answered the edit appending `text` to the open chat at `path`, sent when the
+    /// document was at `sent_version`.
+    ChatEditApplied {
+        path: PathBuf,
+        text: String,
+        sent_version: i32,
+        result: Result<(), EffectError>,
+    },
+    /// Items wait in the chats' inbox.
+    ChatItemsWaiting(ChatInbox),
+    /// Removing the sent comment prompt `comment` from `path` was refused; it is tried once more.
+    CommentRemovalRefused { path: PathBuf, comment: String },
+    /// `path` is due to be looked through for comment prompts.
+    CommentScanDue(PathBuf),
+    /// The workspace watcher saw these files change on disk.
+    FilesChangedOnDisk(Vec<PathBuf>),
+    /// The reviews of the files the user typed in are due to be shown again.
+    PresentationDue,
+    /// The proposer of review `id` (`who`, for `file`) went away before the verdict.
+    ProposerGone {
+        id: u64,
+        announce: bool,
+        who: String,
+        file: String,
+    },
+    /// The editor answered the edit applying hunks `indices` of review `id`.
+    ReviewEditApplied {
+        id: u64,
+        indices: Vec<usize>,
+        result: Result<(), EffectError>,
+    },
+    /// The grace for the editor to save the file of accepted review `id` ran out.
+    SyncGraceEnded(u64),
+    /// What the disk says of the file of review `id`, which is not open (`None`: unreadable).
+    ClosedFileRead { id: u64, disk: Option<String> },
+    /// Review `id` was rejected after `agent` wrote its proposal to `file`: what putting the
+    /// file back came to (`None`: nothing had to be put back).
+    RejectionRestored {
+        id: u64,
+        agent: String,
+        file: String,
+        told: Option<Result<String, String>>,
+    },
+    /// The accepted `text` of review `id` was written to its closed file (or that failed).
+    AcceptedWritten {
+        id: u64,
+        text: String,
+        rejected: Vec<String>,
+        written: Result<(), FileError>,
+    },
+    /// The file of settling review `id` was read as it was before: its verdict can go.
+    SettlingVerdictDue(u64),
+    /// agentls is about to write `text` (hashed to `digest`) to `path` itself.
+    OwnWrite {
+        path: PathBuf,
+        text: String,
+        digest: u64,
+    },
+    /// `path` changed on disk to `disk` (last modified at `modified`), not through a review.
+    DiskChangedUnasked {
+        path: PathBuf,
+        disk: String,
+        modified: Option<SystemTime>,
+    },
+    /// The editor did not take `who`'s unasked change of `path` into the buffer, which was
+    /// saved as `saved_before`.
+    LandingRefused {
+        path: PathBuf,
+        saved_before: String,
+        who: String,
+    },
+}
+
+impl Report {
+    /// The report's name, for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::ChatTimerEnded { .. } => "chat timer ended",
+            Self::ChatFileAppended { .. } => "chat file appended",
+            Self::ChatEditApplied { .. } => "chat edit applied",
+            Self::ChatItemsWaiting(_) => "chat items waiting",
+            Self::CommentRemovalRefused { .. } => "comment removal refused",
+            Self::CommentScanDue(_) => "comment scan due",
+            Self::FilesChangedOnDisk(_) => "files changed on disk",
+            Self::PresentationDue => "presentation due",
+            Self::ProposerGone { .. } => "proposer gone",
+            Self::ReviewEditApplied { .. } => "review edit applied",
+            Self::SyncGraceEnded(_) => "sync grace ended",
+            Self::ClosedFileRead { .. } => "closed file read",
+            Self::RejectionRestored { .. } => "rejection restored",
+            Self::AcceptedWritten { .. } => "accepted written",
+            Self::SettlingVerdictDue(_) => "settling verdict due",
+            Self::OwnWrite { .. } => "own write",
+            Self::DiskChangedUnasked { .. } => "disk changed unasked",
+            Self::LandingRefused { .. } => "landing refused",
+        }
+    }
+}
+
+impl State {
+    /// Does what `report` says.
+    pub fn take_report(&mut self, report: Report) {
+        match report {
+            Report::ChatTimerEnded { path, timer } => self.chat_timer_ended(&path, timer),
+            Report::ChatFileAppended { path, text, result } => {
+                self.chat_file_appended(&path, text, result)
+            }
+            Report::ChatEditApplied {
+                path,
+                text,
+                sent_version,
+                result,
+            } => self.chat_edit_applied(&path, text, sent_version, result),
+            Report::ChatItemsWaiting(inbox) => {
+                for (path, item) in inbox.take() {
+                    self.chat_item(&path, item);
+                }
+            }
+            Report::CommentRemovalRefused { path, comment } => {
+                self.remove_comment(&path, &comment, false)
+            }
+            Report::CommentScanDue(path) => self.scan_comment_prompts(&path),
+            Report::FilesChangedOnDisk(paths) => self.files_changed_on_disk(paths),
+            Report::PresentationDue => {
+                for path in std::mem::take(&mut self.present_due) {
+                    self.present(&path);
+                }
+            }
+            Report::ProposerGone {
+                id,
+                announce,
+                who,
+                file,
+            } => self.proposer_gone(id, announce, &who, &file),
+            Report::ReviewEditApplied {
+                id,
+                indices,
+                result,
+            } => self.edit_applied(id, &indices, result),
+            Report::SyncGraceEnded(id) => self.finish_without_sync(id),
+            Report::ClosedFileRead { id, disk } => self.finish_closed(id, disk),
+            Report::RejectionRestored {
+                id,
+                agent,
+                file,
+                told,
+            } => self.rejection_restored(id, &agent, &file, told),
+            Report::AcceptedWritten {
+                id,
+                text,
+                rejected,
+                written,
+            } => self.accepted_written(id, text, rejected, written),
+            Report::SettlingVerdictDue(id) => self.send_settling_verdict(id),
+            Report::OwnWrite { path, text, digest } => self.own_write(path, &text, digest),
+            Report::DiskChangedUnasked {
+                path,
+                disk,
+                modified,
+            } => self.disk_changed_unasked(path, disk, modified),
+            Report::LandingRefused {
+                path,
+                saved_before,
+                who,
+            } => self.landing_refused(&path, &saved_before, &who),
+        }
+    }
+}
