@@ -5,54 +5,21 @@
 use serde_json::Value;
 use tower_lsp_server::ls_types::{CodeAction, CodeActionKind, CodeActionOrCommand, Command};
 
-/// A command agentls runs. Its arguments are in the doc of each variant (README → Commands).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CommandId {
-    /// Accept review changes: `[{"review": id, "hunk"?: index}]` (no hunk: all open ones).
-    Accept,
-    /// Reject review changes: `[{"review": id, "hunk"?: index, "rerequest"?: bool}]`.
-    Reject,
-    /// Show a review's file at its first open change: `[{"review": id}]`.
-    ShowReview,
-    /// Answer a question an agent asked: `[{"question": id, "choice": id}]`.
-    Answer,
-    /// Point connected agents at the current selection (`[{"uri"?, "range"?}]` for another).
-    Mention,
-    /// Start a turn: `[{"agent"?, "text", "uri"?, "range"?}]`.
-    Prompt,
-    /// Send the comment prompt on a line: `[{"agent"?, "uri", "line"}]` (what the code action
-    /// *Send to <agent>: …* on it runs).
-    PromptComment,
-    /// Open a new chat with an agent: `[{"agent"?}]` or none.
-    OpenChat,
-    /// Send what the user wrote in a chat: `[{"uri"?}]`, `[{"path"?}]` or none (the focused
-    /// chat).
-    Send,
-    /// Quote lines of a file in the agent's latest chat (a new one if none) and show it:
-    /// `[{"agent"?, "uri" or "path", "range" or "lines"}]`.
-    AskAbout,
-    /// Cancel the running turn: `[{"agent"?}]`.
-    Cancel,
-    /// Open a new session: `[{"agent"?}]`.
-    NewSession,
-    /// Set the session mode: `[{"agent"?, "mode"}]`.
-    SetMode,
-    /// Set a session config option (a model, say): `[{"agent"?, "option", "value"}]`.
-    SetOption,
-    /// Agents, sessions, pending permissions, plans, modes, usage, last errors, as JSON.
-    Status,
-    /// The env a terminal needs for agents started in it to find this server: `{NAME: value}`.
-    TerminalEnv,
-    /// Everything the server believes about the editor (documents with their text,
-    /// selections, folders), for tests and for debugging a client.
-    DebugState,
-    /// Write a file through the editor exactly as an agent would: `[{"uri", "text"}]`.
-    DebugWrite,
-    /// Propose `text` for a file as a review from a test origin, exactly as an agent would;
-    /// the verdict is logged as `agentls.debug.review verdict: <json>`.
-    DebugReview,
-    /// Make a test origin go away (its reviews and questions are withdrawn).
-    DebugCloseOrigin,
+/// Declares [`CommandId`] and its table from one list, so that a command cannot be added
+/// without its name and listing, nor the table fall out of the enum's order.
+macro_rules! commands {
+    ($($(#[doc = $doc:literal])* $id:ident = $name:literal, $listing:ident;)*) => {
+        /// A command agentls runs. Its arguments are in the doc of each variant (README →
+        /// Commands).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum CommandId {
+            $($(#[doc = $doc])* $id,)*
+        }
+
+        /// Each command with its wire name, in the order of [`CommandId`]'s variants.
+        const TABLE: &[(CommandId, &str, Listing)] =
+            &[$((CommandId::$id, $name, Listing::$listing),)*];
+    };
 }
 
 /// Whether clients are told of a command (and may offer it to the user).
@@ -62,65 +29,53 @@ enum Listing {
     Unlisted,
 }
 
-/// Each command with its wire name, in the order of [`CommandId`]'s variants.
-const TABLE: &[(CommandId, &str, Listing)] = &[
-    (CommandId::Accept, "agentls.accept", Listing::Advertised),
-    (CommandId::Reject, "agentls.reject", Listing::Advertised),
-    (
-        CommandId::ShowReview,
-        "agentls.showReview",
-        Listing::Advertised,
-    ),
-    (CommandId::Answer, "agentls.answer", Listing::Advertised),
-    (CommandId::Mention, "agentls.mention", Listing::Advertised),
-    (CommandId::Prompt, "agentls.prompt", Listing::Advertised),
-    (
-        CommandId::PromptComment,
-        "agentls.promptComment",
-        Listing::Advertised,
-    ),
-    (CommandId::OpenChat, "agentls.openChat", Listing::Advertised),
-    (CommandId::Send, "agentls.send", Listing::Advertised),
-    (CommandId::AskAbout, "agentls.askAbout", Listing::Advertised),
-    (CommandId::Cancel, "agentls.cancel", Listing::Advertised),
-    (
-        CommandId::NewSession,
-        "agentls.newSession",
-        Listing::Advertised,
-    ),
-    (CommandId::SetMode, "agentls.setMode", Listing::Advertised),
-    (
-        CommandId::SetOption,
-        "agentls.setOption",
-        Listing::Advertised,
-    ),
-    (CommandId::Status, "agentls.status", Listing::Advertised),
-    (
-        CommandId::TerminalEnv,
-        "agentls.terminalEnv",
-        Listing::Advertised,
-    ),
-    (
-        CommandId::DebugState,
-        "agentls.debug.state",
-        Listing::Unlisted,
-    ),
-    (
-        CommandId::DebugWrite,
-        "agentls.debug.write",
-        Listing::Unlisted,
-    ),
-    (
-        CommandId::DebugReview,
-        "agentls.debug.review",
-        Listing::Unlisted,
-    ),
-    (
-        CommandId::DebugCloseOrigin,
-        "agentls.debug.closeOrigin",
-        Listing::Unlisted,
-    ),
-];
+commands! {
+    /// Accept review changes: `[{"review": id, "hunk"?: index}]` (no hunk: all open ones).
+    Accept = "agentls.accept", Advertised;
+    /// Reject review changes: `[{"review": id, "hunk"?: index, "rerequest"?: bool}]`.
+    Reject = "agentls.reject", Advertised;
+    /// Show a review's file at its first open change: `[{"review": id}]`.
+    ShowReview = "agentls.showReview", Advertised;
+    /// Answer a question an agent asked: `[{"question": id, "choice": id}]`.
+    Answer = "agentls.answer", Advertised;
+    /// Point connected agents at the current selection (`[{"uri"?, "range"?}]` for another).
+    Mention = "agentls.mention", Advertised;
+    /// Start a turn: `[{"agent"?, "text", "uri"?, "range"?}]`.
+    Prompt = "agentls.prompt", Advertised;
+    /// Send the comment prompt on a line: `[{"agent"?, "uri", "line"}]` (what the code action
+    /// *Send to <agent>: …* on it runs).
+    PromptComment = "agentls.promptComment", Advertised;
+    /// Open a new chat with an agent: `[{"agent"?}]` or none.
+    OpenChat = "agentls.openChat", Advertised;
+    /// Send what the user wrote in a chat: `[{"uri"?}]`, `[{"path"?}]` or none (the focused
+    /// chat).
+    Send = "agentls.send", Advertised;
+    /// Quote lines of a file in the agent's latest chat (a new one if none) and show it:
+    /// `[{"agent"?, "uri" or "path", "range" or "lines"}]`.
+    AskAbout = "agentls.askAbout", Advertised;
+    /// Cancel the running turn: `[{"agent"?}]`.
+    Cancel = "agentls.cancel", Advertised;
+    /// Open a new session: `[{"agent"?}]`.
+    NewSession = "agentls.newSession", Advertised;
+    /// Set the session mode: `[{"agent"?, "mode"}]`.
+    SetMode = "agentls.setMode", Advertised;
+    /// Set a session config option (a model, say): `[{"agent"?, "option", "value"}]`.
+    SetOption = "agentls.setOption", Advertised;
+    /// Agents, sessions, pending permissions, plans, modes, usage, last errors, as JSON.
+    Status = "agentls.status", Advertised;
+    /// The env a terminal needs for agents started in it to find this server: `{NAME: value}`.
+    TerminalEnv = "agentls.terminalEnv", Advertised;
+    /// Everything the server believes about the editor (documents with their text,
+    /// selections, folders), for tests and for debugging a client.
+    DebugState = "agentls.debug.state", Unlisted;
+    /// Write a file through the editor exactly as an agent would: `[{"uri", "text"}]`.
+    DebugWrite = "agentls.debug.write", Unlisted;
+    /// Propose `text` for a file as a review from a test origin, exactly as an agent would;
+    /// the verdict is logged as `agentls.debug.review verdict: <json>`.
+    DebugReview = "agentls.debug.review", Unlisted;
+    /// Make a test origin go away (its reviews and questions are withdrawn).
+    DebugCloseOrigin = "agentls.debug.closeOrigin", Unlisted;
+}
 
 impl CommandId {
     /// The command's name on the wire.
@@ -165,18 +120,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_command_sits_at_its_own_place_and_parses_back_from_its_name() {
+    fn every_command_parses_back_from_its_name() {
         for (place, (id, name, _)) in TABLE.iter().enumerate() {
-            assert_eq!(*id as usize, place, "{name} is out of order");
+            assert_eq!(*id as usize, place);
             assert_eq!(CommandId::parse(name), Some(*id));
             assert_eq!(id.name(), *name);
         }
-        let last = CommandId::DebugCloseOrigin;
-        assert_eq!(
-            TABLE.len(),
-            last as usize + 1,
-            "a variant after {last:?} lacks its row"
-        );
         assert_eq!(CommandId::parse("agentls.nothing"), None);
     }
 
