@@ -153,7 +153,7 @@ impl ChildProcess {
 
     /// The failure to report for its exit, with the last lines it wrote to stderr, read to
     /// their end first (the exit status may come before the reader has the last line; a
-    /// descendant holding the pipe open delays it by [`STDERR_GRACE`] at most).
+    /// descendant holding the pipe open delays it by `STDERR_GRACE` at most).
     pub async fn died(&self, status: ExitStatus) -> AgentFailure {
         let mut read = self.stderr_read.subscribe();
         let _ = tokio::time::timeout(STDERR_GRACE, read.wait_for(|done| *done)).await;

@@ -6,7 +6,7 @@
 //! it (the `(From agentls)` notes of a prompt) at the start of its answer. Its sessions are kept
 //! on disk (`history`): `session/load` replays one, and its next answer says what it recalls.
 //! It takes MCP servers over HTTP (over stdio only with `AGENTLS_DEMO_MCP=stdio`) and uses
-//! them when a prompt says `@tools` ([`editor_tools`]).
+//! them when a prompt says `@tools` (`editor_tools`).
 
 mod editor_tools;
 mod history;

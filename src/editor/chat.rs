@@ -307,7 +307,7 @@ pub async fn append_to_file(path: &Path, text: &str) -> std::io::Result<()> {
 /// How much of a chat file's end is read to see how it ends.
 const END_READ: u64 = 4096;
 
-/// The end of the chat file at `path` (its last [`END_READ`] bytes; a character cut at their
+/// The end of the chat file at `path` (its last `END_READ` bytes; a character cut at their
 /// start is replaced), enough to see whether it ends with a blank line or an empty `## You`
 /// heading without reading a long chat whole; "" when it cannot be read.
 pub async fn file_end(path: &Path) -> String {
@@ -673,7 +673,7 @@ impl State {
 }
 
 impl State {
-    /// The end of the open chat document at `path` (its last [`END_READ`] characters), as
+    /// The end of the open chat document at `path` (its last `END_READ` characters), as
     /// [`file_end`] reads a closed one's; `None` when it is not open.
     pub fn chat_end(&self, path: &Path) -> Option<String> {
         let rope = self.documents.get(path)?.rope();

@@ -1,6 +1,6 @@
 //! Comment prompts: a line comment holding the marker (`agent:` by default, `chat.commentMarker`)
 //! is an instruction for the agent, where the code is. `// agent: handle the empty case` gets a
-//! hint and the code action *Send to <agent>*, which sends the instruction with the code under
+//! hint and the code action *Send to \<agent\>*, which sends the instruction with the code under
 //! it; once the agent's change to the file is in, the comment goes.
 
 use ropey::Rope;

@@ -1,6 +1,6 @@
 //! Chat documents as commands and code actions: `agentls.openChat` creates a markdown document
 //! for a conversation with an agent (outside the repository, in the XDG state dir per
-//! workspace) and opens it; `agentls.send` (or the code action *Send to <agent>* anywhere in a
+//! workspace) and opens it; `agentls.send` (or the code action *Send to \<agent\>* anywhere in a
 //! chat document) sends what the user wrote under the last `## You` heading, and the reply
 //! streams into the document. A chat document opened again (after a restart) is known again by
 //! its place and its first line.

@@ -4,7 +4,7 @@
 //! [`ToolGrants`](crate::editor::tool_grants::ToolGrants) knows. A token that is not live (a
 //! guess, another process's, one of a session that ended) is refused with 401 before MCP sees
 //! the request, as is a request with an `Origin` or with a `Host` other than our loopback
-//! address. The tools are the table's [`Surface::Session`] ones; each call is attributed to the
+//! address. The tools are the table's `Surface::Session` ones; each call is attributed to the
 //! session's agent: counted for its summary and status, and logged.
 
 use std::borrow::Cow;
