@@ -257,9 +257,18 @@ impl State {
 }
 
 /// Now, on the coarse clock the kernel stamps file times with (a write just after this reads
-/// as no earlier than it; the precise clock can be a tick ahead).
+/// as no earlier than it; the precise clock can be a tick ahead). Read through libc, which
+/// finds the vDSO the way valgrind expects (rustix's own vDSO lookup crashes under callgrind,
+/// which `scripts/symbol-order.sh` runs agentls in).
 fn file_clock_now() -> SystemTime {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid `timespec` to write; the clock id is a constant the kernel knows.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &raw mut now) } != 0 {
+        return SystemTime::now();
+    }
     let since_epoch = u64::try_from(now.tv_sec)
         .map(|secs| Duration::new(secs, u32::try_from(now.tv_nsec).unwrap_or(0)))
         .unwrap_or_default();
