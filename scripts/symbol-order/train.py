@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""The session a symbol order is trained on: start, type, start the demo agent, prompt it, accept.
+"""The session a symbol order is trained on: start with a config file, type, start an agent,
+prompt it, accept its review.
 
-Run as `train.py <command...>` (the command starts agentls, e.g. under callgrind). It drives
-agentls over stdio like an editor and exits non-zero if a step does not happen, so a broken
-training run never yields an order file. Used by `scripts/symbol-order.sh`.
+Run as `train.py <command...>` (the command starts agentls, e.g. under callgrind; its last word
+is the agentls binary, which the config names as the agent: its built-in demo agent). It drives
+agentls over stdio like an editor, in a home of its own, and exits non-zero if a step does not
+happen, so a broken training run never yields an order file. Used by `scripts/symbol-order.sh`.
 """
 import json
 import os
@@ -20,8 +22,8 @@ TEXT = "# notes\nTODO: write the plan\nkeep this line\nTODO: ask for review\n"
 class Server:
     """agentls on pipes: requests, notifications, and answers to its own requests."""
 
-    def __init__(self, command, cwd):
-        self.proc = subprocess.Popen(command, cwd=cwd, stdin=subprocess.PIPE,
+    def __init__(self, command, cwd, env):
+        self.proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE)
         self.inbox = queue.Queue()
         self.next_id = 0
@@ -88,13 +90,26 @@ def answer(request):
     return None
 
 
+def home_with_config(home, agentls):
+    """The environment of a user whose config file names one agent, `helper`."""
+    config = os.path.join(home, "config", "agentls")
+    os.makedirs(config)
+    with open(os.path.join(config, "config.toml"), "w") as f:
+        f.write(f"[agents.helper]\ncommand = {json.dumps(agentls)}\nargs = [\"demo-agent\"]\n"
+                "[agents.helper.env]\nHELPER = \"1\"\n")
+    return dict(os.environ, HOME=home, XDG_CONFIG_HOME=os.path.join(home, "config"))
+
+
 def main():
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as home:
+        folder = os.path.join(home, "workspace")
+        os.makedirs(folder)
         path = os.path.join(folder, "notes.txt")
         with open(path, "w") as f:
             f.write(TEXT)
         uri = "file://" + path
-        server = Server(sys.argv[1:], folder)
+        agentls = os.path.abspath(sys.argv[-1])
+        server = Server(sys.argv[1:-1] + [agentls], folder, home_with_config(home, agentls))
         server.request("initialize", {
             "processId": os.getpid(), "rootUri": "file://" + folder,
             "clientInfo": {"name": "train"},
@@ -119,7 +134,7 @@ def main():
             server.request("textDocument/codeAction", {
                 "textDocument": doc, "range": at, "context": {"diagnostics": []}})
         server.request("workspace/executeCommand",
-                       {"command": "agentls.newSession", "arguments": [{"agent": "demo"}]})
+                       {"command": "agentls.newSession", "arguments": [{"agent": "helper"}]})
         server.request("workspace/executeCommand", {
             "command": "agentls.prompt",
             "arguments": [{"text": "uppercase the TODO lines in notes.txt"}]})
