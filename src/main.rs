@@ -83,11 +83,7 @@ fn main() -> ExitCode {
         }
         Command::Demo { dir } => {
             let mut stdout = std::io::stdout();
-            match run_async(
-                "demo",
-                Threads::PerCore,
-                agentls::walkthrough::run(dir, &mut stdout),
-            ) {
+            match run_async("demo", agentls::walkthrough::run(dir, &mut stdout)) {
                 Some(Ok(())) => ExitCode::SUCCESS,
                 Some(Err(e)) => {
                     eprintln!("agentls demo: {e:#}");
@@ -116,33 +112,21 @@ fn survive_file_size_limit() {
     }
 }
 
-/// The threads a runtime runs its tasks on.
-#[derive(Clone, Copy)]
-enum Threads {
-    /// All tasks on the thread that runs the runtime: what the server uses. Its work is a
-    /// chain of small steps (a message in, the state task, a message out), and each hop to a
-    /// parked worker on another core is a wake-up that costs more than the step. Measured on 2
-    /// cores against a worker per core: the permission round trip 1.2 → 1.0 ms of agentls's
-    /// own, the CPU for a streamed reply 1.5× → 1.1–1.2× a bare reader's, peak memory in a
-    /// flood 42 → 31–38 MB. Blocking work still goes to tokio's blocking threads.
-    One,
-    /// A worker per core (tokio's default).
-    PerCore,
-}
-
 /// Runs `work` on a fresh runtime; tasks still waiting on an editor or an agent afterwards do
 /// not keep the process alive. `None` when the runtime cannot start (already reported).
-fn run_async<T>(
-    what: &str,
-    threads: Threads,
-    work: impl std::future::Future<Output = T>,
-) -> Option<T> {
-    let runtime = match threads {
-        Threads::One => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build(),
-        Threads::PerCore => tokio::runtime::Runtime::new(),
-    };
+///
+/// All tasks run on the thread that runs the runtime. The server's work is a chain of small
+/// steps (a message in, the state task, a message out), and each hop to a parked worker on
+/// another core is a wake-up that costs more than the step. Measured on 2 cores against a
+/// worker per core: the permission round trip 1.2 → 1.0 ms of agentls's own, the CPU for a
+/// streamed reply 1.5× → 1.1–1.2× a bare reader's, peak memory in a flood 42 → 31–38 MB.
+/// Blocking work still goes to tokio's blocking threads. The other commands are as plain, and
+/// with no multi-threaded scheduler in the binary it does not load libm (the scheduler's one
+/// `pow` was its only use): 0.3 MB less mapped.
+fn run_async<T>(what: &str, work: impl std::future::Future<Output = T>) -> Option<T> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
     let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -169,7 +153,7 @@ fn serve() -> ExitCode {
     let unread = None;
     // Daemons agents detach are reparented to this process, and go when it does: the serving
     // process is the one whose life bounds everything agents start.
-    let ending = run_async("serve", Threads::One, async {
+    let ending = run_async("serve", async {
         agentls::acp::orphans::adopt();
         #[cfg(unix)]
         let (input, output) = {
@@ -193,7 +177,6 @@ fn serve() -> ExitCode {
 fn demo_agent() -> ExitCode {
     let result = run_async(
         "demo-agent",
-        Threads::PerCore,
         agentls::demo_agent::run(tokio::io::stdin(), DirectStdout(std::io::stdout())),
     );
     match result {
@@ -214,7 +197,6 @@ fn mcp_bridge(url: &str) -> ExitCode {
     };
     let bridged = run_async(
         "mcp-bridge",
-        Threads::PerCore,
         agentls::mcp::bridge::run(url, &token, tokio::io::stdin(), tokio::io::stdout()),
     );
     match bridged {
