@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""The session a symbol order is trained on: start with a config file, type, start an agent,
-prompt it, accept its review.
+"""The sessions a symbol order is trained on: start, type, start an agent, then prompt it and
+accept its review.
 
-Run as `train.py <command...>` (the command starts agentls, e.g. under callgrind; its last word
-is the agentls binary, which the config names as the agent: its built-in demo agent). It drives
-agentls over stdio like an editor, in a home of its own, and exits non-zero if a step does not
-happen, so a broken training run never yields an order file. Used by `scripts/symbol-order.sh`.
+Run as `train.py <user> <command...>` (the command starts agentls, e.g. under callgrind; its
+last word is the agentls binary). The user is one of `USERS`: how the editor starts agentls and
+which agent it starts. It drives agentls over stdio like an editor, in a home of its own, and
+exits non-zero if a step does not happen, so a broken training run never yields an order file.
+Under callgrind it has the profile dumped once the session is started, before the prompt: what
+runs to reach an idle session is then a profile of its own, which `scripts/symbol-order.sh`
+lays out before what a turn runs. Used by `scripts/symbol-order.sh`.
 """
 import json
 import os
@@ -90,14 +93,48 @@ def answer(request):
     return None
 
 
-def home_with_config(home, agentls):
-    """The environment of a user whose config file names one agent, `helper`."""
+RICH = {
+    "general": {"positionEncodings": ["utf-16"]},
+    "workspace": {"applyEdit": True, "workspaceEdit": {"documentChanges": True},
+                  "workspaceFolders": True, "configuration": True},
+    "window": {"showDocument": {"support": True}, "workDoneProgress": True},
+    "textDocument": {"inlayHint": {}, "publishDiagnostics": {}},
+}
+# Who starts agentls: (config file names an agent `helper`, client capabilities, plugin events).
+USERS = {
+    # An editor with a package, and a config file naming the agent.
+    "configured": (True, RICH, ["reviewChanged", "turnChanged"]),
+    # The same editor on the built-in default agent, no config file.
+    "default": (False, RICH, ["reviewChanged", "turnChanged"]),
+    # An editor with no package (as Helix): standard LSP only.
+    "plain": (False, {"workspace": {"applyEdit": True}}, None),
+}
+
+
+def home_for(home, agentls, configured):
+    """The environment of a user in `home`, whose config file (if any) names one agent."""
     config = os.path.join(home, "config", "agentls")
     os.makedirs(config)
-    with open(os.path.join(config, "config.toml"), "w") as f:
-        f.write(f"[agents.helper]\ncommand = {json.dumps(agentls)}\nargs = [\"demo-agent\"]\n"
-                "[agents.helper.env]\nHELPER = \"1\"\n")
-    return dict(os.environ, HOME=home, XDG_CONFIG_HOME=os.path.join(home, "config"))
+    if configured:
+        with open(os.path.join(config, "config.toml"), "w") as f:
+            f.write(f"[agents.helper]\ncommand = {json.dumps(agentls)}\n"
+                    "args = [\"demo-agent\"]\n[agents.helper.env]\nHELPER = \"1\"\n")
+    env = dict(os.environ, HOME=home, XDG_CONFIG_HOME=os.path.join(home, "config"),
+               TMPDIR=home)
+    env.pop("AGENTLS_LOG", None)
+    if configured:
+        env["AGENTLS_LOG"] = "info"  # a user who set the log level, to its default
+    return env
+
+
+def dump_profile(command, pid, env):
+    """Has callgrind write what ran so far to a file of its own (`<out>.1`), if it profiles."""
+    if any("--tool=callgrind" in word for word in command):
+        # The same TMPDIR as the profiled process: valgrind's control pipes are there.
+        done = subprocess.run(["callgrind_control", "--dump", str(pid)], env=env,
+                              capture_output=True, text=True)
+        if done.returncode != 0 or "OK" not in done.stdout:
+            sys.exit(f"train: callgrind did not dump: {done.stdout}{done.stderr}")
 
 
 def main():
@@ -108,20 +145,19 @@ def main():
         with open(path, "w") as f:
             f.write(TEXT)
         uri = "file://" + path
-        agentls = os.path.abspath(sys.argv[-1])
-        server = Server(sys.argv[1:-1] + [agentls], folder, home_with_config(home, agentls))
-        server.request("initialize", {
-            "processId": os.getpid(), "rootUri": "file://" + folder,
-            "clientInfo": {"name": "train"},
-            "initializationOptions": {"pluginEvents": ["reviewChanged", "turnChanged"]},
-            "capabilities": {
-                "general": {"positionEncodings": ["utf-16"]},
-                "workspace": {"applyEdit": True, "workspaceEdit": {"documentChanges": True},
-                              "workspaceFolders": True, "configuration": True},
-                "window": {"showDocument": {"support": True}, "workDoneProgress": True},
-                "textDocument": {"inlayHint": {}, "publishDiagnostics": {}},
-            },
-        })
+        user, command = sys.argv[1], sys.argv[2:]
+        if user not in USERS:
+            sys.exit(f"train: the user is one of {list(USERS)}, not {user!r}")
+        configured, capabilities, plugin_events = USERS[user]
+        agentls = os.path.abspath(command[-1])
+        command = command[:-1] + [agentls]
+        env = home_for(home, agentls, configured)
+        server = Server(command, folder, env)
+        initialize = {"processId": os.getpid(), "rootUri": "file://" + folder,
+                      "clientInfo": {"name": "train"}, "capabilities": capabilities}
+        if plugin_events is not None:
+            initialize["initializationOptions"] = {"pluginEvents": plugin_events}
+        server.request("initialize", initialize)
         server.notify("initialized", {})
         doc = {"uri": uri}
         server.notify("textDocument/didOpen", {"textDocument": {
@@ -133,8 +169,11 @@ def main():
                 "contentChanges": [{"range": at, "text": "x"}]})
             server.request("textDocument/codeAction", {
                 "textDocument": doc, "range": at, "context": {"diagnostics": []}})
+        agent = [{"agent": "helper"}] if configured else []
         server.request("workspace/executeCommand",
-                       {"command": "agentls.newSession", "arguments": [{"agent": "helper"}]})
+                       {"command": "agentls.newSession", "arguments": agent})
+        server.wait_for(lambda m: m.get("method") == "window/showMessage", "the session")
+        dump_profile(command, server.proc.pid, env)
         server.request("workspace/executeCommand", {
             "command": "agentls.prompt",
             "arguments": [{"text": "uppercase the TODO lines in notes.txt"}]})
