@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 /// response, the lines it wrote, and the session id.
 pub fn run(prompt: &str, out: &mut impl Write) -> (Duration, usize, String) {
     let cwd = tempfile::tempdir().unwrap();
-    let mut agent = Command::new(env!("CARGO_BIN_EXE_agentls"))
+    let mut agent = Command::new(crate::support::agentls_binary())
         .arg("demo-agent")
         .current_dir(cwd.path())
         .stdin(Stdio::piped())

@@ -104,6 +104,14 @@ enum Server {
     },
 }
 
+/// The agentls binary a [`TestClient`] starts: this build's. A bench (not a test) may measure
+/// another build, named by `AGENTLS_BENCH_BINARY`: `cargo build --release`'s is the one users
+/// install, where `cargo bench`'s has the features its dev-dependencies turn on.
+pub fn agentls_binary() -> PathBuf {
+    let other = std::env::var_os("AGENTLS_BENCH_BINARY").filter(|_| !cfg!(test));
+    other.map_or_else(|| env!("CARGO_BIN_EXE_agentls").into(), PathBuf::from)
+}
+
 /// The running server and our end of its pipes.
 pub struct TestClient {
     server: Server,
@@ -134,7 +142,7 @@ impl TestClient {
         // Discovery files under $TMPDIR stay inside this test's home.
         let tmp = home.path().join("tmp");
         std::fs::create_dir_all(&tmp).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agentls"));
+        let mut command = Command::new(agentls_binary());
         command
             .env("HOME", home.path())
             .env("XDG_CONFIG_HOME", &config_dir)
