@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""The sessions a symbol order is trained on: start, type, start an agent, then prompt it and
-accept its review.
+"""The sessions a symbol order is trained on: start, type, start an agent and type beside it;
+then prompt it and accept its review.
 
 Run as `train.py <user> <command...>` (the command starts agentls, e.g. under callgrind; its
 last word is the agentls binary). The user is one of `USERS`: how the editor starts agentls and
 which agent it starts. It drives agentls over stdio like an editor, in a home of its own, and
 exits non-zero if a step does not happen, so a broken training run never yields an order file.
-Under callgrind it has the profile dumped once the session is started, before the prompt: what
+Under callgrind it has the profile dumped before the prompt: what
 runs to reach an idle session is then a profile of its own, which `scripts/symbol-order.sh`
 lays out before what a turn runs. Used by `scripts/symbol-order.sh`.
 """
@@ -163,16 +163,21 @@ def main():
         server.notify("textDocument/didOpen", {"textDocument": {
             "uri": uri, "languageId": "text", "version": 1, "text": TEXT}})
         at = {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}}
-        for version in range(2, 22):
-            server.notify("textDocument/didChange", {
-                "textDocument": {"uri": uri, "version": version},
-                "contentChanges": [{"range": at, "text": "x"}]})
-            server.request("textDocument/codeAction", {
-                "textDocument": doc, "range": at, "context": {"diagnostics": []}})
+
+        def type_keys(versions):
+            for version in versions:
+                server.notify("textDocument/didChange", {
+                    "textDocument": {"uri": uri, "version": version},
+                    "contentChanges": [{"range": at, "text": "x"}]})
+                server.request("textDocument/codeAction", {
+                    "textDocument": doc, "range": at, "context": {"diagnostics": []}})
+
+        type_keys(range(2, 22))
         agent = [{"agent": "helper"}] if configured else []
         server.request("workspace/executeCommand",
                        {"command": "agentls.newSession", "arguments": agent})
         server.wait_for(lambda m: m.get("method") == "window/showMessage", "the session")
+        type_keys(range(22, 32))  # typing beside an idle session
         dump_profile(command, server.proc.pid, env)
         server.request("workspace/executeCommand", {
             "command": "agentls.prompt",
