@@ -70,6 +70,7 @@ struct Run {
 
 #[tokio::main]
 async fn main() {
+    support::measure_the_named_binary();
     let dir = tempfile::tempdir().expect("temp dir");
     let ndjson = dir.path().join("stream.ndjson");
 

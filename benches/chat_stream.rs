@@ -39,6 +39,7 @@ struct Way {
 
 #[tokio::main]
 async fn main() {
+    support::measure_the_named_binary();
     let floor: Vec<Duration> = (0..RUNS)
         .map(|_| agent_alone::run(&prompt_text(), &mut std::io::sink()).0)
         .collect();

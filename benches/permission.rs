@@ -35,6 +35,7 @@ const ENDED: &str = "demo: end_turn";
 
 #[tokio::main]
 async fn main() {
+    support::measure_the_named_binary();
     let client = TestClient::start(Options {
         // The default log level, as users run it (the test client asks for `debug`).
         env: vec![("AGENTLS_LOG".into(), "info".into())],

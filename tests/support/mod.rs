@@ -104,12 +104,25 @@ enum Server {
     },
 }
 
-/// The agentls binary a [`TestClient`] starts: this build's. A bench (not a test) may measure
-/// another build, named by `AGENTLS_BENCH_BINARY`: `cargo build --release`'s is the one users
-/// install, where `cargo bench`'s has the features its dev-dependencies turn on.
+/// The agentls a bench measures instead of this build's ([`measure_the_named_binary`]).
+static NAMED_BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// For benches: every [`TestClient`] from now on starts the agentls named by
+/// `AGENTLS_BENCH_BINARY`, when it is set. `cargo build --release`'s is the one users install,
+/// where `cargo bench`'s has the features its dev-dependencies turn on. Tests never call it:
+/// they run their own build.
+pub fn measure_the_named_binary() {
+    if let Some(binary) = std::env::var_os("AGENTLS_BENCH_BINARY") {
+        NAMED_BINARY.get_or_init(|| binary.into());
+    }
+}
+
+/// The agentls binary a [`TestClient`] starts: this build's, or the one a bench named.
 pub fn agentls_binary() -> PathBuf {
-    let other = std::env::var_os("AGENTLS_BENCH_BINARY").filter(|_| !cfg!(test));
-    other.map_or_else(|| env!("CARGO_BIN_EXE_agentls").into(), PathBuf::from)
+    NAMED_BINARY
+        .get()
+        .cloned()
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_agentls").into())
 }
 
 /// The running server and our end of its pipes.
