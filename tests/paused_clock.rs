@@ -126,3 +126,50 @@ async fn pending_hunks(client: &TestClient) -> usize {
         .filter(|h| h["state"] == "pending")
         .count()
 }
+
+/// Typing between the hunks of a review, on a line of their own, moves none of them: once the
+/// burst's presentation is due (100 ms on), nothing is shown again, as the editor still shows
+/// each hunk where it is. A new line above a hunk moves it: shown again once, where it is now.
+#[tokio::test(start_paused = true)]
+async fn typing_that_moves_no_hunk_shows_the_review_no_more() {
+    let client = in_process(TestClient::rich_capabilities(false)).await;
+    let uri = client.open("notes.txt", "text", "one\ntwo\nthree\n").await;
+    support::reviews::propose(&client, &uri, "ONE\ntwo\nTHREE\n", "maker").await;
+    client.wait_for_review(&uri).await;
+    let shown = || {
+        (
+            client.count(Some("textDocument/publishDiagnostics")),
+            client.count(Some("agentls/reviewChanged")),
+        )
+    };
+    let before = shown();
+    for column in 1..=5 {
+        client
+            .edit(&uri, support::range(1, column, 1, column), "x")
+            .await;
+    }
+    // The clock moves on only once everything that can run has: the burst's presentation too.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(shown(), before, "typing that moved nothing showed it again");
+
+    client.edit(&uri, support::range(1, 0, 1, 0), "\n").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(shown(), (before.0 + 1, before.1 + 1));
+    let version = client.document(&uri).version;
+    let published = client
+        .take("textDocument/publishDiagnostics", |p| {
+            p["uri"] == uri.as_str() && p["version"] == version
+        })
+        .await;
+    let ranges: Vec<&Value> = published["params"]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| &d["range"])
+        .collect();
+    assert_eq!(
+        ranges,
+        [&support::range(0, 0, 1, 0), &support::range(3, 0, 4, 0)]
+    );
+    assert!(client.shutdown().await.success());
+}

@@ -717,7 +717,8 @@ async fn a_rejected_proposal_already_on_disk_is_taken_back() {
 
 /// Typing in a file with a review shows the review again once per burst, not once per
 /// keystroke: at most one `agentls/reviewChanged` (and diagnostics publish) per 100 ms while
-/// the user types, and the last one shows where the changes are after the last keystroke.
+/// the user types lines above it, and the last one shows where the changes are after the last
+/// keystroke.
 #[tokio::test]
 async fn typing_in_a_file_with_a_review_shows_it_once_per_burst() {
     let client = TestClient::start_initialized(Options::default()).await;
@@ -728,17 +729,21 @@ async fn typing_in_a_file_with_a_review_shows_it_once_per_burst() {
     let began = std::time::Instant::now();
     const KEYSTROKES: usize = 50;
     for _ in 0..KEYSTROKES {
-        client.edit(&uri, range(0, 0, 0, 0), "x").await;
+        client.edit(&uri, range(0, 0, 0, 0), "\n").await;
     }
-    // After the burst (typed at the start of the first line, above both changes), a publish
-    // for the last version has both hunks where they are now.
+    // After the burst (new lines above both changes, moving them down), a publish for the
+    // last version has both hunks where they are now.
     let version = client.document(&uri).version;
     let last = client
         .take("textDocument/publishDiagnostics", |p| {
             p["uri"] == uri.as_str() && p["version"] == version
         })
         .await;
-    assert_eq!(last["params"]["diagnostics"][0]["range"], range(1, 0, 2, 0));
+    let moved = KEYSTROKES as u32;
+    assert_eq!(
+        last["params"]["diagnostics"][0]["range"],
+        range(1 + moved, 0, 2 + moved, 0)
+    );
     let elapsed = began.elapsed().as_millis() as usize;
     let shown = client.count(Some("agentls/reviewChanged")) - before;
     assert!(

@@ -31,20 +31,22 @@ pub struct Hint {
     pub tooltip: String,
 }
 
+/// What was last shown on one file: the diagnostics published, and the reviews plugins were
+/// told of (`None`: plugins were not told).
+#[derive(Debug, Default)]
+pub(super) struct Shown {
+    diagnostics: Vec<Diagnostic>,
+    reviews: Option<Value>,
+}
+
 impl State {
     /// Publishes everything agentls shows on `path` and tells plugins the reviews on that file
     /// changed: only that file's reviews travel (an empty list: none left there), so the message
     /// stays the size of one file's changes however many reviews are open elsewhere.
-    pub fn present(&self, path: &Path) {
+    pub fn present(&mut self, path: &Path) {
         self.publish_diagnostics(path);
         self.effects.send(Effect::RefreshInlayHints);
-        self.effects.notify_plugins(PluginEvent::ReviewChanged, || {
-            json!({
-                "uri": crate::file_uri::from_path(path),
-                "path": path,
-                "reviews": self.reviews_summary(Some(path)),
-            })
-        });
+        self.tell_plugins(path, self.plugin_summary(path));
     }
 
     /// Shows the reviews on `path` again within [`PRESENT_EVERY`]: what the user types in a file
@@ -61,14 +63,74 @@ impl State {
         }
     }
 
+    /// Shows what the user's typing changed in how `path`'s reviews look, and nothing if it
+    /// changed nothing (typing between hunks, on lines of their own, moves none of them: the
+    /// editor still shows them where they are).
+    pub(super) fn present_changes(&mut self, path: &Path) {
+        let diagnostics = self.diagnostics(path);
+        let reviews = self.plugin_summary(path);
+        let shown = self.shown.get(path);
+        let diagnostics_changed = shown.is_none_or(|s| s.diagnostics != diagnostics);
+        let reviews_changed = shown.is_none_or(|s| !same_but_versions(&s.reviews, &reviews));
+        if diagnostics_changed {
+            self.send_diagnostics(path, diagnostics);
+        }
+        if diagnostics_changed || reviews_changed {
+            self.effects.send(Effect::RefreshInlayHints);
+        }
+        if reviews_changed {
+            self.tell_plugins(path, reviews);
+        }
+    }
+
     /// Publishes agentls's diagnostics for `path`.
-    pub fn publish_diagnostics(&self, path: &Path) {
+    pub fn publish_diagnostics(&mut self, path: &Path) {
+        let diagnostics = self.diagnostics(path);
+        self.send_diagnostics(path, diagnostics);
+    }
+
+    fn send_diagnostics(&mut self, path: &Path, diagnostics: Vec<Diagnostic>) {
         let version = self.documents.get(path).map(|d| d.version());
+        self.shown.entry(path.to_owned()).or_default().diagnostics = diagnostics.clone();
+        self.forget_shown_if_empty(path);
         self.effects.send(Effect::Diagnostics {
             path: path.to_owned(),
             version,
-            diagnostics: self.diagnostics(path),
+            diagnostics,
         });
+    }
+
+    /// `path`'s reviews as plugins see them, when they asked for them.
+    fn plugin_summary(&self, path: &Path) -> Option<Value> {
+        self.effects
+            .plugins_want(PluginEvent::ReviewChanged)
+            .then(|| self.reviews_summary(Some(path)))
+    }
+
+    /// Tells plugins (when they asked) the reviews on `path` are now `reviews`.
+    fn tell_plugins(&mut self, path: &Path, reviews: Option<Value>) {
+        let Some(summary) = reviews else {
+            return;
+        };
+        self.shown.entry(path.to_owned()).or_default().reviews = Some(summary.clone());
+        self.forget_shown_if_empty(path);
+        self.effects.notify_plugins(PluginEvent::ReviewChanged, || {
+            json!({
+                "uri": crate::file_uri::from_path(path),
+                "path": path,
+                "reviews": summary,
+            })
+        });
+    }
+
+    /// A file that shows nothing needs no record of it.
+    fn forget_shown_if_empty(&mut self, path: &Path) {
+        let empty = self.shown.get(path).is_some_and(|s| {
+            s.diagnostics.is_empty() && s.reviews.as_ref().is_none_or(|r| r == &json!([]))
+        });
+        if empty {
+            self.shown.remove(path);
+        }
     }
 
     /// agentls's diagnostics for `path`: one per open hunk of every review on it, and a hint on
@@ -136,18 +198,18 @@ impl State {
                 continue;
             };
             let mapper = PositionMapper::new(&rope, self.encoding);
+            // Compared in char offsets: only the hunks in the range are mapped to positions.
+            let wanted = mapper.char_range(range);
             for hunk in review
                 .hunks
                 .iter()
                 .filter(|h| h.state == HunkState::Pending)
             {
-                if hunk.new_text.is_empty() {
+                let in_range = (wanted.start..=wanted.end).contains(&hunk.span.start);
+                if hunk.new_text.is_empty() || !in_range {
                     continue;
                 }
                 let position = mapper.position(hunk.span.start);
-                if !range.touches(&Range::new(position, position)) {
-                    continue;
-                }
                 out.push(Hint {
                     position,
                     label: format!("+ {}", one_line(&hunk.new_text, 60)),
@@ -167,12 +229,13 @@ impl State {
             let Some(rope) = self.review_rope(review) else {
                 continue;
             };
-            let mapper = PositionMapper::new(&rope, self.encoding);
+            // Compared in char offsets: the range is mapped once, not every hunk per keystroke.
+            let wanted = PositionMapper::new(&rope, self.encoding).char_range(range);
             let count = review.hunks.len();
             let label = &review.origin.label;
             for (i, hunk) in review.hunks.iter().enumerate() {
-                let span = mapper.range(hunk.span.clone());
-                if !span.touches(&range) {
+                // Touching ends count, so a cursor at a hunk's edge still finds it.
+                if hunk.span.start > wanted.end || wanted.start > hunk.span.end {
                     continue;
                 }
                 let change = Change::of(review, hunk);
@@ -248,6 +311,24 @@ impl State {
             .collect();
         Value::Array(reviews)
     }
+}
+
+/// Whether two summaries of a file's reviews say the same but for the document version their
+/// ranges were computed at: ranges that typing did not move still hold at the later version.
+fn same_but_versions(shown: &Option<Value>, now: &Option<Value>) -> bool {
+    let (Some(Value::Array(shown)), Some(Value::Array(now))) = (shown, now) else {
+        return shown == now;
+    };
+    let same_review = |(shown, now): (&Value, &Value)| match (shown, now) {
+        (Value::Object(shown), Value::Object(now)) => {
+            shown.len() == now.len()
+                && shown
+                    .iter()
+                    .all(|(key, value)| key == "version" || now.get(key) == Some(value))
+        }
+        _ => shown == now,
+    };
+    shown.len() == now.len() && shown.iter().zip(now).all(same_review)
 }
 
 fn summarize(review: &Review, rope: Option<Rope>, state: &State) -> Value {
