@@ -128,48 +128,56 @@ async fn pending_hunks(client: &TestClient) -> usize {
 }
 
 /// Typing between the hunks of a review, on a line of their own, moves none of them: once the
-/// burst's presentation is due (100 ms on), nothing is shown again, as the editor still shows
-/// each hunk where it is. A new line above a hunk moves it: shown again once, where it is now.
+/// burst's showing is due (100 ms on), the diagnostics go again (for the new version: an editor
+/// may keep them where they were when published) but plugins hear nothing, as their ranges
+/// still hold. A new line above a hunk moves it: plugins hear once, with the range it has now.
 #[tokio::test(start_paused = true)]
-async fn typing_that_moves_no_hunk_shows_the_review_no_more() {
+async fn typing_that_moves_no_hunk_tells_plugins_nothing() {
     let client = in_process(TestClient::rich_capabilities(false)).await;
     let uri = client.open("notes.txt", "text", "one\ntwo\nthree\n").await;
     support::reviews::propose(&client, &uri, "ONE\ntwo\nTHREE\n", "maker").await;
     client.wait_for_review(&uri).await;
-    let shown = || {
-        (
-            client.count(Some("textDocument/publishDiagnostics")),
-            client.count(Some("agentls/reviewChanged")),
-        )
-    };
-    let before = shown();
+    let told = || client.received("agentls/reviewChanged");
+    let before = told().len();
     for column in 1..=5 {
         client
             .edit(&uri, support::range(1, column, 1, column), "x")
             .await;
     }
-    // The clock moves on only once everything that can run has: the burst's presentation too.
+    // The clock moves on only once everything that can run has: the burst's showing too.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(shown(), before, "typing that moved nothing showed it again");
+    published_for_the_last_version(&client, &uri).await;
+    assert_eq!(
+        told().len(),
+        before,
+        "typing that moved nothing told plugins"
+    );
 
     client.edit(&uri, support::range(1, 0, 1, 0), "\n").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(shown(), (before.0 + 1, before.1 + 1));
-    let version = client.document(&uri).version;
-    let published = client
-        .take("textDocument/publishDiagnostics", |p| {
-            p["uri"] == uri.as_str() && p["version"] == version
-        })
-        .await;
-    let ranges: Vec<&Value> = published["params"]["diagnostics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| &d["range"])
-        .collect();
-    assert_eq!(
-        ranges,
-        [&support::range(0, 0, 1, 0), &support::range(3, 0, 4, 0)]
-    );
+    let published = published_for_the_last_version(&client, &uri).await;
+    let ranges = |list: &Value| -> Vec<Value> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["range"].clone())
+            .collect()
+    };
+    let now = [support::range(0, 0, 1, 0), support::range(3, 0, 4, 0)];
+    assert_eq!(ranges(&published["params"]["diagnostics"]), now);
+    let told = told();
+    assert_eq!(told.len(), before + 1);
+    let hunks = &told.last().unwrap()["params"]["reviews"][0]["hunks"];
+    assert_eq!(ranges(hunks), now);
     assert!(client.shutdown().await.success());
+}
+
+/// The diagnostics published for `uri` at its last version.
+async fn published_for_the_last_version(client: &TestClient, uri: &str) -> Value {
+    let version = client.document(uri).version;
+    client
+        .take("textDocument/publishDiagnostics", |p| {
+            p["uri"] == uri && p["version"] == version
+        })
+        .await
 }

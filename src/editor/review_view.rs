@@ -31,14 +31,6 @@ pub struct Hint {
     pub tooltip: String,
 }
 
-/// What was last shown on one file: the diagnostics published, and the reviews plugins were
-/// told of (`None`: plugins were not told).
-#[derive(Debug, Default)]
-pub(super) struct Shown {
-    diagnostics: Vec<Diagnostic>,
-    reviews: Option<Value>,
-}
-
 impl State {
     /// Publishes everything agentls shows on `path` and tells plugins the reviews on that file
     /// changed: only that file's reviews travel (an empty list: none left there), so the message
@@ -46,7 +38,7 @@ impl State {
     pub fn present(&mut self, path: &Path) {
         self.publish_diagnostics(path);
         self.effects.send(Effect::RefreshInlayHints);
-        self.tell_plugins(path, self.plugin_summary(path));
+        self.tell_plugins(path, false);
     }
 
     /// Shows the reviews on `path` again within [`PRESENT_EVERY`]: what the user types in a file
@@ -63,74 +55,50 @@ impl State {
         }
     }
 
-    /// Shows what the user's typing changed in how `path`'s reviews look, and nothing if it
-    /// changed nothing (typing between hunks, on lines of their own, moves none of them: the
-    /// editor still shows them where they are).
+    /// Shows `path`'s reviews after a burst of typing. The diagnostics go again every time (an
+    /// editor may keep them where they were when published: eglot hands flymake its stored
+    /// ones, at their old buffer offsets, after each change); plugins hear only when the
+    /// reviews changed but for the document version (typing between hunks, on lines of their
+    /// own, moves none of them).
     pub(super) fn present_changes(&mut self, path: &Path) {
-        let diagnostics = self.diagnostics(path);
-        let reviews = self.plugin_summary(path);
-        let shown = self.shown.get(path);
-        let diagnostics_changed = shown.is_none_or(|s| s.diagnostics != diagnostics);
-        let reviews_changed = shown.is_none_or(|s| !same_but_versions(&s.reviews, &reviews));
-        if diagnostics_changed {
-            self.send_diagnostics(path, diagnostics);
-        }
-        if diagnostics_changed || reviews_changed {
-            self.effects.send(Effect::RefreshInlayHints);
-        }
-        if reviews_changed {
-            self.tell_plugins(path, reviews);
-        }
+        self.publish_diagnostics(path);
+        self.effects.send(Effect::RefreshInlayHints);
+        self.tell_plugins(path, true);
     }
 
     /// Publishes agentls's diagnostics for `path`.
-    pub fn publish_diagnostics(&mut self, path: &Path) {
-        let diagnostics = self.diagnostics(path);
-        self.send_diagnostics(path, diagnostics);
-    }
-
-    fn send_diagnostics(&mut self, path: &Path, diagnostics: Vec<Diagnostic>) {
+    pub fn publish_diagnostics(&self, path: &Path) {
         let version = self.documents.get(path).map(|d| d.version());
-        self.shown.entry(path.to_owned()).or_default().diagnostics = diagnostics.clone();
-        self.forget_shown_if_empty(path);
         self.effects.send(Effect::Diagnostics {
             path: path.to_owned(),
             version,
-            diagnostics,
+            diagnostics: self.diagnostics(path),
         });
     }
 
-    /// `path`'s reviews as plugins see them, when they asked for them.
-    fn plugin_summary(&self, path: &Path) -> Option<Value> {
-        self.effects
-            .plugins_want(PluginEvent::ReviewChanged)
-            .then(|| self.reviews_summary(Some(path)))
-    }
-
-    /// Tells plugins (when they asked) the reviews on `path` are now `reviews`.
-    fn tell_plugins(&mut self, path: &Path, reviews: Option<Value>) {
-        let Some(summary) = reviews else {
+    /// Tells plugins (when they asked) the reviews on `path`; with `if_changed`, only when they
+    /// changed but for their version since plugins were last told.
+    fn tell_plugins(&mut self, path: &Path, if_changed: bool) {
+        if !self.effects.plugins_want(PluginEvent::ReviewChanged) {
             return;
-        };
-        self.shown.entry(path.to_owned()).or_default().reviews = Some(summary.clone());
-        self.forget_shown_if_empty(path);
+        }
+        let reviews = self.reviews_summary(Some(path));
+        let told = self.told_plugins.get(path);
+        if if_changed && told.is_some_and(|told| same_but_versions(told, &reviews)) {
+            return;
+        }
+        if reviews.as_array().is_some_and(Vec::is_empty) {
+            self.told_plugins.remove(path);
+        } else {
+            self.told_plugins.insert(path.to_owned(), reviews.clone());
+        }
         self.effects.notify_plugins(PluginEvent::ReviewChanged, || {
             json!({
                 "uri": crate::file_uri::from_path(path),
                 "path": path,
-                "reviews": summary,
+                "reviews": reviews,
             })
         });
-    }
-
-    /// A file that shows nothing needs no record of it.
-    fn forget_shown_if_empty(&mut self, path: &Path) {
-        let empty = self.shown.get(path).is_some_and(|s| {
-            s.diagnostics.is_empty() && s.reviews.as_ref().is_none_or(|r| r == &json!([]))
-        });
-        if empty {
-            self.shown.remove(path);
-        }
     }
 
     /// agentls's diagnostics for `path`: one per open hunk of every review on it, and a hint on
@@ -315,20 +283,20 @@ impl State {
 
 /// Whether two summaries of a file's reviews say the same but for the document version their
 /// ranges were computed at: ranges that typing did not move still hold at the later version.
-fn same_but_versions(shown: &Option<Value>, now: &Option<Value>) -> bool {
-    let (Some(Value::Array(shown)), Some(Value::Array(now))) = (shown, now) else {
-        return shown == now;
+fn same_but_versions(told: &Value, now: &Value) -> bool {
+    let (Value::Array(told), Value::Array(now)) = (told, now) else {
+        return told == now;
     };
-    let same_review = |(shown, now): (&Value, &Value)| match (shown, now) {
-        (Value::Object(shown), Value::Object(now)) => {
-            shown.len() == now.len()
-                && shown
+    let same_review = |(told, now): (&Value, &Value)| match (told, now) {
+        (Value::Object(told), Value::Object(now)) => {
+            told.len() == now.len()
+                && told
                     .iter()
                     .all(|(key, value)| key == "version" || now.get(key) == Some(value))
         }
-        _ => shown == now,
+        _ => told == now,
     };
-    shown.len() == now.len() && shown.iter().zip(now).all(same_review)
+    told.len() == now.len() && told.iter().zip(now).all(same_review)
 }
 
 fn summarize(review: &Review, rope: Option<Rope>, state: &State) -> Value {
