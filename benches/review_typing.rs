@@ -5,8 +5,7 @@
 //! A review is shown with `agentls/reviewChanged` (to a plugin that asks for it), a
 //! `textDocument/publishDiagnostics` of its hunks and a `workspace/inlayHint/refresh` (to an
 //! editor that supports it). Typing shows the review again at most once per burst
-//! (`PRESENT_EVERY`, 100 ms), never once per keystroke, and plugins hear of it only when the
-//! typing moved its hunks. Two bursts of 200 keystrokes 5 ms apart in the middle of the file, each keystroke
+//! (`PRESENT_EVERY`, 100 ms), never once per keystroke. Two bursts of 200 keystrokes 5 ms apart in the middle of the file, each keystroke
 //! followed by a `codeAction` request (as an editor asks for actions where the cursor is):
 //! letters on a line between two hunks, then new lines (moving the 50 hunks below). Printed:
 //! the messages and bytes per keystroke, as a share of one showing, and the round trips.

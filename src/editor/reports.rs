@@ -147,7 +147,7 @@ impl State {
             Report::FilesChangedOnDisk(paths) => self.files_changed_on_disk(paths),
             Report::PresentationDue => {
                 for path in std::mem::take(&mut self.present_due) {
-                    self.present_changes(&path);
+                    self.present(&path);
                 }
             }
             Report::ProposerGone {

@@ -35,10 +35,16 @@ impl State {
     /// Publishes everything agentls shows on `path` and tells plugins the reviews on that file
     /// changed: only that file's reviews travel (an empty list: none left there), so the message
     /// stays the size of one file's changes however many reviews are open elsewhere.
-    pub fn present(&mut self, path: &Path) {
+    pub fn present(&self, path: &Path) {
         self.publish_diagnostics(path);
         self.effects.send(Effect::RefreshInlayHints);
-        self.tell_plugins(path, false);
+        self.effects.notify_plugins(PluginEvent::ReviewChanged, || {
+            json!({
+                "uri": crate::file_uri::from_path(path),
+                "path": path,
+                "reviews": self.reviews_summary(Some(path)),
+            })
+        });
     }
 
     /// Shows the reviews on `path` again within [`PRESENT_EVERY`]: what the user types in a file
@@ -55,17 +61,6 @@ impl State {
         }
     }
 
-    /// Shows `path`'s reviews after a burst of typing. The diagnostics go again every time (an
-    /// editor may keep them where they were when published: eglot hands flymake its stored
-    /// ones, at their old buffer offsets, after each change); plugins hear only when the
-    /// reviews changed but for the document version (typing between hunks, on lines of their
-    /// own, moves none of them).
-    pub(super) fn present_changes(&mut self, path: &Path) {
-        self.publish_diagnostics(path);
-        self.effects.send(Effect::RefreshInlayHints);
-        self.tell_plugins(path, true);
-    }
-
     /// Publishes agentls's diagnostics for `path`.
     pub fn publish_diagnostics(&self, path: &Path) {
         let version = self.documents.get(path).map(|d| d.version());
@@ -73,31 +68,6 @@ impl State {
             path: path.to_owned(),
             version,
             diagnostics: self.diagnostics(path),
-        });
-    }
-
-    /// Tells plugins (when they asked) the reviews on `path`; with `if_changed`, only when they
-    /// changed but for their version since plugins were last told.
-    fn tell_plugins(&mut self, path: &Path, if_changed: bool) {
-        if !self.effects.plugins_want(PluginEvent::ReviewChanged) {
-            return;
-        }
-        let reviews = self.reviews_summary(Some(path));
-        let told = self.told_plugins.get(path);
-        if if_changed && told.is_some_and(|told| same_but_versions(told, &reviews)) {
-            return;
-        }
-        if reviews.as_array().is_some_and(Vec::is_empty) {
-            self.told_plugins.remove(path);
-        } else {
-            self.told_plugins.insert(path.to_owned(), reviews.clone());
-        }
-        self.effects.notify_plugins(PluginEvent::ReviewChanged, || {
-            json!({
-                "uri": crate::file_uri::from_path(path),
-                "path": path,
-                "reviews": reviews,
-            })
         });
     }
 
@@ -279,24 +249,6 @@ impl State {
             .collect();
         Value::Array(reviews)
     }
-}
-
-/// Whether two summaries of a file's reviews say the same but for the document version their
-/// ranges were computed at: ranges that typing did not move still hold at the later version.
-fn same_but_versions(told: &Value, now: &Value) -> bool {
-    let (Value::Array(told), Value::Array(now)) = (told, now) else {
-        return told == now;
-    };
-    let same_review = |(told, now): (&Value, &Value)| match (told, now) {
-        (Value::Object(told), Value::Object(now)) => {
-            told.len() == now.len()
-                && told
-                    .iter()
-                    .all(|(key, value)| key == "version" || now.get(key) == Some(value))
-        }
-        _ => told == now,
-    };
-    told.len() == now.len() && told.iter().zip(now).all(same_review)
 }
 
 fn summarize(review: &Review, rope: Option<Rope>, state: &State) -> Value {

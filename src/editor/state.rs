@@ -62,8 +62,6 @@ pub struct State {
     pub(super) buffer_only: super::buffer_only::BufferOnlyChanges,
     /// Files whose reviews are shown again soon (the user typed in them).
     pub(super) present_due: std::collections::BTreeSet<PathBuf>,
-    /// The reviews plugins were last told of, per file that has some (see `review_view`).
-    pub(super) told_plugins: std::collections::HashMap<PathBuf, serde_json::Value>,
     /// Origins told that their proposals are refused for being too many (see `reviews`).
     pub(super) review_caps_told: std::collections::HashSet<String>,
     /// How many files each origin may still show the user now.
@@ -99,7 +97,6 @@ impl State {
             chats: Default::default(),
             buffer_only: Default::default(),
             present_due: Default::default(),
-            told_plugins: Default::default(),
             review_caps_told: Default::default(),
             show_limits: Default::default(),
             context: Default::default(),
