@@ -65,12 +65,6 @@ impl Range {
     pub fn is_empty(&self) -> bool {
         self.start == self.end
     }
-
-    /// Whether two ranges share a position; touching ends count, so a cursor at a hunk's edge
-    /// still finds it.
-    pub fn touches(&self, other: &Range) -> bool {
-        self.start <= other.end && other.start <= self.end
-    }
 }
 
 /// Converts between positions and char offsets of one text in one encoding.
