@@ -113,7 +113,9 @@ static NAMED_BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 /// they run their own build.
 pub fn measure_the_named_binary() {
     if let Some(binary) = std::env::var_os("AGENTLS_BENCH_BINARY") {
-        NAMED_BINARY.get_or_init(|| binary.into());
+        // Relative to where the bench was started, whatever directory agentls starts in.
+        let binary = std::path::absolute(&binary).expect("AGENTLS_BENCH_BINARY");
+        NAMED_BINARY.get_or_init(|| binary);
     }
 }
 
