@@ -66,6 +66,9 @@ struct Run {
     /// machine's own share of the delay when two cores are busy with a stream.
     beside: Vec<Duration>,
     streaming: Vec<Duration>,
+    /// How many of the round trips slower than the idle p95, while streaming, had stream
+    /// updates arrive before their reply, and how many updates that was in all.
+    slow_behind_updates: (usize, usize, usize),
 }
 
 #[tokio::main]
@@ -212,6 +215,12 @@ async fn main() {
             "  {name:<17} didChange → response, streaming: {}",
             describe(&run.streaming)
         );
+        let (slow, behind, updates) = run.slow_behind_updates;
+        if updates > 0 {
+            println!(
+                "  {name:<17} of the {slow} round trips slower than the idle p95, {behind} read stream updates before their reply ({updates} updates)"
+            );
+        }
         println!(
             "  {name:<17} p95 streaming / p95 idle beside the stream outside agentls: {:.1}×",
             secs(quantile(&run.streaming, 0.95)) / secs(quantile(&run.beside, 0.95)),
@@ -264,10 +273,10 @@ async fn through_agentls(
         std::thread::sleep(Duration::from_millis(1));
     });
     let version = Cell::new(0);
-    let idle = round_trips(&client, &uri, &version, samples, || false).await;
+    let idle = durations(round_trips(&client, &uri, &version, samples, || false).await);
     let beside = {
         let load = Repeating::start(outside.clone(), |outside| outside.stream_once());
-        let sampled = round_trips(&client, &uri, &version, samples, || false).await;
+        let sampled = durations(round_trips(&client, &uri, &version, samples, || false).await);
         load.stop();
         sampled
     };
@@ -328,6 +337,13 @@ async fn through_agentls(
     };
     assert!(client.shutdown().await.success());
     let (elapsed, cpu, counts) = first.unwrap();
+    let idle_p95 = quantile(&idle, 0.95);
+    let slow: Vec<&RoundTrip> = streaming.iter().filter(|r| r.elapsed > idle_p95).collect();
+    let slow_behind_updates = (
+        slow.len(),
+        slow.iter().filter(|r| r.updates > 0).count(),
+        slow.iter().map(|r| r.updates).sum(),
+    );
     Run {
         elapsed,
         cpu,
@@ -335,7 +351,8 @@ async fn through_agentls(
         counts,
         idle,
         beside,
-        streaming,
+        streaming: durations(streaming),
+        slow_behind_updates,
     }
 }
 
@@ -549,6 +566,13 @@ fn memory(pid: u32, key: &str) -> u64 {
     kb * 1024
 }
 
+/// One measured round trip.
+struct RoundTrip {
+    elapsed: Duration,
+    /// Stream updates the client read while it waited (the reply came after them).
+    updates: usize,
+}
+
 /// Round trips: a one-character `didChange`, then `agentls.debug.state`, which must show the new
 /// version. Measures `n` of them, or until `stop` says so.
 async fn round_trips(
@@ -557,9 +581,10 @@ async fn round_trips(
     version: &Cell<i32>,
     n: usize,
     stop: impl Fn() -> bool,
-) -> Vec<Duration> {
+) -> Vec<RoundTrip> {
     let mut samples = Vec::new();
     while samples.len() < n && !stop() {
+        let updates_before = client.count(Some("agentls/sessionUpdate"));
         let started = Instant::now();
         client.edit(uri, support::range(0, 0, 0, 0), "x").await;
         version.set(version.get() + 1);
@@ -568,10 +593,17 @@ async fn round_trips(
         // The only open document.
         let seen = &state["documents"][0]["version"];
         assert_eq!(*seen, json!(version.get()), "{state}");
-        samples.push(elapsed);
+        samples.push(RoundTrip {
+            elapsed,
+            updates: client.count(Some("agentls/sessionUpdate")) - updates_before,
+        });
         tokio::time::sleep(SPACING).await;
     }
     samples
+}
+
+fn durations(round_trips: Vec<RoundTrip>) -> Vec<Duration> {
+    round_trips.into_iter().map(|r| r.elapsed).collect()
 }
 
 /// (logMessage, sessionUpdate, all) messages received so far.

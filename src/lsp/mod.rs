@@ -13,6 +13,7 @@ mod file_args;
 pub mod framing;
 mod mcp_commands;
 pub mod message_check;
+mod outbox;
 mod output;
 mod server;
 mod session_tools;
@@ -104,7 +105,7 @@ pub async fn serve(
     let serving = async {
         tokio::join!(
             Server::new(input, server_output, socket).serve(service),
-            transport::write_frames(queued, output),
+            outbox::write_frames(queued, output),
         );
     };
     let terminated = tokio::select! {

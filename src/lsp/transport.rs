@@ -23,7 +23,7 @@
 //!
 //! tower-lsp is not the only writer: the input filter (`framing.rs`) answers bad messages
 //! itself. Both go through one queue of whole frames ([`FrameSink`] cuts tower-lsp's output into
-//! frames), and [`write_frames`] alone writes to the client, so no frame lands inside another.
+//! frames), and `outbox::write_frames` alone writes to the client, so no frame lands inside another.
 
 use std::future::Future as _;
 use std::pin::Pin;
@@ -36,8 +36,7 @@ use std::collections::VecDeque;
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;
-use tokio::io::{AsyncWrite, AsyncWriteExt as _};
-use tokio::sync::mpsc;
+use tokio::io::AsyncWrite;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::PollSender;
 
@@ -280,31 +279,9 @@ impl AsyncWrite for FrameSink {
     }
 }
 
-/// Writes the queued frames to `output`, one after the other, flushing whenever the queue is
-/// empty; ends once every sender is gone, or when the output fails.
-pub async fn write_frames(mut frames: mpsc::Receiver<Vec<u8>>, output: impl AsyncWrite) {
-    let mut output = std::pin::pin!(output);
-    while let Some(mut frame) = frames.recv().await {
-        loop {
-            if let Err(e) = output.write_all(&frame).await {
-                tracing::warn!("cannot write to the client: {e}");
-                return;
-            }
-            match frames.try_recv() {
-                Ok(next) => frame = next,
-                Err(_) => break,
-            }
-        }
-        if let Err(e) = output.flush().await {
-            tracing::warn!("cannot write to the client: {e}");
-            return;
-        }
-    }
-}
-
 /// What a finished frame was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     /// A reply to one of the client's requests.
     Reply,
     /// A request or notification, or something unreadable.
@@ -329,7 +306,8 @@ impl Default for Frames {
     }
 }
 
-const HEADER_END: &[u8] = b"\r\n\r\n";
+/// Where a frame's header ends.
+pub(super) const HEADER_END: &[u8] = b"\r\n\r\n";
 
 impl Frames {
     /// How much of `buf` belongs to the current frame (all of it if the frame goes on).
@@ -398,7 +376,7 @@ impl Frames {
 const MAX_HEADER: usize = 256;
 
 /// A reply has an `id` and no `method`.
-fn kind(body: &[u8]) -> Kind {
+pub(super) fn kind(body: &[u8]) -> Kind {
     #[derive(Deserialize)]
     struct Probe {
         method: Option<IgnoredAny>,
@@ -424,7 +402,8 @@ fn content_length(header: &[u8]) -> usize {
         .unwrap_or(0)
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+/// Where `needle` first occurs in `haystack`.
+pub(super) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
@@ -434,6 +413,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use tokio::io::AsyncWriteExt as _;
+    use tokio::sync::mpsc;
 
     use super::*;
 
@@ -523,20 +503,6 @@ mod tests {
         }
         writer.await.unwrap();
         assert_eq!(frames, vec![frame(NOTE), frame(REPLY), frame(REQUEST)]);
-    }
-
-    #[tokio::test]
-    async fn write_frames_writes_them_in_order_and_ends_with_the_senders() {
-        let sink = Recorder::default();
-        let (tx, rx) = mpsc::channel(4);
-        tx.send(frame(NOTE)).await.unwrap();
-        tx.send(frame(REQUEST)).await.unwrap();
-        drop(tx);
-        write_frames(rx, sink.clone()).await;
-        assert_eq!(
-            *sink.writes.lock().unwrap(),
-            vec![frame(NOTE), frame(REQUEST)]
-        );
     }
 
     /// A client that says nothing of itself, or asks, is paced; no name decides it.
