@@ -7,7 +7,7 @@
 //! socket pair (Neovim and VS Code, through libuv); either is put in non-blocking mode and
 //! registered with the runtime's poller, so a read or a write is one system call on the thread
 //! that asked. Anything else (a terminal, a file) keeps tokio's. Writes are gathered in a
-//! buffer and go out at each flush (`transport::write_frames` flushes after each batch).
+//! buffer and go out at each flush (`outbox::write_frames` flushes after each batch).
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
