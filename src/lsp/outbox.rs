@@ -107,8 +107,10 @@ pub async fn write_frames(mut queue: mpsc::Receiver<Vec<u8>>, output: impl Async
                 writing = outbox.pop().map(|frame| (frame, 0));
             }
             let Some((frame, done)) = writing.as_mut() else {
-                if std::mem::take(&mut unflushed) {
+                if unflushed {
+                    // Cleared only once done: a flush that waits must be polled again.
                     ready!(output.as_mut().poll_flush(cx))?;
+                    unflushed = false;
                     continue;
                 }
                 return if queue_open {
@@ -223,6 +225,9 @@ mod tests {
     struct Slow {
         written: Arc<Mutex<Vec<u8>>>,
         budget: Arc<Mutex<usize>>,
+        /// How many flushes wait before one goes through, and how much was flushed.
+        waiting_flushes: Arc<Mutex<usize>>,
+        flushed: Arc<Mutex<usize>>,
     }
 
     impl Slow {
@@ -254,12 +259,32 @@ mod tests {
             self.written.lock().unwrap().extend_from_slice(&buf[..n]);
             Poll::Ready(Ok(n))
         }
-        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            let mut waiting = self.waiting_flushes.lock().unwrap();
+            if *waiting > 0 {
+                *waiting -= 1;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            *self.flushed.lock().unwrap() = self.written.lock().unwrap().len();
             Poll::Ready(Ok(()))
         }
         fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
             Poll::Ready(Ok(()))
         }
+    }
+
+    /// A flush that has to wait (a full pipe behind a buffer) is polled again until it is done:
+    /// else a reply could stay in the buffer while the client waits for it.
+    #[tokio::test]
+    async fn a_flush_that_waits_is_finished() {
+        let output = Slow::with_budget(usize::MAX);
+        *output.waiting_flushes.lock().unwrap() = 3;
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(reply(1)).await.unwrap();
+        drop(tx);
+        write_frames(rx, output.clone()).await;
+        assert_eq!(*output.flushed.lock().unwrap(), reply(1).len());
     }
 
     /// While the client does not read, a reply queued behind stream updates overtakes them, but
