@@ -19,7 +19,7 @@ use std::task::{Poll, ready};
 use tokio::io::AsyncWrite;
 use tokio::sync::mpsc;
 
-use super::transport::{HEADER_END, Kind, find, kind};
+use super::transport::{HEADER_END, Kind, MAX_HEADER, find, kind};
 use crate::editor::PluginEvent;
 
 /// Frames held in the outbox before the writer stops taking more from the queue.
@@ -32,6 +32,9 @@ pub struct Outbox {
     bytes: usize,
     /// How a stream update's body begins, as tower-lsp writes it.
     stream_start: Vec<u8>,
+    /// How every request and notification tower-lsp writes begins (a reply does not): those
+    /// are not read again to tell a reply.
+    request_start: &'static [u8],
 }
 
 #[derive(Debug)]
@@ -47,6 +50,7 @@ impl Default for Outbox {
             frames: VecDeque::new(),
             bytes: 0,
             stream_start: format!(r#"{{"jsonrpc":"2.0","method":"{method}","#).into_bytes(),
+            request_start: br#"{"jsonrpc":"2.0","method":"#,
         }
     }
 }
@@ -57,7 +61,8 @@ impl Outbox {
         let body = find(&bytes[..bytes.len().min(MAX_HEADER)], HEADER_END)
             .map_or(&bytes[..], |at| &bytes[at + HEADER_END.len()..]);
         let stream = body.starts_with(&self.stream_start);
-        let at = if !stream && kind(body) == Kind::Reply {
+        let reply = !body.starts_with(self.request_start) && kind(body) == Kind::Reply;
+        let at = if reply {
             self.frames
                 .iter()
                 .rposition(|frame| !frame.stream)
@@ -81,9 +86,6 @@ impl Outbox {
         self.bytes >= MAX_HELD_BYTES
     }
 }
-
-/// Longer than any header tower-lsp writes.
-const MAX_HEADER: usize = 256;
 
 /// Writes the queued frames to `output` in the outbox's order, flushing whenever nothing is left
 /// to write; ends once every sender is gone and all was written, or when the output fails.

@@ -373,7 +373,7 @@ impl Frames {
 }
 
 /// Longer than any header tower-lsp writes (`Content-Length: <n>\r\n\r\n`).
-const MAX_HEADER: usize = 256;
+pub(super) const MAX_HEADER: usize = 256;
 
 /// A reply has an `id` and no `method`.
 pub(super) fn kind(body: &[u8]) -> Kind {
