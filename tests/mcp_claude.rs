@@ -12,6 +12,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::intruder::{self, Intruder};
 use support::mcp_client::lockfile;
 use support::mock_llm::{Anthropic, MockLlm};
 use support::peers;
@@ -43,6 +44,31 @@ fn seed_config(config: &std::path::Path, workspace: &std::path::Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_writes_through_an_accepted_review_and_reads_diagnostics() {
+    writes_through_an_accepted_review(None).await;
+}
+
+/// The same while another local account holds every connection to the port it can get (and
+/// reconnects the moment one is closed): the CLI still finds agentls and its Write is reviewed.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs root to run a second account (CI runs it with --features real-peers)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_gets_in_while_another_account_hammers_the_port() {
+    assert!(
+        intruder::can_run(),
+        "this test runs as root (to start a second account)"
+    );
+    writes_through_an_accepted_review(Some(HAMMERED)).await;
+}
+
+/// How long the intruder hammers the port, in seconds: longer than the CLI takes to connect.
+const HAMMERED: u32 = 40;
+
+/// The CLI connects, its Write is accepted in the editor and lands, and it reads diagnostics;
+/// with `hammered`, an intruder holds connections to the port from before the CLI starts until
+/// that many seconds later.
+async fn writes_through_an_accepted_review(hammered: Option<u32>) {
     let Some(claude) = peers::binary("AGENTLS_TEST_CLAUDE", "claude") else {
         return;
     };
@@ -84,6 +110,11 @@ async fn claude_writes_through_an_accepted_review_and_reads_diagnostics() {
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_AUTOUPDATER", "1")
         .env("IS_SANDBOX", "1");
+    let intruder = hammered.map(|seconds| Intruder::hammer(&[lock.port], seconds));
+    if intruder.is_some() {
+        let refused = support::eventually(|| client.stderr().contains("refused a connection"));
+        assert!(refused.await.is_some(), "the intruder was never refused");
+    }
     let mut session = Session::connect("claude", &client, &mock, command, &env).await;
     session
         .type_prompt(Duration::from_millis(1500), "write hello.txt")
@@ -126,5 +157,11 @@ async fn claude_writes_through_an_accepted_review_and_reads_diagnostics() {
         "{}",
         session.report("no getDiagnostics call")
     );
+    if let Some(mut intruder) = intruder {
+        assert!(
+            !intruder.has_ended(),
+            "the intruder stopped before the CLI was done"
+        );
+    }
     drop(session);
 }

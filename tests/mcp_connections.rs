@@ -1,27 +1,32 @@
 //! Nobody on the machine can starve the terminal-agent ports: on the WebSocket and the Streamable
-//! HTTP port alike, sockets that never present the token are closed once idle (or when they take
-//! too long to get a request through), at most a fixed number of connections is open at once
-//! (more are closed at once, with a log line), and a client that presented the token stays as
-//! long as it likes, between its requests: one that stops in the middle of a request (its head,
-//! or a body shorter than it announced) is closed after the stall limit, on both HTTP ports (the
-//! companion protocol's and the editor tools' of ACP sessions). The limits are shortened for the
-//! test through `AGENTLS_TEST_MCP_LIMITS`.
+//! HTTP ports alike, a socket that does not present the token in time is closed; one account has
+//! only its own share of the places such sockets wait in (so another account's reconnect loop
+//! keeps none of the user's clients out, and its refusals are logged a line per kind per minute);
+//! at most a fixed number of admitted connections is open at once (one more client with the
+//! token is told so); and a client that presented the token stays as long as it likes, between
+//! its requests: one that stops in the middle of a request (its head, or a body shorter than it
+//! announced) is closed after the stall limit, on both HTTP ports (the companion protocol's and
+//! the editor tools' of ACP sessions). The limits are shortened for most tests through
+//! `AGENTLS_TEST_MCP_LIMITS`; the one with a second account runs with the real ones.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use support::intruder::{self, Intruder};
 use support::mcp_client::{McpClient, lockfile};
 use support::{Options, TestClient, WAIT};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-/// Connections a port takes at once, in this test.
+/// Admitted connections a port takes at once, in this test.
 const CAP: usize = 8;
-/// How long a silent socket without the token lives, in this test.
-const IDLE: Duration = Duration::from_millis(300);
-const LIMITS: &str = "connections=8,handshake_ms=2000,idle_ms=300";
+/// Connections of one account that may wait to present the token, in this test.
+const SHARE: usize = 4;
+/// How long a socket without the token lives, in this test.
+const HANDSHAKE: Duration = Duration::from_millis(300);
+const LIMITS: &str = "connections=8,waiting_per_account=4,handshake_ms=300";
 
 async fn started() -> TestClient {
     TestClient::start_initialized(Options {
@@ -84,8 +89,7 @@ async fn answer(socket: &mut TcpStream, request: &str, answered: &str) -> String
 }
 
 /// The limits of one port. `hello` is a request with the token whose connection stays open (the
-/// answer contains `answered`); `works` shows that a real client, connected in the one slot the
-/// silent sockets leave, is served.
+/// answer contains `answered`); `works` shows that a real client is served.
 async fn the_port_cannot_be_starved(
     client: &TestClient,
     port: u16,
@@ -95,27 +99,41 @@ async fn the_port_cannot_be_starved(
 ) {
     // Silent sockets, no token, no bytes: a real client still gets in and is served…
     let mut silent = Vec::new();
-    for _ in 1..CAP {
+    for _ in 1..SHARE {
         silent.push(open(port).await);
     }
     works().await;
-    // …and they are closed once idle (never sooner).
+    // …and they are closed at the handshake deadline (never sooner).
     for (socket, opened) in &mut silent {
         closed_by_server(socket, "a silent socket").await;
-        assert!(opened.elapsed() >= IDLE, "closed before the idle timeout");
+        assert!(opened.elapsed() >= HANDSHAKE, "closed before the deadline");
     }
-    // The client that presented the token outlived the idle timeout.
+    // The client that presented the token outlived the deadline.
     works().await;
 
-    // With every slot held by clients with the token, one more connection is closed at once.
+    // One account has SHARE places to wait in: one more of its sockets is closed at once.
+    let mut waiting = Vec::new();
+    for _ in 0..SHARE {
+        waiting.push(open(port).await);
+    }
+    let (mut extra, _) = open(port).await;
+    closed_by_server(&mut extra, "a socket over its account's share").await;
+    let share_taken = "refused a connection (its account's share is taken)";
+    assert!(client.stderr().contains(share_taken), "{}", client.stderr());
+    for (socket, _) in &mut waiting {
+        closed_by_server(socket, "a waiting socket").await;
+    }
+
+    // With every slot held by clients with the token, one more is told so.
     let mut held = Vec::new();
     for _ in 1..CAP {
         held.push(greeted(port, hello, answered).await);
     }
     let (mut one_more, _) = open(port).await;
-    closed_by_server(&mut one_more, "a connection over the cap").await;
-    let refusal = format!("refused a connection: {CAP} are open already");
-    assert!(client.stderr().contains(&refusal), "{}", client.stderr());
+    let refused = answer(&mut one_more, hello, "open already").await;
+    assert!(refused.contains(" 503 "), "{refused}");
+    let full = format!("refused a connection (every slot is taken): {CAP} connections");
+    assert!(client.stderr().contains(&full), "{}", client.stderr());
     // Slots given back take new clients (once the server has seen the sockets go).
     held.clear();
     let admitted = support::agents::eventually_async(|| async {
@@ -127,7 +145,7 @@ async fn the_port_cannot_be_starved(
     .await;
     assert!(admitted.is_some(), "no slot came free");
 
-    // A socket that trickles a request it never finishes is closed too (the handshake timeout).
+    // A socket that trickles a request it never finishes is closed too (the deadline).
     let (mut trickling, _) = open(port).await;
     trickling.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
     let ended = tokio::time::timeout(WAIT, async {
@@ -136,7 +154,7 @@ async fn the_port_cannot_be_starved(
                 return;
             }
             let mut byte = [0u8; 1];
-            let read = tokio::time::timeout(IDLE / 3, trickling.read(&mut byte)).await;
+            let read = tokio::time::timeout(HANDSHAKE / 3, trickling.read(&mut byte)).await;
             if matches!(read, Ok(Ok(0) | Err(_))) {
                 return;
             }
@@ -265,6 +283,25 @@ async fn stalled_requests_are_closed(port: u16, token: &str) {
     ask(&mut idle, &hello, "not found").await;
 }
 
+/// The editor tools' port and the token of the demo agent's first session, which is given them
+/// (the client runs with `AGENTLS_DEMO_RECORD_MCP=../mcp.jsonl`).
+async fn editor_tools_port(client: &TestClient) -> (u16, String) {
+    client.prompt("hello").await;
+    client.take_message("demo: end_turn").await;
+    let record = client.home.path().join("mcp.jsonl");
+    let given = std::fs::read_to_string(&record).unwrap();
+    let first: serde_json::Value = serde_json::from_str(given.lines().next().unwrap()).unwrap();
+    let server = &first["mcpServers"][0];
+    let url = server["url"].as_str().unwrap();
+    let port: u16 = url
+        .strip_prefix("http://127.0.0.1:")
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{server}"));
+    let bearer = server["headers"][0]["value"].as_str().unwrap();
+    (port, bearer.strip_prefix("Bearer ").unwrap().to_owned())
+}
+
 #[tokio::test]
 async fn the_http_ports_close_clients_stalled_in_the_middle_of_a_request() {
     let client = TestClient::start_initialized(Options {
@@ -283,22 +320,8 @@ async fn the_http_ports_close_clients_stalled_in_the_middle_of_a_request() {
     let (port, token) = client.companion_port().await;
     let token = token.as_str();
     stalled_requests_are_closed(port, token).await;
-    // The editor tools' port, which the demo agent's first session is given.
-    client.prompt("hello").await;
-    client.take_message("demo: end_turn").await;
-    let record = client.home.path().join("mcp.jsonl");
-    let given = std::fs::read_to_string(&record).unwrap();
-    let first: serde_json::Value = serde_json::from_str(given.lines().next().unwrap()).unwrap();
-    let server = &first["mcpServers"][0];
-    let url = server["url"].as_str().unwrap();
-    let port: u16 = url
-        .strip_prefix("http://127.0.0.1:")
-        .and_then(|rest| rest.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("{server}"));
-    let bearer = server["headers"][0]["value"].as_str().unwrap();
-    let token = bearer.strip_prefix("Bearer ").unwrap();
-    stalled_requests_are_closed(port, token).await;
+    let (port, token) = editor_tools_port(&client).await;
+    stalled_requests_are_closed(port, &token).await;
     let logged = client.stderr();
     assert!(
         logged.contains("in the middle of a request"),
@@ -356,5 +379,70 @@ async fn a_client_trickling_a_request_is_closed_after_the_message_limit() {
     // A request that comes whole in time is answered on the same port.
     let hello = kept_alive(port, &token);
     greeted(port, &hello, "not found").await;
+    assert!(client.shutdown().await.success());
+}
+
+/// How long the intruder hammers the ports.
+const HAMMERED: u32 = 12;
+
+/// Another local account that holds every connection it can get on all three ports, and
+/// reconnects the moment one is closed, with the real limits: the user's clients with the token
+/// get in every time (20 of 20 on each port), and what was refused is logged a line per kind,
+/// not a line per attempt.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs root to run a second account (CI runs it with --features real-peers)"
+)]
+#[tokio::test]
+async fn another_account_cannot_lock_the_users_clients_out() {
+    assert!(
+        intruder::can_run(),
+        "this test runs as root (to start a second account)"
+    );
+    let client = TestClient::start_initialized(Options {
+        env: vec![("AGENTLS_DEMO_RECORD_MCP".into(), "../mcp.jsonl".into())],
+        ..Options::default()
+    })
+    .await;
+    let lock = lockfile(&client.lock_dir()).await;
+    let (companion, companion_token) = client.companion_port().await;
+    let (tools, tools_token) = editor_tools_port(&client).await;
+    let intruder = Intruder::hammer(&[lock.port, companion, tools], HAMMERED);
+    // It holds all it can get (a connection of it was refused) before the user's clients come.
+    let filled = support::eventually(|| client.stderr().contains("refused a connection"));
+    assert!(filled.await.is_some(), "the intruder was never refused");
+    let started = Instant::now();
+    for _ in 0..20 {
+        let agent = McpClient::connect(&lock, "the user's agent").await;
+        let folders = agent.json("getWorkspaceFolders", json!({})).await;
+        assert_eq!(folders["success"], true, "{folders}");
+        drop(agent);
+        let hello = kept_alive(companion, companion_token.as_str());
+        greeted(companion, &hello, "not found").await;
+        let hello = kept_alive(tools, &tools_token);
+        greeted(tools, &hello, "not found").await;
+    }
+    let within = Duration::from_secs(u64::from(HAMMERED) - 2);
+    assert!(
+        started.elapsed() < within,
+        "the 60 handshakes outlasted the attack ({:?}): they did not all run under it",
+        started.elapsed()
+    );
+    let opened = intruder.connections().await;
+    assert!(
+        opened > 1000,
+        "the intruder opened only {opened} connections"
+    );
+    let refusals = client
+        .stderr()
+        .lines()
+        .filter(|l| l.contains(" WARN ") && (l.contains("refused a") || l.contains("closed a")))
+        .count();
+    // A kind per port at most, and at most two lines of a kind in the attack's 12 s.
+    assert!(
+        refusals <= 3 * 5,
+        "{refusals} log lines for {opened} refused connections:\n{}",
+        client.stderr()
+    );
     assert!(client.shutdown().await.success());
 }

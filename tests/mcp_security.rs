@@ -83,7 +83,7 @@ async fn only_the_token_holder_from_loopback_may_connect() {
 
     let stderr = client.stderr();
     assert!(
-        stderr.contains("refused a connection: wrong authorization token"),
+        stderr.contains("refused a request (wrong token): wrong authorization token"),
         "{stderr}"
     );
     assert!(stderr.contains("Origin"), "{stderr}");

@@ -1,22 +1,30 @@
-//! Who may hold a connection to a loopback port: at most [`Limits::connections`] at once (more
-//! are closed at once, with a log line), and a connection none of whose requests has passed the
-//! guard yet is closed when it goes [`Limits::idle`] without a byte either way or has not passed
-//! it within [`Limits::handshake`]. Without this anyone on the machine could hold a thousand
-//! silent sockets, no token needed, until agentls runs out of file descriptors. A connection
-//! whose request passed the guard ([`Connection::authenticated`]) stays as long as its client
-//! likes, between messages: a client that stops in the middle of a WebSocket frame (or of a
-//! fragmented message) or of an HTTP request (its head, or a body shorter than announced) for
-//! [`Limits::stall`] is closed, as it holds a reader of the server that waits for bytes that
-//! never come; so is one that trickles a request or frame, a byte now and then, for longer than
-//! [`Limits::message`]. Checking the token is `guard`'s business, not this module's.
+//! Who may hold a connection to a loopback port. Anyone on the machine can connect, so nobody
+//! without the token may take a place a client with it needs:
+//!
+//! - A connection that has not presented the token yet *waits*: it has [`Limits::handshake`]
+//!   from its accept to get a request through the guard, or it is closed. Waiting places are
+//!   counted per local account (the uid owning the client's socket, see [`owner`]): one account
+//!   has at most [`Limits::waiting_per_account`] of them and all together
+//!   [`Limits::waiting`], so another account's reconnect loop fills only its own share.
+//! - A request that passed the guard *admits* its connection ([`Connection::admit`]): it then
+//!   holds one of the port's [`Limits::connections`] slots, which waiting connections never
+//!   take, and stays as long as its client likes, between messages. A client that stops in the
+//!   middle of a WebSocket frame (or of a fragmented message) or of an HTTP request (its head, or
+//!   a body shorter than announced) for [`Limits::stall`] is closed, as it holds a reader of the
+//!   server that waits for bytes that never come; so is one that trickles a request or frame, a
+//!   byte now and then, for longer than [`Limits::message`].
+//!
+//! Refusals are logged through `refusals` (a line per kind per minute). Checking the token is
+//! `guard`'s business, not this module's.
 
+mod owner;
 mod requests;
 
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -27,21 +35,26 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
+use super::guard::Refusal;
+use super::refusals;
 use requests::RequestScan;
 
-/// The environment variable tests set to shorten the limits (`connections=8,handshake_ms=1000,
-/// idle_ms=300,stall_ms=300,message_ms=1000`); read once. It can only tighten them.
+/// The environment variable tests set to shorten the limits (`connections=8,handshake_ms=300,
+/// waiting_per_account=4,waiting=16,stall_ms=300,message_ms=1000`); read once. It can only
+/// tighten them.
 const LIMITS_VAR: &str = "AGENTLS_TEST_MCP_LIMITS";
 
-/// How long and how many connections may wait for their first request to pass the guard.
+/// How many connections a port holds, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Connections open at once on one port, authenticated or not.
+    /// Admitted connections (a request presented the token) open at once on one port.
     pub connections: usize,
+    /// Connections of one local account waiting to present the token, on one port.
+    pub waiting_per_account: usize,
+    /// Connections of all accounts waiting to present the token, on one port.
+    pub waiting: usize,
     /// From accepting a connection until a request of it must have passed the guard.
     pub handshake: Duration,
-    /// How long a connection that has not passed the guard may go without a byte either way.
-    pub idle: Duration,
     /// How long a client may go without a byte in the middle of a WebSocket frame or message,
     /// or of an HTTP request.
     pub stall: Duration,
@@ -51,11 +64,13 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// What a port allows: room for many agents, seconds for a real client's first request.
+    /// What a port allows: room for many agents; a real client sends its first request the
+    /// moment it connects (on loopback its bytes arrive in well under a millisecond).
     pub const DEFAULT: Self = Self {
         connections: 64,
-        handshake: Duration::from_secs(10),
-        idle: Duration::from_secs(5),
+        waiting_per_account: 8,
+        waiting: 256,
+        handshake: Duration::from_millis(500),
         stall: Duration::from_secs(10),
         message: Duration::from_secs(60),
     };
@@ -71,22 +86,23 @@ impl Limits {
 
     /// These limits, with every `name=value` of `spec` that is tighter applied.
     fn tightened(mut self, spec: &str) -> Self {
+        fn fewer(limit: &mut usize, n: u64) {
+            *limit = (*limit).min(n.max(1) as usize);
+        }
+        fn sooner(limit: &mut Duration, ms: u64) {
+            *limit = (*limit).min(Duration::from_millis(ms));
+        }
         for part in spec.split(',').filter(|p| !p.trim().is_empty()) {
             let parsed = part
                 .split_once('=')
                 .and_then(|(name, value)| Some((name.trim(), value.trim().parse::<u64>().ok()?)));
             match parsed {
-                Some(("connections", n)) => {
-                    self.connections = self.connections.min(n.max(1) as usize)
-                }
-                Some(("handshake_ms", ms)) => {
-                    self.handshake = self.handshake.min(Duration::from_millis(ms))
-                }
-                Some(("idle_ms", ms)) => self.idle = self.idle.min(Duration::from_millis(ms)),
-                Some(("stall_ms", ms)) => self.stall = self.stall.min(Duration::from_millis(ms)),
-                Some(("message_ms", ms)) => {
-                    self.message = self.message.min(Duration::from_millis(ms))
-                }
+                Some(("connections", n)) => fewer(&mut self.connections, n),
+                Some(("waiting_per_account", n)) => fewer(&mut self.waiting_per_account, n),
+                Some(("waiting", n)) => fewer(&mut self.waiting, n),
+                Some(("handshake_ms", ms)) => sooner(&mut self.handshake, ms),
+                Some(("stall_ms", ms)) => sooner(&mut self.stall, ms),
+                Some(("message_ms", ms)) => sooner(&mut self.message, ms),
                 _ => tracing::warn!("{LIMITS_VAR}: ignored {part:?}"),
             }
         }
@@ -94,18 +110,129 @@ impl Limits {
     }
 }
 
+/// The local account a connection came from: the uid owning the client's socket, `None` where
+/// the kernel does not say.
+type Account = Option<u32>;
+
+/// The connections of a port waiting to present the token, by account.
+#[derive(Debug, Default)]
+struct Waiting {
+    by_account: HashMap<Account, usize>,
+    total: usize,
+}
+
+/// Why a new connection was closed at once.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+enum NoPlace {
+    #[error("{count} connections of account {} are already waiting to present the token", account.map_or("unknown".to_owned(), |uid| uid.to_string()))]
+    Account { account: Account, count: usize },
+    #[error("{0} connections are already waiting to present the token")]
+    All(usize),
+}
+
+impl NoPlace {
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Account { .. } => "refused a connection (its account's share is taken)",
+            Self::All(_) => "refused a connection (every waiting place is taken)",
+        }
+    }
+}
+
+/// A connection's place among those waiting, given back when dropped.
+#[derive(Debug)]
+struct WaitingPlace {
+    waiting: Arc<Mutex<Waiting>>,
+    account: Account,
+}
+
+impl WaitingPlace {
+    fn take(
+        waiting: &Arc<Mutex<Waiting>>,
+        account: Account,
+        limits: &Limits,
+    ) -> Result<Self, NoPlace> {
+        let mut all = waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let count = all.by_account.get(&account).copied().unwrap_or(0);
+        if count >= limits.waiting_per_account {
+            return Err(NoPlace::Account { account, count });
+        }
+        if all.total >= limits.waiting {
+            return Err(NoPlace::All(all.total));
+        }
+        *all.by_account.entry(account).or_default() += 1;
+        all.total += 1;
+        Ok(Self {
+            waiting: Arc::clone(waiting),
+            account,
+        })
+    }
+}
+
+impl Drop for WaitingPlace {
+    fn drop(&mut self) {
+        let mut all = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        all.total -= 1;
+        if let Some(count) = all.by_account.get_mut(&self.account) {
+            *count -= 1;
+            if *count == 0 {
+                all.by_account.remove(&self.account);
+            }
+        }
+    }
+}
+
+/// Where a connection stands.
+#[derive(Debug)]
+enum Phase {
+    /// It has not presented the token: it holds a waiting place and is timed.
+    Waiting { _place: WaitingPlace },
+    /// A request of it passed the guard: it holds one of the port's slots.
+    Admitted { _slot: OwnedSemaphorePermit },
+    /// It is closed and holds nothing.
+    Closed,
+}
+
+#[derive(Debug)]
+struct Admission {
+    slots: Arc<Semaphore>,
+    capacity: usize,
+    phase: Mutex<Phase>,
+}
+
 /// One accepted connection, as request handlers see it (`ConnectInfo<Connection>`).
-#[derive(Debug, Clone, Default)]
-pub struct Connection(Arc<AtomicBool>);
+#[derive(Debug, Clone)]
+pub struct Connection(Arc<Admission>);
 
 impl Connection {
-    /// A request of this connection passed the guard: it is no longer timed.
-    pub fn authenticated(&self) {
-        self.0.store(true, Ordering::Relaxed);
+    /// A request of this connection passed the guard: it takes one of the port's slots (giving
+    /// back its waiting place) and is no longer timed. Refused with [`Refusal::Full`] when every
+    /// slot is taken (it then goes on waiting, and is closed at its deadline).
+    pub fn admit(&self) -> Result<(), Refusal> {
+        let mut phase = self.0.phase.lock().unwrap_or_else(|e| e.into_inner());
+        match &*phase {
+            Phase::Waiting { .. } => match Arc::clone(&self.0.slots).try_acquire_owned() {
+                Ok(slot) => {
+                    *phase = Phase::Admitted { _slot: slot };
+                    Ok(())
+                }
+                Err(_) => Err(Refusal::Full(self.0.capacity)),
+            },
+            Phase::Admitted { .. } => Ok(()),
+            Phase::Closed => Err(Refusal::Full(self.0.capacity)),
+        }
     }
 
-    fn is_authenticated(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+    fn is_admitted(&self) -> bool {
+        matches!(
+            *self.0.phase.lock().unwrap_or_else(|e| e.into_inner()),
+            Phase::Admitted { .. }
+        )
+    }
+
+    /// Gives back whatever place it holds.
+    fn close(&self) {
+        *self.0.phase.lock().unwrap_or_else(|e| e.into_inner()) = Phase::Closed;
     }
 }
 
@@ -132,6 +259,7 @@ pub struct LimitedListener {
     limits: Limits,
     protocol: Protocol,
     slots: Arc<Semaphore>,
+    waiting: Arc<Mutex<Waiting>>,
 }
 
 impl LimitedListener {
@@ -143,6 +271,7 @@ impl LimitedListener {
             limits,
             protocol,
             slots: Arc::new(Semaphore::new(limits.connections)),
+            waiting: Arc::default(),
         }
     }
 }
@@ -152,18 +281,22 @@ impl Listener for LimitedListener {
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (LimitedStream, SocketAddr) {
+        let server = SocketAddr::from(([127, 0, 0, 1], self.port));
         loop {
             let (stream, peer) = Listener::accept(&mut self.socket).await;
-            match Arc::clone(&self.slots).try_acquire_owned() {
-                Ok(slot) => {
-                    let stream = LimitedStream::new(stream, slot, self.limits, self.protocol);
+            let account = owner::uid(peer, server);
+            match WaitingPlace::take(&self.waiting, account, &self.limits) {
+                Ok(place) => {
+                    let admission = Admission {
+                        slots: Arc::clone(&self.slots),
+                        capacity: self.limits.connections,
+                        phase: Mutex::new(Phase::Waiting { _place: place }),
+                    };
+                    let connection = Connection(Arc::new(admission));
+                    let stream = LimitedStream::new(stream, connection, self.limits, self.protocol);
                     return (stream, peer);
                 }
-                Err(_) => tracing::warn!(
-                    port = self.port,
-                    "refused a connection: {} are open already (the most a port takes)",
-                    self.limits.connections
-                ),
+                Err(no_place) => refusals::refused(no_place.kind(), self.port, no_place),
             }
         }
     }
@@ -173,18 +306,17 @@ impl Listener for LimitedListener {
     }
 }
 
-/// An accepted socket holding its slot, closed when its deadline passes before it authenticated.
+/// An accepted socket holding its place, closed when its handshake deadline passes before a
+/// request of it was admitted. Dropping it gives its place back before the socket closes: a
+/// client that saw the close may connect again at once and find it free.
 #[derive(Debug)]
 pub struct LimitedStream {
-    /// Its place among the port's connections. Given back before the socket closes (fields
-    /// drop in order): a client that saw the close may connect again at once and find it free.
-    _slot: OwnedSemaphorePermit,
     stream: TcpStream,
     connection: Connection,
-    idle: Duration,
-    handshake_by: Instant,
-    /// The next moment it is closed unless it authenticated; `None` once it has.
+    port: u16,
+    /// The moment it is closed unless admitted; `None` once it has been.
     deadline: Option<Pin<Box<Sleep>>>,
+    handshake: Duration,
     /// Where the client is in its requests or frames.
     scan: Scan,
     stall: Duration,
@@ -197,23 +329,14 @@ pub struct LimitedStream {
 }
 
 impl LimitedStream {
-    fn new(
-        stream: TcpStream,
-        slot: OwnedSemaphorePermit,
-        limits: Limits,
-        protocol: Protocol,
-    ) -> Self {
-        let now = Instant::now();
-        let handshake_by = now + limits.handshake;
+    fn new(stream: TcpStream, connection: Connection, limits: Limits, protocol: Protocol) -> Self {
+        let port = stream.local_addr().map_or(0, |a| a.port());
         Self {
             stream,
-            connection: Connection::default(),
-            _slot: slot,
-            idle: limits.idle,
-            handshake_by,
-            deadline: Some(Box::pin(tokio::time::sleep_until(
-                handshake_by.min(now + limits.idle),
-            ))),
+            connection,
+            port,
+            deadline: Some(Box::pin(tokio::time::sleep(limits.handshake))),
+            handshake: limits.handshake,
             scan: match protocol {
                 Protocol::Http => Scan::Requests(RequestScan::default()),
                 Protocol::WebSocket => Scan::Frames(FrameScan::default()),
@@ -280,9 +403,9 @@ impl LimitedStream {
         true
     }
 
-    /// Whether its time is up (registering for the deadline when it is not).
+    /// Whether its time to be admitted is up (registering for the deadline when it is not).
     fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        if self.connection.is_authenticated() {
+        if self.deadline.is_some() && self.connection.is_admitted() {
             self.deadline = None;
         }
         let Some(deadline) = self.deadline.as_mut() else {
@@ -291,21 +414,19 @@ impl LimitedStream {
         if deadline.as_mut().poll(cx).is_pending() {
             return false;
         }
-        let why = if Instant::now() >= self.handshake_by {
-            "no request with the token in time"
-        } else {
-            "idle before presenting the token"
-        };
-        tracing::debug!("closed a connection: {why}");
+        refusals::refused(
+            "closed a connection (no request with the token in time)",
+            self.port,
+            format_args!("not admitted within {:?} of connecting", self.handshake),
+        );
+        self.connection.close();
         true
     }
+}
 
-    /// Bytes moved: an unauthenticated connection's idle time starts again.
-    fn active(&mut self) {
-        if let Some(deadline) = self.deadline.as_mut() {
-            let next = self.handshake_by.min(Instant::now() + self.idle);
-            deadline.as_mut().reset(next);
-        }
+impl Drop for LimitedStream {
+    fn drop(&mut self) {
+        self.connection.close();
     }
 }
 
@@ -332,7 +453,6 @@ impl AsyncRead for LimitedStream {
                 "the client stopped in the middle of a request or frame",
             ))),
             Poll::Ready(Ok(())) if buf.filled().len() > before => {
-                this.active();
                 this.scan(&buf.filled()[before..]);
                 Poll::Ready(Ok(()))
             }
@@ -350,10 +470,6 @@ impl AsyncWrite for LimitedStream {
         let this = self.get_mut();
         match Pin::new(&mut this.stream).poll_write(cx, data) {
             Poll::Pending if this.expired(cx) => Poll::Ready(Err(timed_out())),
-            Poll::Ready(Ok(n)) if n > 0 => {
-                this.active();
-                Poll::Ready(Ok(n))
-            }
             written => written,
         }
     }
@@ -498,18 +614,19 @@ mod tests {
     #[test]
     fn the_environment_can_only_tighten_the_limits() {
         let tight = Limits::DEFAULT
-            .tightened("connections=8, idle_ms=300,handshake_ms=1000,message_ms=2000");
+            .tightened("connections=8, waiting_per_account=2,handshake_ms=300,message_ms=2000");
         assert_eq!(
             tight,
             Limits {
                 connections: 8,
-                handshake: Duration::from_secs(1),
-                idle: Duration::from_millis(300),
+                waiting_per_account: 2,
+                waiting: Limits::DEFAULT.waiting,
+                handshake: Duration::from_millis(300),
                 stall: Limits::DEFAULT.stall,
                 message: Duration::from_secs(2),
             }
         );
-        let loose = Limits::DEFAULT.tightened("connections=100000,idle_ms=999999,bogus=1,x");
+        let loose = Limits::DEFAULT.tightened("connections=100000,handshake_ms=999999,bogus=1,x");
         assert_eq!(loose, Limits::DEFAULT);
         assert_eq!(Limits::DEFAULT.tightened("connections=0").connections, 1);
     }

@@ -11,9 +11,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
     PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
@@ -25,7 +25,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::connections::{Connection, Limits, Protocol};
+use super::connections::{Limits, Protocol};
 use super::frames::MAX_MESSAGE_BYTES;
 use super::guard::{self, TokenHeader};
 use super::outcome::{ToolError, into_mcp};
@@ -82,20 +82,12 @@ async fn check(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
     let checked = guard::check_with(request.headers(), gate.port, TokenHeader::Bearer, |t| {
         grants.holder(t)
     });
-    match checked {
+    match checked.and_then(|holder| super::http::admit(&request).map(|()| holder)) {
         Ok(holder) => {
-            if let Some(ConnectInfo(connection)) =
-                request.extensions().get::<ConnectInfo<Connection>>()
-            {
-                connection.authenticated();
-            }
             request.extensions_mut().insert(holder);
             next.run(request).await
         }
-        Err(refusal) => {
-            tracing::warn!("editor tools: refused an HTTP request: {refusal}");
-            (refusal.status(), refusal.to_string()).into_response()
-        }
+        Err(refusal) => refusal.answer(gate.port),
     }
 }
 

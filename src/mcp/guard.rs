@@ -1,10 +1,13 @@
 //! Who may talk to the loopback socket: every HTTP request (a WebSocket upgrade or a Streamable
 //! HTTP call) must name our own address as its `Host`, carry no `Origin` (browsers always send
 //! one; terminal agents never do) and present the token. A refusal says which rule failed, for
-//! the log and the 4xx body; it never reveals the token.
+//! the log and the 4xx body; it never reveals the token. What it turns away is logged through
+//! `refusals`, a line per kind per minute.
 
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse as _, Response};
 
+use super::refusals;
 use super::token::AuthToken;
 
 /// Where the token travels.
@@ -34,6 +37,9 @@ pub enum Refusal {
     /// A token, but not ours.
     #[error("wrong authorization token")]
     WrongToken,
+    /// The token, but every connection slot of the port is taken.
+    #[error("{0} connections are open already (the most a port takes)")]
+    Full(usize),
 }
 
 impl Refusal {
@@ -42,7 +48,25 @@ impl Refusal {
         match self {
             Self::Origin(_) | Self::Host(_) => StatusCode::FORBIDDEN,
             Self::NoToken | Self::WrongToken => StatusCode::UNAUTHORIZED,
+            Self::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
+    }
+
+    /// Its kind, for the bounded log.
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Origin(_) => "refused a request (from a web page)",
+            Self::Host(_) => "refused a request (for another host)",
+            Self::NoToken => "refused a request (no token)",
+            Self::WrongToken => "refused a request (wrong token)",
+            Self::Full(_) => "refused a connection (every slot is taken)",
+        }
+    }
+
+    /// The answer to the request it turned away on `port`, logged (bounded).
+    pub fn answer(self, port: u16) -> Response {
+        refusals::refused(self.kind(), port, &self);
+        (self.status(), self.to_string()).into_response()
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use axum::Router;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -66,23 +66,23 @@ pub fn router(port: u16, token: AuthToken, editor: EditorAccess) -> Router {
 }
 
 async fn check(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
-    match guard::check(
+    let admitted = guard::check(
         request.headers(),
         gate.port,
         &gate.token,
         TokenHeader::Bearer,
-    ) {
-        Ok(()) => {
-            if let Some(ConnectInfo(connection)) =
-                request.extensions().get::<ConnectInfo<Connection>>()
-            {
-                connection.authenticated();
-            }
-            next.run(request).await
-        }
-        Err(refusal) => {
-            tracing::warn!("refused an HTTP request: {refusal}");
-            (refusal.status(), refusal.to_string()).into_response()
-        }
+    )
+    .and_then(|()| admit(&request));
+    match admitted {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => refusal.answer(gate.port),
+    }
+}
+
+/// Admits the connection of `request`, which passed the guard (see [`Connection::admit`]).
+pub(super) fn admit(request: &Request) -> Result<(), guard::Refusal> {
+    match request.extensions().get::<ConnectInfo<Connection>>() {
+        Some(ConnectInfo(connection)) => connection.admit(),
+        None => Ok(()),
     }
 }

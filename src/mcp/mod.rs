@@ -23,6 +23,7 @@ mod guard;
 mod http;
 pub mod lockfile;
 mod outcome;
+mod refusals;
 mod session;
 mod shapes;
 mod tools;

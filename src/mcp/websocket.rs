@@ -71,11 +71,11 @@ async fn upgrade(
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let carrier = TokenHeader::Plain(WS_TOKEN_HEADER);
-    if let Err(refusal) = guard::check(&headers, listener.port, &listener.token, carrier) {
-        tracing::warn!("refused a connection: {refusal}");
-        return (refusal.status(), refusal.to_string()).into_response();
+    let admitted = guard::check(&headers, listener.port, &listener.token, carrier)
+        .and_then(|()| connection.admit());
+    if let Err(refusal) = admitted {
+        return refusal.answer(listener.port);
     }
-    connection.authenticated();
     let ws = match ws {
         Ok(ws) => ws,
         Err(rejection) => {

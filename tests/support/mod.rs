@@ -9,6 +9,7 @@
 
 pub mod agents;
 pub mod http;
+pub mod intruder;
 pub mod mcp_client;
 pub mod mock_llm;
 pub mod peers;
