@@ -143,7 +143,8 @@ pub struct ChatConfig {
     /// What makes a line comment a comment prompt (default `agent:`; empty: none are).
     pub comment_marker: String,
     /// Where chat documents live, a folder per workspace in it (default
-    /// `$XDG_STATE_HOME/agentls/chats`, outside every repository).
+    /// `$XDG_STATE_HOME/agentls/chats`, outside every repository). Only the user's config file
+    /// may set it: agentls writes there.
     pub directory: Option<PathBuf>,
 }
 
@@ -186,6 +187,29 @@ pub struct Config {
     pub mcp: McpConfig,
     /// Conversations with agents.
     pub chat: ChatConfig,
+    /// How much of the editor's files goes along with a prompt.
+    pub context: ContextConfig,
+}
+
+/// How much of the editor's files goes along with a prompt (mentioned files, the selection or
+/// file a prompt is about): past a limit the agent gets the start and a note that it was cut,
+/// and the user is told. Only the user's config file may set these.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ContextConfig {
+    /// The most of one file (default 2 MiB).
+    pub max_file_bytes: u64,
+    /// The most of all the files of one message together (default 4 MiB).
+    pub max_message_bytes: u64,
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        Self {
+            max_file_bytes: 2 * 1024 * 1024,
+            max_message_bytes: 4 * 1024 * 1024,
+        }
+    }
 }
 
 /// The name of the built-in demo agent, used when no agent is configured.
@@ -474,12 +498,19 @@ fn looser_than(config: &Config, limits: &Config) -> Option<String> {
     if config.mcp.enabled && !limits.mcp.enabled {
         return Some("mcp.enabled".into());
     }
+    if config.context.max_file_bytes > limits.context.max_file_bytes {
+        return Some("context.maxFileBytes".into());
+    }
+    if config.context.max_message_bytes > limits.context.max_message_bytes {
+        return Some("context.maxMessageBytes".into());
+    }
     None
 }
 
 /// Removes from a layer the editor sent what only the user's file may say: what agentls runs
-/// (`agents`) and anything that loosens the guard rails (`fs.allowOutsideWorkspace`,
-/// `review.autoAccept`, `review.agents.<name>.autoAccept` set to true). Editor settings can come
+/// (`agents`), where it writes its own files (`chat.directory`), and anything that loosens the
+/// guard rails (`fs.allowOutsideWorkspace`, `review.autoAccept`,
+/// `review.agents.<name>.autoAccept` set to true). Editor settings can come
 /// from a workspace file, and a workspace must not be able to turn reviews or the workspace
 /// boundary off; nor turn the terminal-agent server on when the file turned it off
 /// (`mcp_off_by_file`). Tightening (setting them false) is fine.
@@ -540,6 +571,20 @@ fn refuse_from_editor(
             "access outside the workspace can be allowed",
         );
     }
+    if map.remove("context").is_some() {
+        refuse(
+            "context".into(),
+            "how much of your files goes to agents can be set",
+        );
+    }
+    if let Some(chat) = map.get_mut("chat").and_then(Value::as_object_mut)
+        && chat.remove("directory").is_some()
+    {
+        refuse(
+            "chat.directory".into(),
+            "where agentls keeps its chats can be set",
+        );
+    }
     if let Some(review) = map.get_mut("review").and_then(Value::as_object_mut) {
         if loosening(review.get("autoAccept")) {
             review.remove("autoAccept");
@@ -574,6 +619,12 @@ fn still_loosens(value: &Value) -> Option<String> {
     }
     if config.review.auto_accept {
         return Some("review.autoAccept".into());
+    }
+    if config.chat.directory.is_some() {
+        return Some("chat.directory".into());
+    }
+    if config.context != ContextConfig::default() {
+        return Some("context".into());
     }
     config
         .review
@@ -707,6 +758,27 @@ mod tests {
             loaded.config.review.max_preview_lines, 4,
             "the rest of the layer applies"
         );
+    }
+
+    /// Where agentls writes its chats and how much of the user's files goes to agents are the
+    /// user's file's to say: from the editor both are refused, the rest of the layer applies.
+    #[test]
+    fn editor_cannot_say_where_chats_go_or_how_much_context_goes() {
+        let (_dir, mut layers) =
+            layers_with_file("[context]\nmaxFileBytes = 1000\n[chat]\ndirectory = \"/mine\"\n");
+        layers.set_initialization_options(Some(json!({
+            "chat": {"directory": "/tmp/shared", "commentMarker": "ai:"},
+            "context": {"maxFileBytes": 100000000},
+        })));
+        let loaded = layers.load();
+        let keys: Vec<&str> = loaded.problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["context", "chat.directory"]);
+        assert_eq!(
+            loaded.config.chat.directory.as_deref(),
+            Some(Path::new("/mine"))
+        );
+        assert_eq!(loaded.config.context.max_file_bytes, 1000);
+        assert_eq!(loaded.config.chat.comment_marker, "ai:");
     }
 
     /// serde reads a struct from an array too: no encoding gets past the guard rails.

@@ -1,5 +1,5 @@
 //! The `agentls` command line: serve LSP on stdio (the default), `doctor`, `demo`,
-//! `demo-agent`, `mcp-bridge`, or `discovery-guard`.
+//! `demo-agent`, `mcp-bridge`, or `guard`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,10 +39,14 @@ enum Command {
         /// The server, `http://127.0.0.1:<port>/mcp`.
         url: String,
     },
-    /// Remove the discovery files named on stdin once stdin ends (started by the server, which
-    /// holds the other end: they go even when the server is killed).
+    /// Once stdin ends, remove the discovery files named on it and end every process carrying
+    /// the run's MARK (started by the server, which holds the other end: they go even when the
+    /// server is killed).
     #[command(hide = true)]
-    DiscoveryGuard,
+    Guard {
+        /// The run's mark in the environment of the processes it started.
+        mark: String,
+    },
     /// Walk through agentls's main job with the demo agent, no editor needed: prompt, streamed
     /// answer, review, accept, file written.
     Demo {
@@ -77,8 +81,8 @@ fn main() -> ExitCode {
         Command::Serve => serve(),
         Command::DemoAgent => demo_agent(),
         Command::McpBridge { url } => mcp_bridge(&url),
-        Command::DiscoveryGuard => {
-            agentls::mcp::discovery_guard::run();
+        Command::Guard { mark } => {
+            agentls::guard::run(&mark);
             ExitCode::SUCCESS
         }
         Command::Demo { dir } => {
@@ -144,8 +148,9 @@ const DESCENDANTS_END_LIMIT: std::time::Duration = std::time::Duration::from_sec
 
 fn serve() -> ExitCode {
     agentls::memory::limit_arenas();
-    // Before any thread: the discovery files this server writes go even if it is killed.
-    agentls::mcp::discovery_guard::start();
+    // Before any thread: the discovery files this server writes, and every process it starts,
+    // go even if it is killed.
+    agentls::guard::start();
     // On a pipe, the server can tell when the editor has read its replies.
     #[cfg(unix)]
     let unread = agentls::lsp::pipe_unread(std::io::stdout());
@@ -230,10 +235,7 @@ fn init_logging(log_file: Option<&std::path::Path>, filter_var: &str) -> anyhow:
         .with_filter(filter(stderr_default));
     let file = match log_file {
         Some(path) => {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
+            let file = agentls::private_files::open_to_append(path)
                 .with_context(|| format!("cannot open log file {}", path.display()))?;
             Some(
                 tracing_subscriber::fmt::layer()

@@ -128,3 +128,58 @@ async fn a_daemon_a_command_detaches_does_not_outlive_agentls() {
         panic!("the daemon {daemon} an agent's command detached outlived agentls");
     }
 }
+
+/// The agent's command for [`nothing_an_agent_started_outlives_a_killed_server`]: the demo
+/// agent inside a shell deaf to SIGTERM and SIGHUP that writes its pid to `agent.pid`, starts
+/// a daemon by a double fork (its pid in `forked.pid`) and, once the demo agent ends (at the
+/// end of its input), goes on sleeping: an agent that outlives agentls unless something ends it.
+fn deaf_agent_toml() -> String {
+    let script = format!(
+        "trap '' TERM HUP; echo $$ > agent.pid;          (sleep 600 >/dev/null 2>&1 & echo $! > forked.pid) &          {:?} demo-agent; exec sleep 600",
+        env!("CARGO_BIN_EXE_agentls")
+    );
+    support::agents::agent_toml("demo", "deaf", &["/bin/sh", "-c", &script], &[], "")
+}
+
+/// Killed with SIGKILL (as Helix's `:q!` does), agentls runs none of its own cleanup; still
+/// nothing an agent started outlives it, within about a second: not the agent (which ignores
+/// the end of its input and SIGTERM), not a daemon its command detached with `setsid`, not one
+/// it detached by a double fork.
+#[tokio::test]
+async fn nothing_an_agent_started_outlives_a_killed_server() {
+    let client = running_commands(Some(&deaf_agent_toml())).await;
+    let pid_file = |name: &str| client.workspace.join(format!("{name}.pid"));
+    let script = format!(
+        "setsid sh -c 'echo $$ > \"{s}\"; exec sleep 600' >/dev/null 2>&1 &\n\
+         while [ ! -s \"{s}\" ]; do sleep 0.01; done\n",
+        s = pid_file("setsid").display(),
+    );
+    std::fs::write(client.workspace.join("daemons.sh"), script).unwrap();
+    client.prompt("@run sh daemons.sh").await;
+    let said = client.take_message("demo: end_turn").await;
+    assert!(said.contains("exited with Some(0)"), "{said}");
+    let mut pids = Vec::new();
+    for name in ["agent", "setsid", "forked"] {
+        let pid = written_pid(&pid_file(name)).await;
+        assert!(runs(pid), "{name} ({pid}) did not start");
+        pids.push((name, pid));
+    }
+
+    let killed = std::time::Instant::now();
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(client.pid() as i32, libc::SIGKILL) }, 0);
+    let all_gone = || pids.iter().all(|(_, pid)| !runs(*pid));
+    let gone = support::eventually(all_gone).await;
+    let took = killed.elapsed();
+    let left: Vec<_> = pids.iter().filter(|(_, pid)| runs(*pid)).collect();
+    for (_, pid) in &left {
+        // SAFETY: as above.
+        unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+    }
+    assert!(gone.is_some(), "{left:?} outlived a killed agentls");
+    println!("all ended {took:?} after agentls was killed");
+    assert!(
+        took < std::time::Duration::from_secs(3),
+        "ended only after {took:?}"
+    );
+}

@@ -814,7 +814,7 @@ struct Run<'r> {
     shape: Shape,
     /// Clients stopped by a restart, kept for their homes (the chat documents live there).
     retired: Vec<TestClient>,
-    _home: tempfile::TempDir,
+    home: tempfile::TempDir,
 }
 
 impl<'r> Run<'r> {
@@ -853,7 +853,7 @@ impl<'r> Run<'r> {
             _ => recipe.table,
         };
         let toml = agent_toml(recipe.name, &wire_name, &argv_refs, &env_refs, table);
-        let client = agentls(&toml, shape, None).await;
+        let client = agentls(&toml, shape, None, &home.path().join("agentls-state")).await;
         for (relative, text) in &launched.workspace {
             std::fs::write(client.workspace.join(relative), text).unwrap();
         }
@@ -865,7 +865,7 @@ impl<'r> Run<'r> {
             toml,
             shape,
             retired: Vec::new(),
-            _home: home,
+            home,
         }
     }
 
@@ -873,7 +873,8 @@ impl<'r> Run<'r> {
     async fn restart(&mut self) {
         assert!(self.client.stop().await.success());
         let workspace = Some(self.client.workspace.clone());
-        let next = agentls(&self.toml, self.shape, workspace).await;
+        let state = self.home.path().join("agentls-state");
+        let next = agentls(&self.toml, self.shape, workspace, &state).await;
         self.retired.push(std::mem::replace(&mut self.client, next));
     }
 
@@ -1231,10 +1232,17 @@ enum Send {
 
 /// agentls with `toml` as its config, initialized as a `shape` editor, in `workspace` (a new
 /// one when `None`).
-async fn agentls(toml: &str, shape: Shape, workspace: Option<std::path::PathBuf>) -> TestClient {
+/// agentls with `toml` as its config, initialized as `shape` says, keeping its state (its chats)
+/// in `state`: a restart passes the same, as the same user's editor would.
+async fn agentls(
+    toml: &str,
+    shape: Shape,
+    workspace: Option<std::path::PathBuf>,
+    state: &std::path::Path,
+) -> TestClient {
     let client = TestClient::start(Options {
         config_toml: Some(toml.to_owned()),
-        env: Vec::new(),
+        env: vec![("XDG_STATE_HOME".into(), state.display().to_string())],
         workspace,
     })
     .await;

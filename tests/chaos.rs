@@ -135,13 +135,13 @@ async fn still_serves(client: &TestClient, uri: &str, what: &str) -> Duration {
 }
 
 /// No child of agentls is a zombie, and none runs that is not the current demo agent (or the
-/// watcher of its discovery files, `agentls discovery-guard`, there all along).
+/// watcher that cleans up after it, `agentls guard <mark>`, there all along).
 async fn no_zombies(server: u32) {
     let clean = || {
         let kids = children(server);
         let agents = kids
             .iter()
-            .filter(|pid| !cmdline(**pid).ends_with("discovery-guard"))
+            .filter(|pid| !cmdline(**pid).contains(" guard "))
             .count();
         kids.iter().all(|pid| state(*pid) != Some('Z')) && agents <= 1
     };

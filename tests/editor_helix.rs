@@ -444,3 +444,86 @@ fn helix_answers_stops_and_follows_a_proposal_from_a_chat() {
     helix.type_text(":qa!");
     helix.keys(&["Enter"]);
 }
+
+/// An agent that outlives agentls unless something ends it: the demo agent inside a shell deaf
+/// to SIGTERM and SIGHUP, which starts a daemon with `setsid` and one by a double fork, writes
+/// the three pids to `<name>.pid` in the workspace, and sleeps on once the demo agent ends.
+fn deaf_agent_config() -> String {
+    let script = format!(
+        "trap '' TERM HUP; echo $$ > agent.pid; \
+         setsid sh -c 'echo $$ > setsid.pid; exec sleep 600' >/dev/null 2>&1 & \
+         (sleep 600 >/dev/null 2>&1 & echo $! > forked.pid) & \
+         {:?} demo-agent; exec sleep 600",
+        env!("CARGO_BIN_EXE_agentls")
+    );
+    format!(
+        "[agents.demo]\ncommand = \"/bin/sh\"\nargs = [\"-c\", {}]\n",
+        serde_json::to_string(&script).unwrap()
+    )
+}
+
+/// `:q!` in Helix kills agentls with SIGKILL (no cleanup of its own runs); the agent, deaf to
+/// the end of its input and to SIGTERM, and the daemons it detached end all the same, within
+/// about a second.
+#[test]
+fn quitting_helix_leaves_no_agent_running() {
+    let Some(hx) = peers::binary("AGENTLS_TEST_HELIX", "Helix") else {
+        return;
+    };
+    let Some(tmux) = peers::binary("AGENTLS_TEST_TMUX", "tmux") else {
+        return;
+    };
+    let sandbox = Sandbox::create();
+    std::fs::write(sandbox.workspace.join("notes.rs"), NOTES).unwrap();
+    let agentls_config = sandbox.root.join("config/agentls");
+    std::fs::create_dir_all(&agentls_config).unwrap();
+    std::fs::write(agentls_config.join("config.toml"), deaf_agent_config()).unwrap();
+    let helix = Helix::start(&tmux, &hx, &sandbox, "notes.rs");
+    helix.wait_for("1  keep");
+    helix.wait_for_server();
+    helix.type_text(r#":lsp-workspace-command agentls.prompt {"text": "hello"}"#);
+    helix.keys(&["Enter"]);
+    helix.wait_for("demo: end_turn");
+    let pid_of = |name: &str| {
+        std::fs::read_to_string(sandbox.workspace.join(format!("{name}.pid")))
+            .ok()?
+            .trim()
+            .parse::<u32>()
+            .ok()
+    };
+    let names = ["agent", "setsid", "forked"];
+    let deadline = Instant::now() + SCREEN_WAIT;
+    while names.iter().any(|n| pid_of(n).is_none()) {
+        assert!(Instant::now() < deadline, "the agent never wrote its pids");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pids: Vec<(&str, u32)> = names.iter().map(|n| (*n, pid_of(n).unwrap())).collect();
+    for (name, pid) in &pids {
+        assert!(
+            support::processes::runs(pid),
+            "{name} ({pid}) is not running"
+        );
+    }
+    helix.type_text(":q!");
+    helix.keys(&["Enter"]);
+    helix.screen.wait_exit();
+    let quit = Instant::now();
+    let left = || -> Vec<(&str, u32)> {
+        pids.iter()
+            .copied()
+            .filter(|(_, pid)| support::processes::runs(pid))
+            .collect()
+    };
+    while !left().is_empty() && quit.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (took, left) = (quit.elapsed(), left());
+    for (_, pid) in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert!(left.is_empty(), "{left:?} outlived Helix and agentls");
+    eprintln!("all ended {took:?} after Helix quit");
+    assert!(took < Duration::from_secs(3), "ended only after {took:?}");
+}

@@ -418,7 +418,7 @@ async fn a_shared_discovery_directory_others_may_swap_gets_no_file() {
     let stderr = client.stderr();
     assert!(
         stderr.contains("no companion discovery file: refusing")
-            && stderr.contains("writable by every user"),
+            && stderr.contains("every user may write"),
         "{stderr}"
     );
     // Agents started in our terminals still get everything from their environment.

@@ -654,3 +654,54 @@ async fn a_killed_server_leaves_no_discovery_file() {
     let gone = support::eventually(|| !lock.path.exists() && !companion.exists()).await;
     assert!(gone.is_some(), "left: {:?} {:?}", lock.path, companion);
 }
+
+/// What the user selects in a file outside the workspace folders stays out of the terminal
+/// agent's tools (no selection, no tab, no dirty state), unless `fs.allowOutsideWorkspace` is set
+/// in the user's config file.
+#[tokio::test]
+async fn editor_tools_see_only_the_workspace_unless_the_config_allows_more() {
+    for allowed in [false, true] {
+        let config = allowed.then(|| "[fs]\nallowOutsideWorkspace = true\n".to_owned());
+        let client = TestClient::start_initialized(Options {
+            config_toml: config,
+            ..Options::default()
+        })
+        .await;
+        let mcp = connected(&client, "test-agent").await;
+        let secret = client.home.path().join("secrets.txt");
+        let uri = client
+            .open_unsaved(&secret, "text", "api-key = hunter2\n")
+            .await;
+        client.select(&uri, range(0, 0, 0, 17)).await;
+        client.server_state().await;
+        let current = mcp.json("getCurrentSelection", json!({})).await;
+        let latest = mcp.json("getLatestSelection", json!({})).await;
+        let tabs = mcp.json("getOpenEditors", json!({})).await;
+        let path = secret.display().to_string();
+        let dirty = mcp
+            .json("checkDocumentDirty", json!({"filePath": path}))
+            .await;
+        let seen = |v: &Value| v.to_string().contains("hunter2") || v.to_string().contains(&path);
+        if allowed {
+            assert_eq!(current["text"], "api-key = hunter2", "{current}");
+            assert_eq!(latest["text"], "api-key = hunter2", "{latest}");
+            assert_eq!(tabs["tabs"].as_array().unwrap().len(), 1, "{tabs}");
+            assert_eq!(dirty["success"], true, "{dirty}");
+        } else {
+            assert_eq!(
+                current,
+                json!({"success": false, "message": "No active editor found"})
+            );
+            assert_eq!(
+                latest,
+                json!({"success": false, "message": "No selection available"})
+            );
+            assert_eq!(tabs, json!({"tabs": []}));
+            assert_eq!(dirty["success"], false, "{dirty}");
+            for answer in [&current, &latest, &tabs] {
+                assert!(!seen(answer), "{answer}");
+            }
+        }
+        assert!(client.shutdown().await.success());
+    }
+}

@@ -393,3 +393,40 @@ async fn the_bridge_answers_a_refused_request_with_an_error() {
     assert!(exited.unwrap().unwrap().success());
     assert!(client.shutdown().await.success());
 }
+
+/// A session `agentls.newSession` made and another replaced as current (the next prompt went to
+/// its chat's session), or one replaced while its turn ran, is freed once nothing keeps it (no
+/// chat, no turn, no question): its editor-tools token is refused from then on, and the
+/// sessions do not pile up however often this is done.
+#[tokio::test]
+async fn sessions_nothing_can_reach_are_freed_with_their_tokens() {
+    const ROUNDS: usize = 30;
+    let (client, _uri) = started(&[], "").await;
+    for _ in 0..ROUNDS {
+        // A turn long enough to be running when the next session replaces its own.
+        client.prompt("@flood 200 hello").await;
+        client
+            .execute("agentls.newSession", json!({}))
+            .await
+            .unwrap();
+    }
+    let given = sessions_given(&client, ROUNDS + 1).await;
+    // Once every turn has ended, two are left: the one the prompts' chat talks to (the first)
+    // and the current one (the last).
+    let kept = support::agents::eventually_async(|| async {
+        let status = client.agent_status().await;
+        status["agents"][0]["sessions"].as_array().unwrap().len() == 2
+    })
+    .await;
+    let status = client.agent_status().await;
+    assert!(kept.is_some(), "kept after {ROUNDS} rounds: {status:#}");
+    let (url, chats) = http_grant(&given[0].1);
+    let (_, replaced) = http_grant(&given[1].1);
+    let (refused, body) = status_with(&url, Some(&replaced)).await;
+    assert_eq!((refused, body.as_str()), (401, "wrong authorization token"));
+    let (_, current) = http_grant(&given[ROUNDS].1);
+    for live in [chats, current] {
+        assert_eq!(status_with(&url, Some(&live)).await.0, 200);
+    }
+    assert!(client.shutdown().await.success());
+}

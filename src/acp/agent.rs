@@ -307,7 +307,9 @@ impl RunningAgent {
         chat: &Path,
         earlier: Option<&str>,
     ) -> Result<ChatSession, AgentFailure> {
-        if let Some(id) = self.lock_sessions().take_up(chat) {
+        let taken_up = self.lock_sessions().take_up(chat);
+        if let Some((id, replaced)) = taken_up {
+            self.release(replaced);
             return Ok(ChatSession {
                 id,
                 how: Claimed::Already,
@@ -316,7 +318,8 @@ impl RunningAgent {
         if let Some(earlier) = earlier.filter(|_| self.info.load_session) {
             match self.load_session(earlier).await {
                 Ok(()) => {
-                    self.lock_sessions().claim(chat, earlier);
+                    let replaced = self.lock_sessions().claim(chat, earlier);
+                    self.release(replaced);
                     return Ok(ChatSession {
                         id: earlier.to_owned(),
                         how: Claimed::Loaded,
@@ -337,7 +340,8 @@ impl RunningAgent {
             Some(id) => id,
             None => self.new_session().await?,
         };
-        self.lock_sessions().claim(chat, &id);
+        let replaced = self.lock_sessions().claim(chat, &id);
+        self.release(replaced);
         Ok(ChatSession {
             id,
             how: Claimed::Given,
@@ -347,6 +351,28 @@ impl RunningAgent {
     /// The current session, if there is one.
     pub fn current_session(&self) -> Option<String> {
         self.lock_sessions().current.clone()
+    }
+
+    /// The session no longer current that nothing reaches (no chat talks to it, no command goes
+    /// back to it): its state goes, and its editor-tools token with it, unless a turn or a
+    /// question of it is still open (then it goes when its turn ends).
+    fn release(&self, replaced: Option<String>) {
+        if let Some(replaced) = replaced {
+            self.link.forget_if_idle(&replaced);
+        }
+    }
+
+    /// Forgets session `id` (and revokes its editor-tools token) when nothing can reach it any
+    /// more: it is not current, no chat talks to it, and no turn or question of it is open.
+    /// Called when its turn ends, so that sessions replaced meanwhile do not pile up.
+    pub fn release_if_unreachable(&self, id: &str) {
+        let reachable = {
+            let sessions = self.lock_sessions();
+            sessions.current.as_deref() == Some(id) || sessions.chats.values().any(|c| c == id)
+        };
+        if !reachable {
+            self.link.forget_if_idle(id);
+        }
     }
 
     fn lock_sessions(&self) -> std::sync::MutexGuard<'_, Sessions> {
@@ -373,11 +399,7 @@ impl RunningAgent {
             super::updates::apply(&self.link, early);
         }
         let replaced = self.lock_sessions().make_current(&id);
-        // Nothing can reach it any more (no chat talks to it, no command goes back to it):
-        // its state goes, unless a turn or a question of it is still open.
-        if let Some(replaced) = replaced {
-            self.link.forget_if_idle(&replaced);
-        }
+        self.release(replaced);
         session_defaults::apply(self, &id).await;
         Ok(id)
     }
@@ -456,7 +478,8 @@ impl RunningAgent {
             s.replaying = false;
             s.take_settings(response.modes.as_ref(), response.config_options.as_ref());
         });
-        self.lock_sessions().current = Some(id.to_owned());
+        let replaced = self.lock_sessions().make_current(id);
+        self.release(replaced);
         session_defaults::apply(self, id).await;
         Ok(())
     }
@@ -584,6 +607,17 @@ impl RunningAgent {
         ))
     }
 
+    /// Its current session as `agentls.status` shows it (its modes, options and commands), or
+    /// `null`: what a chat's header and `/` completion need, without the other sessions.
+    pub fn describe_current(&self) -> Value {
+        let Some(current) = self.current_session() else {
+            return Value::Null;
+        };
+        self.link
+            .with_session(&current, |s| s.describe(true))
+            .unwrap_or(Value::Null)
+    }
+
     /// The agent as `agentls.status` shows it.
     pub fn describe(&self) -> Value {
         let (current, chats) = {
@@ -631,17 +665,19 @@ struct Sessions {
 }
 
 impl Sessions {
-    /// The session `chat` talks to, made current.
-    fn take_up(&mut self, chat: &Path) -> Option<String> {
+    /// The session `chat` talks to, made current; and the session that was current before when
+    /// nothing reaches it now (see [`Self::make_current`]).
+    fn take_up(&mut self, chat: &Path) -> Option<(String, Option<String>)> {
         let id = self.chats.get(chat)?.clone();
-        self.current = Some(id.clone());
-        Some(id)
+        let replaced = self.make_current(&id);
+        Some((id, replaced))
     }
 
-    /// `chat` talks to session `id` from now on, which is current.
-    fn claim(&mut self, chat: &Path, id: &str) {
+    /// `chat` talks to session `id` from now on, which is current; returns the session it
+    /// replaces as current when nothing reaches that one now.
+    fn claim(&mut self, chat: &Path, id: &str) -> Option<String> {
         self.chats.insert(chat.to_path_buf(), id.to_owned());
-        self.current = Some(id.to_owned());
+        self.make_current(id)
     }
 
     /// Makes `id` current; returns the session it replaces when no chat talks to that one.

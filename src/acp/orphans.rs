@@ -32,8 +32,12 @@ impl Drop for OwnChild {
 }
 
 /// Starts `command` as a child of agentls's own: registered before the reaper could see it
-/// exit, so that only tokio waits for it.
+/// exit, so that only tokio waits for it. It carries the run's mark ([`crate::guard::mark`]),
+/// so that it and everything it starts end with a server that is killed.
 pub fn spawn(command: &mut Command) -> std::io::Result<(Child, OwnChild)> {
+    if let Some((var, mark)) = crate::guard::mark() {
+        command.env(var, mark);
+    }
     let mut own = own();
     let child = command.spawn()?;
     let pid = child.id().unwrap_or(0);

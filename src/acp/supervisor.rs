@@ -244,6 +244,13 @@ impl Agents {
         json!({"defaultAgent": default, "agents": agents})
     }
 
+    /// The current session of `agent` as [`Self::status`] shows it (`null` when it has none or
+    /// does not run): cheap whatever the number of its sessions.
+    pub fn current_session(&self, agent: &str) -> Value {
+        let running = self.inner.slot(agent).lock().running.clone();
+        running.map_or(Value::Null, |a| a.describe_current())
+    }
+
     /// Stops every agent: cancel, close stdin, SIGTERM, SIGKILL; returns once all are reaped.
     /// (An agent still starting stops itself when its start ends, and dies with agentls anyway:
     /// its process is killed when dropped.)

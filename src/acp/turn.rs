@@ -125,6 +125,7 @@ pub async fn run(
             s.turn.take()
         })
         .flatten();
+    agent.release_if_unreachable(&session);
     if let Some(turn) = turn.as_mut() {
         turn.unasked.extend(unasked);
         turn.editor_tools = tools.take_uses(&origin.key);

@@ -1,11 +1,13 @@
 //! The demo agent's memory: what was said in each of its sessions, kept on disk
-//! (`$XDG_STATE_HOME/agentls/demo-agent/<session>.json`), so that `session/load` in a later
+//! (`$XDG_STATE_HOME/agentls/demo-agent/<session>.json`, a private folder), so that `session/load` in a later
 //! run replays the conversation and the agent goes on with it.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
+
+use crate::private_files::{PrivateDir, PrivateError};
 
 /// The most of one message kept.
 const MAX_KEPT: usize = 2_000;
@@ -22,39 +24,45 @@ pub struct Exchange {
 /// The sessions on disk.
 #[derive(Debug)]
 pub struct History {
-    dir: PathBuf,
+    /// Where they are kept; `None` when there is no home to keep them in.
+    dir: Option<PathBuf>,
     next: AtomicU64,
 }
 
 impl History {
-    /// The sessions under `$XDG_STATE_HOME` (else `~/.local/state`).
+    /// The sessions in agentls's state folder ([`crate::private_files::state_home`]).
     pub fn from_env() -> Self {
-        let state = std::env::var_os("XDG_STATE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-            .unwrap_or_else(std::env::temp_dir);
         Self {
-            dir: state.join("agentls").join("demo-agent"),
+            dir: crate::private_files::state_home().map(|state| state.join("demo-agent")),
             next: AtomicU64::new(1),
         }
+    }
+
+    /// The folder, opened (private; see [`PrivateDir`]).
+    fn folder(&self) -> Result<PrivateDir, String> {
+        let dir = self
+            .dir
+            .as_deref()
+            .ok_or(crate::private_files::NO_STATE_HOME)?;
+        PrivateDir::open(dir).map_err(|e| e.to_string())
     }
 
     /// A new session: `demo-<n>`, the first `n` no session of any run has, with an empty
     /// history on disk (an id only, when the disk cannot keep it).
     pub fn new_session(&self) -> String {
-        let _ = std::fs::create_dir_all(&self.dir);
+        let folder = self.folder();
         loop {
             let id = format!("demo-{}", self.next.fetch_add(1, Ordering::Relaxed));
-            let created = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(self.file(&id));
-            match created {
-                Ok(mut file) => {
-                    let _ = std::io::Write::write_all(&mut file, b"[]");
+            let created = match &folder {
+                Ok(folder) => folder.create_new(&file(&id), b"[]"),
+                Err(e) => {
+                    tracing::warn!("demo agent: sessions are not kept: {e}");
                     return id;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            };
+            match created {
+                Ok(()) => return id,
+                Err(PrivateError::Exists { .. }) => continue,
                 Err(e) => {
                     tracing::warn!("demo agent: session {id} is not kept: {e}");
                     return id;
@@ -65,11 +73,12 @@ impl History {
 
     /// What was said in session `id`, or `None` when it is not kept.
     pub fn load(&self, id: &str) -> Option<Vec<Exchange>> {
-        if id.contains(['/', '\\']) || id.starts_with('.') {
-            return None;
-        }
-        let text = std::fs::read_to_string(self.file(id)).ok()?;
-        serde_json::from_str(&text).ok()
+        let text = self
+            .folder()
+            .ok()?
+            .read(&file(id), 16 * 1024 * 1024)
+            .ok()??;
+        serde_json::from_slice(&text).ok()
     }
 
     /// Adds one exchange to session `id`.
@@ -80,14 +89,19 @@ impl History {
             agent: kept(agent),
         });
         let text = serde_json::to_string(&exchanges).unwrap_or_default();
-        if let Err(e) = std::fs::write(self.file(id), text) {
+        let written = self.folder().and_then(|f| {
+            f.replace(&file(id), text.as_bytes(), false)
+                .map_err(|e| e.to_string())
+        });
+        if let Err(e) = written {
             tracing::warn!("demo agent: session {id} is not kept: {e}");
         }
     }
+}
 
-    fn file(&self, id: &str) -> PathBuf {
-        self.dir.join(format!("{id}.json"))
-    }
+/// The file of session `id` (an id that is not one plain name is refused when it is opened).
+fn file(id: &str) -> String {
+    format!("{id}.json")
 }
 
 /// The start of `text`, at most [`MAX_KEPT`] bytes, cut at a character.
@@ -107,7 +121,7 @@ mod tests {
     fn sessions_are_new_across_runs_and_keep_what_was_said() {
         let dir = tempfile::tempdir().unwrap();
         let at = |next| History {
-            dir: dir.path().to_path_buf(),
+            dir: Some(dir.path().to_path_buf()),
             next: AtomicU64::new(next),
         };
         let first = at(1);

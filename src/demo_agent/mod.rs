@@ -397,8 +397,10 @@ async fn run_turn(
     for note in &prompt.notes {
         turn.say(&format!("agentls told me: {note}\n"))?;
     }
-    for (uri, lines) in &prompt.embedded {
-        turn.say(&format!("I was given {uri}: {lines} lines\n"))?;
+    for (uri, lines, bytes) in &prompt.embedded {
+        turn.say(&format!(
+            "I was given {uri}: {lines} lines ({bytes} bytes)\n"
+        ))?;
     }
     if script.tools {
         for line in editor_tools::report(&turn.servers, script.path.as_deref()).await {
@@ -459,8 +461,8 @@ struct PromptText {
     uris: Vec<String>,
     /// What agentls told the agent (`(From agentls) …` blocks), without the prefix.
     notes: Vec<String>,
-    /// The embedded resources: their URIs and how many lines they hold.
-    embedded: Vec<(String, usize)>,
+    /// The embedded resources: their URIs and how many lines and bytes they hold.
+    embedded: Vec<(String, usize, usize)>,
 }
 
 /// The prompt's text, the URIs of its resources, and agentls's notes (kept apart so that a
@@ -483,7 +485,7 @@ fn prompt_text(prompt: &[ContentBlock]) -> PromptText {
             ContentBlock::Resource(resource) => {
                 if let EmbeddedResourceResource::TextResourceContents(r) = &resource.resource {
                     uris.push(r.uri.clone());
-                    embedded.push((r.uri.clone(), r.text.lines().count()));
+                    embedded.push((r.uri.clone(), r.text.lines().count(), r.text.len()));
                 }
             }
             _ => {}

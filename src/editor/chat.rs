@@ -10,11 +10,13 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use super::chat_record::Entry;
 use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
 use super::position::PositionMapper;
 use super::reports::Report;
 use super::state::State;
 use super::{Level, file_name};
+use crate::private_files::{PrivateDir, PrivateError};
 
 /// The longest a reply waits before it reaches the document (10 edits a second at most).
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -33,6 +35,9 @@ struct Chat {
     agent: String,
     /// Reply text not in the document yet.
     pending: String,
+    /// How much of the start of `pending` is in the chat's record already (text a refused
+    /// append put back, or text recorded when a message was sent before it went out).
+    recorded: usize,
     /// Where its next append stands.
     flush: Flush,
     /// Timers set so far: the number of the latest (a timer that is not the latest is stale).
@@ -248,8 +253,12 @@ impl Chats {
     /// Whether `path` is the workspace record of a folder holding a known chat
     /// ([`super::chat_sessions::WORKSPACE_RECORD`]): agentls's own file.
     pub fn is_folder_record(&self, path: &Path) -> bool {
-        path.file_name()
-            .is_some_and(|n| n == super::chat_sessions::WORKSPACE_RECORD)
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let name = crate::private_files::being_written(name).unwrap_or(name);
+        name == super::chat_sessions::WORKSPACE_RECORD
             && self.docs.keys().any(|chat| chat.parent() == path.parent())
     }
 
@@ -292,16 +301,22 @@ fn take_front(text: &mut String, most: usize) -> String {
 
 /// Appends `text` to the chat file at `path` (made again if it went), writing only the new text:
 /// a long reply into a chat that is not open costs what it adds, never a rewrite of the file,
-/// and an append made meanwhile by another task is kept.
-pub async fn append_to_file(path: &Path, text: &str) -> std::io::Result<()> {
-    use tokio::io::AsyncWriteExt as _;
-    let mut file = tokio::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .await?;
-    file.write_all(text.as_bytes()).await?;
-    file.flush().await
+/// and an append made meanwhile by another task is kept. Its folder must be private and the
+/// file a regular file of ours (see [`PrivateDir`]).
+pub async fn append_to_file(path: &Path, text: &str) -> Result<(), PrivateError> {
+    let (path, text) = (path.to_owned(), text.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let folder = path.parent().unwrap_or(Path::new("/"));
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        PrivateDir::open(folder)?.append(&name, text.as_bytes(), false)
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(PrivateError::Io {
+            path: PathBuf::new(),
+            source: std::io::Error::other(e),
+        })
+    })
 }
 
 /// How much of a chat file's end is read to see how it ends.
@@ -314,7 +329,11 @@ pub async fn file_end(path: &Path) -> String {
     let path = path.to_owned();
     let read = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
         use std::io::{Read as _, Seek as _, SeekFrom};
-        let mut file = std::fs::File::open(path)?;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)?;
         let len = file.metadata()?.len();
         file.seek(SeekFrom::Start(len.saturating_sub(END_READ)))?;
         let mut end = Vec::new();
@@ -325,27 +344,6 @@ pub async fn file_end(path: &Path) -> String {
         Ok(Ok(end)) => String::from_utf8_lossy(&end).into_owned(),
         _ => String::new(),
     }
-}
-
-/// The most of a resumed chat's transcript told to the agent (its end).
-const MAX_TRANSCRIPT: usize = 20_000;
-
-/// The conversation in a chat document before its last `## You` heading, for an agent that
-/// did not see it (the chat was opened again after a restart); `None` when there is none.
-pub fn transcript(text: &str) -> Option<String> {
-    let before = &text[..text.rfind(&format!("\n{YOU}\n"))?];
-    let first_turn = before.find(&format!("\n{YOU}\n"))?;
-    let conversation = before[first_turn..].trim();
-    let start = conversation.len().saturating_sub(MAX_TRANSCRIPT);
-    let start = (start..=conversation.len())
-        .find(|&i| conversation.is_char_boundary(i))
-        .unwrap_or(0);
-    (!conversation.is_empty()).then(|| {
-        format!(
-            "this conversation goes on from an earlier session you do not remember; it went:\n{}",
-            &conversation[start..]
-        )
-    })
 }
 
 /// The message to send: what is under the last `## You` heading (trimmed), else the whole text
@@ -432,7 +430,8 @@ impl State {
             .is_some_and(|c| std::mem::take(&mut c.resumed))
     }
 
-    /// A message from the chat at `path` went to its agent (`running`), or its answer ended.
+    /// A message from the chat at `path` went to its agent (`running`), or its answer ended:
+    /// then its record has the turn's end on disk.
     pub fn chat_turn(&mut self, path: &Path, running: bool) {
         if let Some(chat) = self.chats.docs.get_mut(path) {
             chat.turn_running = running;
@@ -441,7 +440,46 @@ impl State {
         }
         if running {
             self.chats.touch(path);
+        } else {
+            self.record_pending(path);
+            self.chat_records.append(path, Entry::Ended, true);
         }
+    }
+
+    /// The user sent `message` from the chat at `path`: its record has it, after what agentls
+    /// put in the document before it (recorded now, though it may not have gone out yet).
+    pub fn chat_sent(&mut self, path: &Path, message: String) {
+        if self.chats.docs.contains_key(path) {
+            self.record_pending(path);
+            self.chat_records.append(path, Entry::Sent(message), false);
+        }
+    }
+
+    /// Records what waits to go out to the chat at `path` and is not in its record yet.
+    fn record_pending(&mut self, path: &Path) {
+        let Some(chat) = self.chats.docs.get_mut(path) else {
+            return;
+        };
+        let fresh = &chat.pending[chat.recorded.min(chat.pending.len())..];
+        if !fresh.is_empty() {
+            self.chat_records
+                .append(path, Entry::Out(fresh.to_owned()), false);
+        }
+        chat.recorded = chat.pending.len();
+    }
+
+    /// `text` left the front of the chat's pending text for the document: its record gets
+    /// what of it was not recorded yet.
+    fn record_out(&mut self, path: &Path, text: &str) {
+        let Some(chat) = self.chats.docs.get_mut(path) else {
+            return;
+        };
+        let fresh = &text[chat.recorded.min(text.len())..];
+        if !fresh.is_empty() {
+            self.chat_records
+                .append(path, Entry::Out(fresh.to_owned()), false);
+        }
+        chat.recorded = chat.recorded.saturating_sub(text.len());
     }
 
     /// Appends `text` to the chat at `path` soon (coalesced).
@@ -549,8 +587,9 @@ impl State {
             return;
         }
         chat.flush = Flush::Appending;
-        let Some(doc) = self.documents.get(path) else {
+        if self.documents.get(path).is_none() {
             let text = std::mem::take(&mut chat.pending);
+            self.record_out(path, &text);
             // Not open: the file gets it.
             let (me, owned) = (self.me.clone(), path.to_owned());
             tokio::spawn(async move {
@@ -566,10 +605,15 @@ impl State {
             return;
         };
         let text = take_front(&mut chat.pending, MAX_APPEND);
+        let label = format!("{} replies in {}", chat.agent, file_name(path));
+        self.record_out(path, &text);
+        let Some(doc) = self.documents.get(path) else {
+            return;
+        };
         let rope = doc.rope();
         let end = PositionMapper::new(rope, self.encoding).position(rope.len_chars());
         let edit = DocumentEdit {
-            label: format!("{} replies in {}", chat.agent, file_name(path)),
+            label,
             path: path.to_owned(),
             version: doc.version(),
             edits: vec![TextEdit {
@@ -606,6 +650,7 @@ impl State {
             && let Some(chat) = self.chats.docs.get_mut(path)
         {
             chat.pending.insert_str(0, &text);
+            chat.recorded += text.len();
         }
         self.chat_flushed(path, result.map_err(EffectError::Refused), false);
     }
@@ -624,6 +669,7 @@ impl State {
             && let Some(chat) = self.chats.docs.get_mut(path)
         {
             chat.pending.insert_str(0, &text);
+            chat.recorded += text.len();
         }
         self.chat_flushed(path, result, typed_meanwhile);
     }

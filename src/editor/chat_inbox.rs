@@ -25,6 +25,8 @@ pub enum ChatItem {
     Call(ToolCallLine),
     /// The agent's plan, whole ([`State::chat_plan`]).
     Plan(Vec<PlanStep>),
+    /// The user sent this message from it ([`State::chat_sent`]).
+    Sent(String),
     /// A message from it went to its agent (`true`), or its answer ended ([`State::chat_turn`]).
     Turn(bool),
 }
@@ -78,6 +80,7 @@ impl State {
             ChatItem::Thought(text) => self.append_thought_to_chat(path, &text),
             ChatItem::Call(call) => self.chat_tool_call(path, call),
             ChatItem::Plan(steps) => self.chat_plan(path, &steps),
+            ChatItem::Sent(message) => self.chat_sent(path, message),
             ChatItem::Turn(running) => self.chat_turn(path, running),
             ChatItem::Opened(agent) => self.chat_opened(path.to_owned(), agent),
             ChatItem::Reopened(agent) => self.chat_reopened(path.to_owned(), agent),

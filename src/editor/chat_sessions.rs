@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::private_files::{PrivateDir, PrivateError};
+
 #[derive(Debug, Serialize, Deserialize)]
 struct Remembered {
     agent: String,
@@ -23,22 +25,31 @@ fn record_of(chat: &Path) -> Option<PathBuf> {
     Some(chat.with_file_name(format!(".{name}.session")))
 }
 
-/// The chat whose session `record` keeps, when it is such a record.
+/// The chat whose session `record` keeps (or whose session record is being written there),
+/// when it is such a record.
 pub fn chat_of(record: &Path) -> Option<PathBuf> {
     let name = record.file_name()?.to_str()?;
+    let name = crate::private_files::being_written(name).unwrap_or(name);
     let chat = name.strip_prefix('.')?.strip_suffix(".session")?;
     Some(record.with_file_name(chat))
 }
 
 /// The session of `agent` the chat at `chat` talked to last, when one is kept.
 pub async fn remembered(chat: &Path, agent: &str) -> Option<String> {
-    let text = tokio::fs::read_to_string(record_of(chat)?).await.ok()?;
-    let kept: Remembered = serde_json::from_str(&text).ok()?;
+    let record = record_of(chat)?;
+    let text = tokio::task::spawn_blocking(move || {
+        let (folder, name) = (record.parent()?, record.file_name()?.to_str()?);
+        PrivateDir::open(folder).ok()?.read(name, 64 * 1024).ok()?
+    })
+    .await
+    .ok()??;
+    let kept: Remembered = serde_json::from_slice(&text).ok()?;
     (kept.agent == agent).then_some(kept.session)
 }
 
-/// The chat at `chat` talks to `agent`'s session `session` from now on.
-pub async fn remember(chat: &Path, agent: &str, session: &str) -> std::io::Result<()> {
+/// The chat at `chat` talks to `agent`'s session `session` from now on (its folder must be
+/// private, see [`PrivateDir`]).
+pub async fn remember(chat: &Path, agent: &str, session: &str) -> Result<(), PrivateError> {
     let Some(record) = record_of(chat) else {
         return Ok(());
     };
@@ -46,7 +57,19 @@ pub async fn remember(chat: &Path, agent: &str, session: &str) -> std::io::Resul
         agent: agent.to_owned(),
         session: session.to_owned(),
     };
-    tokio::fs::write(record, serde_json::to_string(&kept)?).await
+    let json = serde_json::to_string(&kept).unwrap_or_default();
+    tokio::task::spawn_blocking(move || {
+        let folder = record.parent().unwrap_or(Path::new("/"));
+        let name = record.file_name().unwrap_or_default().to_string_lossy();
+        PrivateDir::open(folder)?.replace(&name, json.as_bytes(), false)
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(PrivateError::Io {
+            path: PathBuf::new(),
+            source: std::io::Error::other(e),
+        })
+    })
 }
 
 #[cfg(test)]

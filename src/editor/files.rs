@@ -125,6 +125,109 @@ fn read_now(path: &Path) -> Result<String, FileError> {
     std::fs::read_to_string(path).map_err(|e| FileError::io(path, e))
 }
 
+/// At most some bytes of a text, and whether the rest was left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bounded {
+    /// The text kept (whole characters).
+    pub text: String,
+    /// Whether more followed it.
+    pub cut: bool,
+}
+
+impl Bounded {
+    /// The first `most` bytes of `text` (cut at a character).
+    pub fn of(mut text: String, most: usize) -> Self {
+        if text.len() <= most {
+            return Self { text, cut: false };
+        }
+        let mut end = most;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        Self { text, cut: true }
+    }
+}
+
+/// Lines `line..line+limit` (1-based, line breaks kept, as [`super::select_lines`] takes them)
+/// of the file at `path`, at most `most` bytes of them: however big the file, no more than that
+/// is held (lines before `line` are read and dropped).
+pub async fn read_bounded(
+    path: &Path,
+    line: Option<u32>,
+    limit: Option<u32>,
+    most: usize,
+) -> Result<Bounded, FileError> {
+    let owned = path.to_path_buf();
+    let read = tokio::task::spawn_blocking(move || read_bounded_now(&owned, line, limit, most));
+    read.await
+        .unwrap_or_else(|e| Err(FileError::io(path, std::io::Error::other(e))))
+}
+
+fn read_bounded_now(
+    path: &Path,
+    line: Option<u32>,
+    limit: Option<u32>,
+    most: usize,
+) -> Result<Bounded, FileError> {
+    use std::io::BufRead as _;
+    let meta = std::fs::metadata(path).map_err(|e| FileError::io(path, e))?;
+    if !meta.is_file() {
+        let not_a_file = std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a directory, FIFO, socket or device)",
+        );
+        return Err(FileError::io(path, not_a_file));
+    }
+    let file = std::fs::File::open(path).map_err(|e| FileError::io(path, e))?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut skipped = Vec::new();
+    for _ in 1..line.unwrap_or(1) {
+        skipped.clear();
+        if reader
+            .read_until(b'\n', &mut skipped)
+            .map_err(|e| FileError::io(path, e))?
+            == 0
+        {
+            break;
+        }
+    }
+    let mut kept = Vec::new();
+    let mut lines = 0;
+    let mut cut = false;
+    while limit.is_none_or(|limit| lines < limit) {
+        // Never more than one byte past the limit: enough to know that something was cut.
+        let room = most.saturating_add(1).saturating_sub(kept.len()) as u64;
+        let read = std::io::Read::take(&mut reader, room)
+            .read_until(b'\n', &mut kept)
+            .map_err(|e| FileError::io(path, e))?;
+        if read == 0 {
+            break;
+        }
+        if kept.len() > most {
+            kept.truncate(most);
+            cut = true;
+            break;
+        }
+        lines += 1;
+    }
+    let text = match String::from_utf8(kept) {
+        Ok(text) => text,
+        // A character the limit cut in two: the whole ones before it.
+        Err(e) if cut && e.utf8_error().error_len().is_none() => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+        Err(e) => {
+            let invalid = std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error());
+            return Err(FileError::io(path, invalid));
+        }
+    };
+    Ok(Bounded { text, cut })
+}
+
 /// Refuses `path` when it names an existing file that is read-only: one nobody may write (mode
 /// 0444 — root too, who could), or that we may not. Renaming a new file over it would succeed
 /// all the same, so [`write_atomic`] asks this first; a file that does not exist passes.

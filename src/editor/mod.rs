@@ -9,6 +9,7 @@ pub mod buffer_only;
 pub mod chat;
 pub mod chat_inbox;
 pub mod chat_links;
+pub mod chat_record;
 pub mod chat_sessions;
 pub mod comment_prompt;
 pub mod context;
@@ -195,6 +196,7 @@ pub struct EditorAccess {
     policy: std::sync::Arc<std::sync::RwLock<AccessPolicy>>,
     writing: path_locks::PathLocks,
     chat_inbox: chat_inbox::ChatInbox,
+    chat_records: chat_record::Recorder,
     tool_grants: tool_grants::ToolGrants,
 }
 
@@ -225,7 +227,13 @@ pub struct EditorFeed {
 /// Starts the state task; effects for the editor arrive on the returned receiver.
 pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
     let (effects, receiver) = EffectSender::channel();
-    let state = StateHandle::spawn(|me| State::new(effects.clone(), me));
+    let chat_records = chat_record::Recorder::default();
+    let records = chat_records.clone();
+    let state = StateHandle::spawn(|me| {
+        let mut state = State::new(effects.clone(), me);
+        state.chat_records = records;
+        state
+    });
     let watch = disk_watch::DiskWatch::start(state.clone());
     state.update(move |s| s.disk_watch = Some(watch));
     let policy = std::sync::Arc::default();
@@ -236,6 +244,7 @@ pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
         policy: std::sync::Arc::clone(&policy),
         writing: path_locks::PathLocks::default(),
         chat_inbox: chat_inbox.clone(),
+        chat_records,
         tool_grants: tool_grants::ToolGrants::default(),
     };
     let feed = EditorFeed {
@@ -328,6 +337,22 @@ impl EditorAccess {
             None => files::read(path).await?,
         };
         Ok(select_lines(&text, line, limit))
+    }
+
+    /// [`Self::read_text_file`], at most `most` bytes of it (its start, cut at a character): a
+    /// closed file is read no further than that, however big.
+    pub async fn read_text_bounded(
+        &self,
+        path: &Path,
+        line: Option<u32>,
+        limit: Option<u32>,
+        most: usize,
+    ) -> Result<files::Bounded, FileError> {
+        self.check_path(path).await?;
+        match self.buffer(path).await {
+            Some((text, _)) => Ok(files::Bounded::of(select_lines(&text, line, limit), most)),
+            None => files::read_bounded(path, line, limit, most).await,
+        }
     }
 
     /// Opens one of agentls's own files (a chat document), which may lie outside the workspace.
@@ -687,6 +712,17 @@ impl EditorAccess {
         self.to_chat(path, chat_inbox::ChatItem::Call(call));
     }
 
+    /// The user sent `message` from the chat at `path` ([`State::chat_sent`]).
+    pub fn chat_sent(&self, path: &Path, message: String) {
+        self.to_chat(path, chat_inbox::ChatItem::Sent(message));
+    }
+
+    /// The transcript of the chat at `path` from agentls's own record of it, for an agent
+    /// that did not see the conversation; `None` when there is none.
+    pub async fn chat_transcript(&self, path: &Path) -> Option<String> {
+        self.chat_records.transcript(path).await
+    }
+
     /// A message from the chat at `path` went to its agent (`running`), or its answer ended.
     pub fn chat_turn(&self, path: &Path, running: bool) {
         self.to_chat(path, chat_inbox::ChatItem::Turn(running));
@@ -802,12 +838,53 @@ impl EditorAccess {
         if self.policy().allow_outside_workspace {
             return files::check_shape(path);
         }
-        let mut folders = self.workspace_folders().await;
-        if folders.is_empty() {
-            folders.extend(std::env::current_dir().ok());
-        }
-        files::check_inside(path, &folders)
+        let folders = self.workspace_folders().await;
+        files::check_inside(path, &boundary(folders))
     }
+
+    /// Whether agents may see `path` through the editor's tools (a selection in it, its
+    /// diagnostics, that it is open): inside the workspace `folders` as [`Self::check_path`]
+    /// judges, or anywhere under `fs.allowOutsideWorkspace`.
+    pub fn agents_may_see(&self, path: &Path, folders: &[PathBuf]) -> bool {
+        self.policy().allow_outside_workspace
+            || files::check_inside(path, &boundary(folders.to_vec())).is_ok()
+    }
+
+    /// `context` as agents may see it ([`Self::agents_may_see`]): a selection or focused
+    /// document outside the workspace is left out.
+    pub fn context_for_agents(
+        &self,
+        context: std::sync::Arc<context::ContextSnapshot>,
+    ) -> std::sync::Arc<context::ContextSnapshot> {
+        let folders = &context.folders;
+        let hidden = |path: Option<&Path>| path.is_some_and(|p| !self.agents_may_see(p, folders));
+        let current = hidden(context.current_selection.as_ref().map(|s| s.path.as_path()));
+        let latest = hidden(context.latest_selection.as_ref().map(|s| s.path.as_path()));
+        let focused = hidden(context.focused_document.as_deref());
+        if !(current || latest || focused) {
+            return context;
+        }
+        let mut seen = (*context).clone();
+        if current {
+            seen.current_selection = None;
+        }
+        if latest {
+            seen.latest_selection = None;
+        }
+        if focused {
+            seen.focused_document = None;
+        }
+        std::sync::Arc::new(seen)
+    }
+}
+
+/// The folders agents stay inside: the workspace folders, else (an editor that sent none, as
+/// Neovim without a root marker) the server's working directory, never none.
+fn boundary(mut folders: Vec<PathBuf>) -> Vec<PathBuf> {
+    if folders.is_empty() {
+        folders.extend(std::env::current_dir().ok());
+    }
+    folders
 }
 
 impl EditorFeed {
@@ -1007,6 +1084,24 @@ mod tests {
             );
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
+    }
+
+    #[tokio::test]
+    async fn a_bounded_read_holds_no_more_than_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.txt");
+        std::fs::write(&path, "αβγ\n".repeat(1000)).unwrap();
+        let read = |line, limit, most| files::read_bounded(&path, line, limit, most);
+        let whole = read(None, None, usize::MAX).await.unwrap();
+        assert_eq!((whole.text.len(), whole.cut), (7000, false));
+        // Cut in the middle of a character: the whole ones before it.
+        let start = read(None, None, 4).await.unwrap();
+        assert_eq!((start.text.as_str(), start.cut), ("αβ", true));
+        let lines = read(Some(999), Some(5), 100).await.unwrap();
+        assert_eq!((lines.text.as_str(), lines.cut), ("αβγ\nαβγ\n", false));
+        let exact = read(Some(2), Some(2), 14).await.unwrap();
+        assert_eq!((exact.text.len(), exact.cut), (14, false));
+        assert_eq!(files::Bounded::of("abc".into(), 2).text, "ab");
     }
 
     #[test]

@@ -58,6 +58,8 @@ pub struct State {
     pub(super) unasked: super::unasked::UnaskedWrites,
     /// Chat documents.
     pub(super) chats: super::chat::Chats,
+    /// Writes agentls's own record of each chat.
+    pub(super) chat_records: super::chat_record::Recorder,
     /// Open buffers holding agents' changes their files lack.
     pub(super) buffer_only: super::buffer_only::BufferOnlyChanges,
     /// Files whose reviews are shown again soon (the user typed in them).
@@ -95,6 +97,7 @@ impl State {
             unasked: Default::default(),
             disk_watch: None,
             chats: Default::default(),
+            chat_records: Default::default(),
             buffer_only: Default::default(),
             present_due: Default::default(),
             review_caps_told: Default::default(),

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::Origin;
 use super::token::AuthToken;
+use crate::private_files::{PrivateDir, PrivateError};
 
 /// How the host starts the listener for an editor: resolves to its loopback port, or why it
 /// could not. (It gets the editor as an argument: a registry holding one would keep it alive.)
@@ -313,23 +314,16 @@ impl ToolGrants {
     }
 }
 
-fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
+fn write_atomically(path: &Path, contents: &str) -> Result<(), PrivateError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut file, contents.as_bytes())?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    PrivateDir::open(dir)?.replace(&name, contents.as_bytes(), false)
 }
 
-/// Where the records live: `$XDG_STATE_HOME/agentls/editor-tools`, else
-/// `~/.local/state/agentls/editor-tools`.
+/// Where the records live: `editor-tools` in agentls's state folder
+/// ([`crate::private_files::state_home`]).
 pub fn record_dir() -> Option<PathBuf> {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
-    Some(state.join("agentls").join("editor-tools"))
+    Some(crate::private_files::state_home()?.join("editor-tools"))
 }
 
 /// One agentls process's record.

@@ -123,9 +123,11 @@ impl State {
                 .reviews
                 .iter()
                 .any(|r| r.path == path && r.kind == super::review::ReviewKind::Proposal);
-            // A chat document, the record of its session and its folder's workspace record are
-            // agentls's own, written while a reply streams.
-            let chat_path = super::chat_sessions::chat_of(&path).unwrap_or_else(|| path.clone());
+            // A chat document, agentls's records of it and of its session, and its folder's
+            // workspace record are agentls's own, written while a reply streams.
+            let chat_path = super::chat_sessions::chat_of(&path)
+                .or_else(|| super::chat_record::chat_of(&path))
+                .unwrap_or_else(|| path.clone());
             let chat =
                 self.chats.agent_of(&chat_path).is_some() || self.chats.is_folder_record(&path);
             if reviewed || chat || !self.within_folders(&path) {

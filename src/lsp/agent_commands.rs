@@ -11,8 +11,10 @@ use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::{LSPAny, Range as LspRange, Uri};
 
 use super::convert;
+use super::prompt_context::Budget;
 use super::server::Backend;
 use crate::acp::{AgentFailure, AnsweredComment, Prompt, PromptContext};
+use crate::editor::files::Bounded;
 
 #[derive(Debug, Deserialize)]
 struct PromptArgs {
@@ -188,10 +190,13 @@ async fn selection_context(backend: &Backend) -> Option<PromptContext> {
     if selection.text.is_empty() {
         return None;
     }
+    let mut budget = Budget::new(&backend.agent_config.borrow().context);
+    let read = Bounded::of(selection.text, budget.next());
+    let text = budget.take(&backend.editor, &selection.path, read);
     Some(PromptContext {
         path: selection.path,
         range: Some(selection.range),
-        text: selection.text,
+        text,
     })
 }
 
@@ -208,8 +213,9 @@ async fn context(
         .await
         .ok()
         .flatten();
-    let text = match from_buffer {
-        Some(text) => text,
+    let mut budget = Budget::new(&backend.agent_config.borrow().context);
+    let read = match from_buffer {
+        Some(text) => Bounded::of(text, budget.next()),
         None => {
             // The client's numbers (ordered above) may reach u32::MAX.
             let (line, limit) = match range {
@@ -221,11 +227,12 @@ async fn context(
             };
             backend
                 .editor
-                .read_text_file(&path, line, limit)
+                .read_text_bounded(&path, line, limit, budget.next())
                 .await
                 .map_err(|e| Error::invalid_params(e.to_string()))?
         }
     };
+    let text = budget.take(&backend.editor, &path, read);
     Ok(PromptContext { path, range, text })
 }
 

@@ -14,11 +14,14 @@ use tower_lsp_server::ls_types::{CodeActionOrCommand, LSPAny, Uri};
 
 use super::command_table::CommandId;
 use super::convert;
+use super::prompt_context::Budget;
 use super::server::Backend;
 use crate::acp::{Prompt, PromptContext};
-use crate::editor::chat::{YOU, append_to_file, file_end, mentions, message_to_send, transcript};
+use crate::editor::chat::{YOU, file_end, mentions, message_to_send};
+use crate::editor::chat_record;
 use crate::editor::chat_sessions::WORKSPACE_RECORD;
 use crate::editor::{Level, file_name};
+use crate::private_files::{NO_STATE_HOME, PrivateDir, PrivateError};
 
 /// A chat document's first line, before the agent's name.
 const HEADER: &str = "# Chat with ";
@@ -78,24 +81,30 @@ fn optional<T: serde::de::DeserializeOwned + Default>(value: Value) -> Result<T>
     serde_json::from_value(value).map_err(|e| Error::invalid_params(format!("bad arguments: {e}")))
 }
 
-/// Where all chats live: `chat.directory`, else `$XDG_STATE_HOME/agentls/chats`.
-fn chats_root(backend: &Backend) -> PathBuf {
+/// Where all chats live: `chat.directory` of the user's config file (editor settings may not
+/// set it), else `chats` in agentls's state folder; an error saying why when there is no home
+/// to keep them in.
+fn chats_root(backend: &Backend) -> std::result::Result<PathBuf, String> {
     if let Some(dir) = backend.agent_config.borrow().chat.directory.clone() {
-        return match (dir.strip_prefix("~"), std::env::var_os("HOME")) {
-            (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
-            _ => dir,
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute());
+        return match (dir.strip_prefix("~"), home) {
+            (Ok(rest), Some(home)) => Ok(home.join(rest)),
+            (Ok(_), None) => Err(format!(
+                "chat.directory starts with `~` but {NO_STATE_HOME}"
+            )),
+            (Err(_), _) => Ok(dir),
         };
     }
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .unwrap_or_else(std::env::temp_dir);
-    state.join("agentls").join("chats")
+    crate::private_files::state_home()
+        .map(|state| state.join("chats"))
+        .ok_or_else(|| NO_STATE_HOME.to_owned())
 }
 
-/// Where this workspace's chats live: `<root>/<folder>-<hash>`.
-fn chat_dir(root: &Path, folder: Option<&Path>) -> PathBuf {
-    let key = match folder {
+/// The folder in the chats folder for the workspace `folder`: `<folder's name>-<hash>`.
+fn chat_folder(folder: Option<&Path>) -> String {
+    match folder {
         Some(folder) => {
             use std::hash::{Hash, Hasher};
             let mut hasher = rustc_hash::FxHasher::default();
@@ -103,8 +112,7 @@ fn chat_dir(root: &Path, folder: Option<&Path>) -> PathBuf {
             format!("{}-{:08x}", file_name(folder), hasher.finish() as u32)
         }
         None => "no-workspace".to_owned(),
-    };
-    root.join(key)
+    }
 }
 
 async fn open(backend: &Backend, agent: Option<String>) -> Result<Option<LSPAny>> {
@@ -119,29 +127,40 @@ async fn open(backend: &Backend, agent: Option<String>) -> Result<Option<LSPAny>
     ))
 }
 
-/// Creates a chat document with `agent`, ending with `first` under the `## You` heading.
+/// Creates a chat document with `agent`, ending with `first` under the `## You` heading, and
+/// agentls's record of it, in a private folder (nothing written through a symlink).
 async fn create(backend: &Backend, agent: &str, first: &str) -> Result<PathBuf> {
     let folder = backend.editor.workspace_folders().await.into_iter().next();
-    let dir = chat_dir(&chats_root(backend), folder.as_deref());
+    let root = chats_root(backend).map_err(|why| refuse(&format!("agentls: no chat: {why}")))?;
+    let key = chat_folder(folder.as_deref());
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or_default();
-    let path = dir.join(format!("{agent}-{stamp}.md"));
+    let name = format!("{agent}-{stamp}.md");
+    let path = root.join(&key).join(&name);
     let text = format!(
         "{HEADER}{agent}\n\nWrite under the last `{YOU}` heading, then run the code action *Send to {agent}*.\n\n{YOU}\n\n{first}"
     );
-    let written = async {
-        tokio::fs::create_dir_all(&dir).await?;
+    let agent_name = agent.to_owned();
+    let written = tokio::task::spawn_blocking(move || -> std::result::Result<(), PrivateError> {
+        let dir = PrivateDir::open(&root)?.subdir(&key)?;
         if let Some(folder) = &folder {
             let record = format!("{}\n", folder.display());
-            tokio::fs::write(dir.join(WORKSPACE_RECORD), record).await?;
+            dir.replace(WORKSPACE_RECORD, record.as_bytes(), false)?;
         }
-        tokio::fs::write(&path, &text).await
-    };
-    if let Err(e) = written.await {
-        let message = format!("agentls: could not create a chat in {}: {e}", dir.display());
-        return Err(Error::invalid_params(message));
+        dir.create_new(&name, text.as_bytes())?;
+        chat_record::create(&dir, &name, &agent_name, &text)
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(PrivateError::Io {
+            path: PathBuf::new(),
+            source: std::io::Error::other(e),
+        })
+    });
+    if let Err(e) = written {
+        return Err(refuse(&format!("agentls: could not create a chat: {e}")));
     }
     backend.feed.chat_opened(path.clone(), agent.to_owned());
     Ok(path)
@@ -264,27 +283,21 @@ async fn ask_about(backend: &Backend, args: AskArgs) -> Result<Option<LSPAny>> {
         }
     };
     let (p, a) = (path.clone(), agent.clone());
-    let (quoted, chat, open) = backend
+    let (quoted, chat) = backend
         .feed
         .query(move |s| {
             let quoted = s.quote_lines(&p, range);
             let chat = s.latest_chat(&a).map(Path::to_path_buf);
-            let open = chat.as_deref().is_some_and(|c| s.is_open(c));
-            (quoted, chat, open)
+            (quoted, chat)
         })
         .await
         .map_err(|e| Error::invalid_params(e.to_string()))?;
     let quoted =
         quoted.ok_or_else(|| refuse(&format!("agentls: {} is not open", file_name(&path))))?;
     let chat = match chat {
-        Some(chat) if open => {
-            backend.editor.append_to_chat(&chat, quoted);
-            chat
-        }
+        // Not open: its file gets it (through the state, which records it).
         Some(chat) => {
-            append_to_file(&chat, &quoted)
-                .await
-                .map_err(|e| refuse(&format!("agentls: {}: {e}", chat.display())))?;
+            backend.editor.append_to_chat(&chat, quoted);
             chat
         }
         None => create(backend, &agent, &quoted).await?,
@@ -328,8 +341,15 @@ async fn send(backend: &Backend, path: Option<PathBuf>) -> Result<Option<LSPAny>
         let why = format!("agentls: write your message under the last `{YOU}` heading first");
         return Err(refuse(&why));
     };
+    // A chat opened again after a restart tells the agent what was said, from agentls's own
+    // record of it (never from the document, which anyone may have written).
+    let note = match resumed {
+        true => backend.editor.chat_transcript(&path).await,
+        false => None,
+    };
     let context = mentioned(backend, &message).await;
     let gap = blank_line_after(text.as_deref().unwrap_or_default());
+    backend.editor.chat_sent(&path, message.clone());
     backend
         .editor
         .append_to_chat(&path, format!("{gap}## {agent}\n\n"));
@@ -339,9 +359,7 @@ async fn send(backend: &Backend, path: Option<PathBuf>) -> Result<Option<LSPAny>
         text: message,
         context,
         chat: Some(path.clone()),
-        note: resumed
-            .then(|| text.as_deref().and_then(transcript))
-            .flatten(),
+        note,
         comment: None,
     });
     if let Err(e) = sent {
@@ -356,6 +374,7 @@ async fn send(backend: &Backend, path: Option<PathBuf>) -> Result<Option<LSPAny>
 /// workspace folder stays mere text.
 async fn mentioned(backend: &Backend, message: &str) -> Vec<PromptContext> {
     let folders = backend.editor.workspace_folders().await;
+    let mut budget = Budget::new(&backend.agent_config.borrow().context);
     let mut context = Vec::new();
     for mention in mentions(message) {
         let Some(path) = workspace_file(&folders, &mention.path).await else {
@@ -365,9 +384,18 @@ async fn mentioned(backend: &Backend, message: &str) -> Vec<PromptContext> {
             Some((first, last)) => (Some(first), Some(last - first + 1)),
             None => (None, None),
         };
-        let Ok(text) = backend.editor.read_text_file(&path, line, limit).await else {
+        if budget.next() == 0 {
+            budget.none_left(&backend.editor, &path);
+            continue;
+        }
+        let read = backend
+            .editor
+            .read_text_bounded(&path, line, limit, budget.next())
+            .await;
+        let Ok(read) = read else {
             continue;
         };
+        let text = budget.take(&backend.editor, &path, read);
         let range = mention.lines.map(|(first, last)| {
             crate::editor::Range::new(
                 crate::editor::Position::new(first - 1, 0),
@@ -402,17 +430,12 @@ async fn workspace_file(folders: &[PathBuf], written: &str) -> Option<PathBuf> {
 }
 
 /// Code actions switching `agent`'s current session to each of its other modes and to each
-/// other value of its select options (its model, say), from `status` (`agentls.status`): the
-/// pickers in a chat's header.
-pub fn setting_actions(status: &Value, agent: &str) -> Vec<CodeActionOrCommand> {
-    let Some(session) = status["agents"]
-        .as_array()
-        .and_then(|agents| agents.iter().find(|a| a["name"] == agent))
-        .and_then(|entry| entry["sessions"].as_array())
-        .and_then(|sessions| sessions.iter().find(|s| s["current"] == true))
-    else {
+/// other value of its select options (its model, say), from `session` (as `agentls.status`
+/// shows it; `null` when there is none): the pickers in a chat's header.
+pub fn setting_actions(session: &Value, agent: &str) -> Vec<CodeActionOrCommand> {
+    if session.is_null() {
         return Vec::new();
-    };
+    }
     let mut actions = Vec::new();
     let current = session["mode"].as_str().unwrap_or_default();
     for mode in session["modes"]["availableModes"]
@@ -469,22 +492,30 @@ fn refuse_ask(why: &str) -> Error {
     refuse(&format!("{}: {why}", CommandId::AskAbout.name()))
 }
 
-/// A document opened: when it is a chat document of this workspace, it is known as one again.
+/// A document opened: when it is a chat agentls made, it is known as one again. Checked at
+/// once (a small read of agentls's record, only for a document in the chats folder), so that
+/// every request after the open sees it as the chat it is.
 pub fn follow_open(backend: &Backend, path: &Path, text: &str) {
-    let root = chats_root(backend);
-    let in_chats = path
-        .parent()
-        .and_then(Path::parent)
-        .is_some_and(|p| p == root || p.ends_with("agentls/chats"));
-    if let (true, Some(agent)) = (
-        in_chats,
-        text.lines()
-            .next()
-            .and_then(|l| l.strip_prefix(HEADER))
-            .map(str::trim),
-    ) {
-        backend
-            .feed
-            .chat_reopened(path.to_owned(), agent.to_owned());
+    let Ok(root) = chats_root(backend) else {
+        return;
+    };
+    if let Some(agent) = made_by_agentls(&root, path, text) {
+        backend.feed.chat_reopened(path.to_owned(), agent);
     }
+}
+
+/// The agent of the document at `path` (whose text starts so) when it is a chat agentls made:
+/// one in the chats folder `root` whose record agentls keeps names its agent. A chat of an
+/// earlier agentls there, which kept no record, gets one naming the agent of its header (and
+/// holding nothing of its text). A look-alike anywhere else is plain markdown. Blocking.
+fn made_by_agentls(root: &Path, path: &Path, text: &str) -> Option<String> {
+    if path.parent().and_then(Path::parent) != Some(root) {
+        return None;
+    }
+    chat_record::agent_of(root, path).or_else(|| {
+        let first = text.lines().next()?;
+        let agent = first.strip_prefix(HEADER)?.trim();
+        chat_record::adopt(root, path, agent).ok()?;
+        chat_record::agent_of(root, path)
+    })
 }

@@ -37,7 +37,7 @@ pub async fn complete(
         end: position,
     };
     let items = if token.word.starts_with('/') && token.starts_line {
-        commands(&backend.agents.status(), &token, range)
+        commands(&backend.agents.current_session(&token.agent), &token, range)
     } else if let Some(typed) = token.word.strip_prefix('@') {
         let folders = backend.editor.workspace_folders().await;
         let typed = typed.to_owned();
@@ -51,14 +51,9 @@ pub async fn complete(
 }
 
 /// The agent's slash commands that start with what was typed.
-fn commands(status: &Value, token: &ChatToken, range: Range) -> Vec<CompletionItem> {
-    let session = status["agents"]
-        .as_array()
-        .and_then(|agents| agents.iter().find(|a| a["name"] == token.agent.as_str()))
-        .and_then(|agent| agent["sessions"].as_array())
-        .and_then(|sessions| sessions.iter().find(|s| s["current"] == true));
+fn commands(session: &Value, token: &ChatToken, range: Range) -> Vec<CompletionItem> {
     let typed = &token.word[1..];
-    let commands = session.and_then(|s| s["commands"].as_array());
+    let commands = session["commands"].as_array();
     commands
         .into_iter()
         .flatten()

@@ -192,7 +192,12 @@ pub async fn execute(
         CommandId::NewSession => agent_commands::new_session(backend, arguments),
         CommandId::SetMode => agent_commands::set_mode(backend, arguments),
         CommandId::SetOption => agent_commands::set_option(backend, arguments),
-        CommandId::Status => Ok(Some(backend.agents.status())),
+        // Built off the LSP task: with many sessions it is a big answer.
+        CommandId::Status => {
+            let agents = backend.agents.clone();
+            let status = tokio::task::spawn_blocking(move || agents.status()).await;
+            status.map(Some).map_err(internal)
+        }
         CommandId::OpenChat => chat_commands::open_command(backend, arguments).await,
         CommandId::Send => chat_commands::send_command(backend, arguments).await,
         CommandId::AskAbout => chat_commands::ask_about_command(backend, arguments).await,

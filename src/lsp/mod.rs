@@ -15,6 +15,7 @@ mod mcp_commands;
 pub mod message_check;
 mod outbox;
 mod output;
+mod prompt_context;
 mod server;
 mod session_tools;
 #[cfg(unix)]

@@ -255,7 +255,7 @@ impl LanguageServer for Backend {
         // The chat's header line picks the agent's mode and options.
         if let Some(agent) = chat.filter(|_| range.start.line == 0) {
             actions.extend(super::chat_commands::setting_actions(
-                &self.agents.status(),
+                &self.agents.current_session(&agent),
                 &agent,
             ));
         }

@@ -13,8 +13,8 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::shapes;
 use super::tools::DiffStyle;
-use crate::editor::EditorAccess;
 use crate::editor::context::ContextEvent;
+use crate::editor::{EditorAccess, Selection};
 
 /// Quiet time before a selection (or context) update goes out.
 pub const DEBOUNCE: Duration = Duration::from_millis(100);
@@ -43,9 +43,11 @@ pub async fn run(
         let sent = match event {
             None => {
                 due = None;
+                let folders = editor.workspace_folders().await;
                 let update = match style {
                     DiffStyle::Blocking => latest_selection
                         .take()
+                        .filter(|s: &Selection| editor.agents_may_see(&s.path, &folders))
                         .map(|s| ("selection_changed", shapes::selection(&s))),
                     DiffStyle::Notified => {
                         Some(("ide/contextUpdate", context_update(&editor).await))
@@ -104,8 +106,10 @@ async fn context_update(editor: &EditorAccess) -> Value {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
+    let folders = editor.workspace_folders().await;
     let selection = editor.current_selection().await;
     let mut documents = editor.open_documents().await;
+    documents.retain(|d| editor.agents_may_see(&d.path, &folders));
     documents.sort_by_key(|d| !d.focused);
     let files: Vec<Value> = documents
         .iter()

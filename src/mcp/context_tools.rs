@@ -24,7 +24,9 @@ pub async fn get_diagnostics(editor: &EditorAccess, args: Value) -> ToolOutcome 
         .uri
         .filter(|u| !u.is_empty())
         .map(|u| shapes::path_of(&u));
-    let files = editor.diagnostics(path.as_deref()).await;
+    let mut files = editor.diagnostics(path.as_deref()).await;
+    let folders = editor.workspace_folders().await;
+    files.retain(|f| editor.agents_may_see(&f.path, &folders));
     json(&shapes::diagnostics(&files))
 }
 
@@ -56,7 +58,9 @@ pub fn get_latest_selection(context: &ContextSnapshot) -> ToolOutcome {
 
 /// `getOpenEditors`.
 pub async fn get_open_editors(editor: &EditorAccess) -> ToolOutcome {
-    let documents = editor.open_documents().await;
+    let folders = editor.workspace_folders().await;
+    let mut documents = editor.open_documents().await;
+    documents.retain(|d| editor.agents_may_see(&d.path, &folders));
     let selection = editor.current_selection().await;
     let mut facts = Vec::with_capacity(documents.len());
     for doc in &documents {
@@ -96,7 +100,8 @@ struct FileArgs {
 pub async fn check_document_dirty(editor: &EditorAccess, args: Value) -> ToolOutcome {
     let args: FileArgs = parse(args)?;
     let path = shapes::path_of(&args.file_path);
-    if !is_open(editor, &path).await {
+    let folders = editor.workspace_folders().await;
+    if !editor.agents_may_see(&path, &folders) || !is_open(editor, &path).await {
         return not_open(&args.file_path);
     }
     match editor.document_dirty(&path).await {

@@ -9,13 +9,13 @@
 //! a parent another user controls is refused: no discovery file is written there, and the reason
 //! is logged. Scans read only small regular files of our own user, never following symlinks.
 
-use std::io::{Read as _, Write as _};
-use std::os::unix::fs::{
-    DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
-};
+use std::io::Read as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+
+use crate::private_files::{PrivateDir, PrivateError, our_uid};
 
 /// The `ideName` / `ideInfo.name` we write, and how we recognise our own files.
 pub const IDE_NAME: &str = "agentls";
@@ -50,7 +50,7 @@ impl DiscoveryFile {
     /// Writes `contents` to `path` (creating its directory 0700, refusing an unsafe one).
     pub fn create(path: PathBuf, contents: &Value) -> Result<Self, DiscoveryError> {
         write_private(&path, contents)?;
-        super::discovery_guard::watch(&path);
+        crate::guard::watch_file(&path);
         Ok(Self {
             path,
             removed: false,
@@ -103,90 +103,24 @@ pub fn create_replacing_stale(
     DiscoveryFile::create(path, contents)
 }
 
-/// Our effective user id.
-fn our_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+impl From<PrivateError> for DiscoveryError {
+    fn from(e: PrivateError) -> Self {
+        match e {
+            PrivateError::Unsafe { path, why } => Self::UnsafeDir { dir: path, why },
+            e @ PrivateError::Exists { .. } => Self::Io(std::io::Error::other(e.to_string())),
+            PrivateError::Io { source, .. } => Self::Io(source),
+        }
+    }
 }
 
-/// Creates `dir` (and parents) 0700 and checks that only we can put files in it: it must be a
-/// real directory (not a symlink) owned by us, not writable by group or others (we make it 0700
-/// when it is ours), and every parent must belong to us or root and, when anyone may write to
-/// it, be sticky (like `/tmp`), so that no one else can swap the directory for another.
-fn private_dir(dir: &Path) -> Result<(), DiscoveryError> {
-    let dir = std::path::absolute(dir)?;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)?;
-    let uid = our_uid();
-    let refuse = |why: String| DiscoveryError::UnsafeDir {
-        dir: dir.clone(),
-        why,
-    };
-    for parent in dir.ancestors().skip(1) {
-        let link = std::fs::symlink_metadata(parent)?;
-        if link.file_type().is_symlink() && link.uid() != uid && link.uid() != 0 {
-            let why = format!("{} is a symlink of uid {}", parent.display(), link.uid());
-            return Err(refuse(why));
-        }
-        let meta = std::fs::metadata(parent)?;
-        if meta.uid() != uid && meta.uid() != 0 {
-            let why = format!(
-                "{} belongs to uid {}, not to us (uid {uid})",
-                parent.display(),
-                meta.uid()
-            );
-            return Err(refuse(why));
-        }
-        if meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0 {
-            let why = format!(
-                "{} is writable by every user and not sticky",
-                parent.display()
-            );
-            return Err(refuse(why));
-        }
-    }
-    let meta = std::fs::symlink_metadata(&dir)?;
-    if !meta.file_type().is_dir() {
-        return Err(refuse("it is a symlink, not a directory".to_owned()));
-    }
-    if meta.uid() != uid {
-        return Err(refuse(format!(
-            "it belongs to uid {}, not to us (uid {uid})",
-            meta.uid()
-        )));
-    }
-    if meta.mode() & 0o077 != 0
-        && let Err(e) = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-    {
-        if meta.mode() & 0o022 != 0 {
-            return Err(refuse(format!(
-                "others may write to it (mode {:o}) and it cannot be made private: {e}",
-                meta.mode() & 0o777
-            )));
-        }
-        tracing::warn!(dir = %dir.display(), "cannot make the directory private: {e}");
-    }
-    Ok(())
-}
-
-/// Writes JSON to `path` atomically with mode 0600: readers see the old file or the new one. The
-/// temp file has a random name and is created exclusively, so nothing planted in the directory
-/// (a file, a symlink) receives the contents.
+/// Writes JSON to `path` atomically with mode 0600 in a private directory (see
+/// [`PrivateDir`]): readers see the old file or the new one, and nothing planted in the
+/// directory (a file, a symlink) receives the contents.
 fn write_private(path: &Path, contents: &Value) -> Result<(), DiscoveryError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    private_dir(dir)?;
     let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let prefix = format!(".{name}.");
-    let mut temp = tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(".tmp")
-        .permissions(std::fs::Permissions::from_mode(0o600))
-        .tempfile_in(dir)?;
-    temp.write_all(&serde_json::to_vec(contents).map_err(std::io::Error::other)?)?;
-    temp.as_file().sync_all()?;
-    temp.persist(path).map_err(|e| e.error)?;
+    let bytes = serde_json::to_vec(contents).map_err(std::io::Error::other)?;
+    PrivateDir::open(dir)?.replace(&name, &bytes, true)?;
     Ok(())
 }
 
@@ -298,6 +232,8 @@ pub fn clean_stale(found: &[Found]) -> Vec<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
     use serde_json::json;
 
     use super::*;
@@ -377,11 +313,12 @@ mod tests {
         set_mode(&shared, 0o777);
         let path = shared.join("gemini/ide/f.json");
         let why = refused(DiscoveryFile::create(path.clone(), &json!({})));
-        assert!(why.contains("writable by every user"), "{why}");
+        assert!(why.contains("every user may write"), "{why}");
         assert!(!path.exists());
 
         // Sticky, like /tmp: fine; a directory of ours others may write to is made private.
         set_mode(&shared, 0o1777);
+        std::fs::create_dir_all(shared.join("gemini/ide")).unwrap();
         set_mode(&shared.join("gemini/ide"), 0o777);
         let file = DiscoveryFile::create(path.clone(), &json!({})).unwrap();
         let mode = std::fs::metadata(shared.join("gemini/ide")).unwrap().mode() & 0o777;

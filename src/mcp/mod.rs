@@ -15,7 +15,6 @@ mod context_push;
 mod context_tools;
 mod diff_tabs;
 pub mod discovery;
-pub mod discovery_guard;
 mod event_streams;
 mod frames;
 pub mod granted;

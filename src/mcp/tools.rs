@@ -103,9 +103,10 @@ impl ToolSpec {
     pub fn run<'a>(&self, call: Call<'a>) -> BoxFuture<'a, ToolOutcome> {
         match self.answer {
             Answer::Run(run) => run(call),
-            Answer::FromContext(answer) => {
-                Box::pin(async move { answer(&*call.editor.context().await) })
-            }
+            Answer::FromContext(answer) => Box::pin(async move {
+                let context = call.editor.context().await;
+                answer(&call.editor.context_for_agents(context))
+            }),
         }
     }
 
@@ -115,7 +116,9 @@ impl ToolSpec {
     pub fn answer_now(&self, editor: &EditorAccess) -> Option<ToolOutcome> {
         match self.answer {
             Answer::Run(_) => None,
-            Answer::FromContext(answer) => editor.context_now().map(|c| answer(&c)),
+            Answer::FromContext(answer) => editor
+                .context_now()
+                .map(|c| answer(&editor.context_for_agents(c))),
         }
     }
 

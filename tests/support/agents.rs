@@ -210,7 +210,9 @@ impl TestClient {
                     .into_iter()
                     .flatten()
                     .flatten()
-            });
+            })
+            // agentls's own records beside the chats start with a dot.
+            .filter(|file| !file.file_name().to_string_lossy().starts_with('.'));
         for chat in chats {
             let uri = super::file_uri(&chat.path());
             let text = match self.try_document(&uri) {

@@ -1,0 +1,301 @@
+//! agentls's own record of every chat it made: `.<chat file>.chat` beside the chat document in
+//! the private chats folder, JSON lines. The first names the chat and its agent; then come, in
+//! order, what agentls put into the document ([`Entry::Out`]), each message the user sent
+//! ([`Entry::Sent`]) and each turn's end ([`Entry::Ended`], on disk before the next turn can
+//! start). A document is a chat only when agentls keeps such a record of it (a look-alike in a
+//! repository has none), and what agentls tells an agent on its own behalf (the transcript of
+//! a resumed chat) comes from here, never from the document's text.
+//!
+//! Records are written by one thread per [`Recorder`], in the order they were asked for, so
+//! that the state task never waits on the disk.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::private_files::{PrivateDir, PrivateError};
+
+/// What a record's file name adds to its chat's: `.<chat>` + this.
+pub const SUFFIX: &str = ".chat";
+/// The most of a record read to learn which agent a chat talks to (its first line).
+const HEADER_READ: u64 = 4096;
+/// The most of a record read for a transcript.
+const RECORD_READ: u64 = 64 * 1024 * 1024;
+/// The most of a resumed chat's transcript told to the agent (its end).
+const MAX_TRANSCRIPT: usize = 20_000;
+
+/// One line of a record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Entry {
+    /// The first line: which agent the chat talks to.
+    Chat {
+        /// The agent's name.
+        agent: String,
+    },
+    /// Text agentls put at the document's end (the template, replies, headings).
+    Out(String),
+    /// A message the user sent from it.
+    Sent(String),
+    /// A turn ended (how is in the text agentls put out for it).
+    Ended,
+}
+
+/// The record's file name for the chat file `name`.
+fn record_name(name: &str) -> String {
+    format!(".{name}{SUFFIX}")
+}
+
+/// The chat a record at `record` (or its file being written) belongs to, when it is one.
+pub fn chat_of(record: &Path) -> Option<PathBuf> {
+    let name = record.file_name()?.to_str()?;
+    let name = crate::private_files::being_written(name).unwrap_or(name);
+    let chat = name.strip_prefix('.')?.strip_suffix(SUFFIX)?;
+    Some(record.with_file_name(chat))
+}
+
+/// Makes the record of the new chat file `name` in `dir`, with `agent` and the chat's first
+/// text; refused when anything is in its place.
+pub fn create(dir: &PrivateDir, name: &str, agent: &str, text: &str) -> Result<(), PrivateError> {
+    let mut lines = line(&Entry::Chat {
+        agent: agent.to_owned(),
+    });
+    lines.push_str(&line(&Entry::Out(text.to_owned())));
+    dir.create_new(&record_name(name), lines.as_bytes())
+}
+
+/// `entry` as a line of a record.
+fn line(entry: &Entry) -> String {
+    let mut line = serde_json::to_string(entry).unwrap_or_default();
+    line.push('\n');
+    line
+}
+
+/// The agent of the chat document at `path` when agentls made it: `path` is a file of a
+/// workspace folder directly in `root` (the chats folder) and its record is there. Blocking.
+pub fn agent_of(root: &Path, path: &Path) -> Option<String> {
+    let folder = path.parent()?;
+    if folder.parent()? != root {
+        return None;
+    }
+    let name = path.file_name()?.to_str()?;
+    let dir = PrivateDir::open(folder).ok()?;
+    let start = dir.read(&record_name(name), HEADER_READ).ok()??;
+    let first = start.split(|b| *b == b'\n').next()?;
+    match serde_json::from_slice(first).ok()? {
+        Entry::Chat { agent } => Some(agent),
+        _ => None,
+    }
+}
+
+/// Makes a record for the chat file at `path` (in a workspace folder directly in `root`) of an
+/// earlier agentls, which kept none: it names `agent` and holds nothing of the document. Only
+/// there: a look-alike elsewhere never gets one. Blocking.
+pub fn adopt(root: &Path, path: &Path, agent: &str) -> Result<(), PrivateError> {
+    let (Some(folder), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
+    else {
+        return Ok(());
+    };
+    if folder.parent() != Some(root) {
+        return Ok(());
+    }
+    let header = line(&Entry::Chat {
+        agent: agent.to_owned(),
+    });
+    PrivateDir::open(folder)?.create_new(&record_name(name), header.as_bytes())
+}
+
+/// The conversation a record holds, as the document showed it, from its first `## You` heading
+/// to its last (where the next message goes): the end of it (at most [`MAX_TRANSCRIPT`]
+/// bytes), for an agent that did not see it. `None` when there is none yet.
+fn transcript(record: &[u8]) -> Option<String> {
+    let mut text = String::new();
+    for entry in record
+        .split(|b| *b == b'\n')
+        .filter_map(|l| serde_json::from_slice::<Entry>(l).ok())
+    {
+        match entry {
+            Entry::Out(out) => text.push_str(&out),
+            Entry::Sent(message) => text.push_str(message.trim()),
+            Entry::Chat { .. } | Entry::Ended => {}
+        }
+    }
+    let you = format!("\n{}\n", super::chat::YOU);
+    let (first, last) = (text.find(&you)?, text.rfind(&you)?);
+    let conversation = text[first..last].trim();
+    if conversation.is_empty() {
+        return None;
+    }
+    let start = conversation.len().saturating_sub(MAX_TRANSCRIPT);
+    let start = (start..=conversation.len())
+        .find(|&i| conversation.is_char_boundary(i))
+        .unwrap_or(0);
+    Some(format!(
+        "this conversation goes on from an earlier session you do not remember; it went:\n{}",
+        &conversation[start..]
+    ))
+}
+
+/// What the writer is asked to do.
+enum Job {
+    /// Append `entry` to the record of the chat at `chat`; on disk before the next job when
+    /// `sync`.
+    Append {
+        chat: PathBuf,
+        entry: Entry,
+        sync: bool,
+    },
+    /// Read the record of `chat` (after everything asked before) and answer its transcript.
+    Transcript {
+        chat: PathBuf,
+        reply: oneshot::Sender<Option<String>>,
+    },
+}
+
+/// Writes chats' records, in order, on a thread of its own (which ends when the last clone is
+/// dropped).
+#[derive(Debug, Clone)]
+pub struct Recorder(mpsc::Sender<Job>);
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Append { chat, .. } => write!(f, "Append({})", chat.display()),
+            Self::Transcript { chat, .. } => write!(f, "Transcript({})", chat.display()),
+        }
+    }
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        let (jobs, queue) = mpsc::channel();
+        let started = std::thread::Builder::new()
+            .name("chat-records".into())
+            .spawn(move || write_records(&queue));
+        if let Err(e) = started {
+            tracing::warn!("chats are not recorded (no thread to write them): {e}");
+        }
+        Self(jobs)
+    }
+}
+
+impl Recorder {
+    /// Appends `entry` to the record of the chat at `chat` (soon); with `sync`, it is on disk
+    /// before anything asked later is done.
+    pub fn append(&self, chat: &Path, entry: Entry, sync: bool) {
+        let _ = self.0.send(Job::Append {
+            chat: chat.to_owned(),
+            entry,
+            sync,
+        });
+    }
+
+    /// The transcript of the chat at `chat` from its record, once everything asked before is
+    /// written; `None` when it has none (or sent nothing yet).
+    pub async fn transcript(&self, chat: &Path) -> Option<String> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job::Transcript {
+            chat: chat.to_owned(),
+            reply,
+        };
+        self.0.send(job).ok()?;
+        answer.await.ok().flatten()
+    }
+}
+
+/// The folder of the chat at `chat`, opened once and kept in `folders`, and its record's name.
+fn record_of<'f>(
+    folders: &'f mut HashMap<PathBuf, PrivateDir>,
+    chat: &Path,
+) -> Result<(&'f PrivateDir, String), PrivateError> {
+    let folder = chat.parent().unwrap_or(Path::new("/")).to_owned();
+    let name = chat
+        .file_name()
+        .and_then(|n| n.to_str())
+        .map(record_name)
+        .unwrap_or_default();
+    let dir = match folders.entry(folder) {
+        std::collections::hash_map::Entry::Occupied(open) => open.into_mut(),
+        std::collections::hash_map::Entry::Vacant(new) => {
+            let dir = PrivateDir::open(new.key())?;
+            new.insert(dir)
+        }
+    };
+    Ok((dir, name))
+}
+
+/// The writer thread: does each job in turn, with the chats' folders kept open.
+fn write_records(queue: &mpsc::Receiver<Job>) {
+    let mut folders = HashMap::new();
+    while let Ok(job) = queue.recv() {
+        match job {
+            Job::Append { chat, entry, sync } => {
+                let written = record_of(&mut folders, &chat)
+                    .and_then(|(dir, name)| dir.append(&name, line(&entry).as_bytes(), sync));
+                if let Err(e) = written {
+                    tracing::warn!(chat = %chat.display(), "chat record not written: {e}");
+                }
+            }
+            Job::Transcript { chat, reply } => {
+                let record = record_of(&mut folders, &chat)
+                    .and_then(|(dir, name)| dir.read(&name, RECORD_READ))
+                    .ok()
+                    .flatten();
+                let _ = reply.send(record.as_deref().and_then(transcript));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_chat_made_by_agentls_is_known_by_its_record_and_tells_its_transcript() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("chats");
+        let dir = PrivateDir::open(&root).unwrap().subdir("ws-1").unwrap();
+        let chat = root.join("ws-1/demo-1.md");
+        std::fs::write(&chat, "# Chat with demo\n").unwrap();
+        assert_eq!(agent_of(&root, &chat), None, "no record yet");
+        create(&dir, "demo-1.md", "demo", "# Chat with demo\n\n## You\n\n").unwrap();
+        assert_eq!(agent_of(&root, &chat).as_deref(), Some("demo"));
+        assert_eq!(
+            chat_of(&root.join("ws-1/.demo-1.md.chat")),
+            Some(chat.clone())
+        );
+        assert_eq!(
+            chat_of(&root.join("ws-1/..demo-1.md.chat.0123456789abcdef.tmp")),
+            Some(chat.clone())
+        );
+
+        let recorder = Recorder::default();
+        assert_eq!(recorder.transcript(&chat).await, None, "nothing sent yet");
+        recorder.append(&chat, Entry::Sent("hello".into()), false);
+        let reply = "\n\n## demo\n\nHi there.\n\n_end_turn_\n\n## You\n\n".to_owned();
+        recorder.append(&chat, Entry::Out(reply), false);
+        recorder.append(&chat, Entry::Ended, true);
+        let told = recorder.transcript(&chat).await.unwrap();
+        assert!(
+            told.ends_with(":\n## You\n\nhello\n\n## demo\n\nHi there.\n\n_end_turn_"),
+            "{told}"
+        );
+
+        // The same file and header elsewhere (a repository's look-alike) is not a chat.
+        let elsewhere = base.path().join("repo/agentls/chats/ws-1/demo-1.md");
+        std::fs::create_dir_all(elsewhere.parent().unwrap()).unwrap();
+        std::fs::copy(&chat, &elsewhere).unwrap();
+        std::fs::copy(
+            root.join("ws-1/.demo-1.md.chat"),
+            elsewhere.with_file_name(".demo-1.md.chat"),
+        )
+        .unwrap();
+        assert_eq!(agent_of(&root, &elsewhere), None);
+        assert!(adopt(&root, &elsewhere, "demo").is_ok());
+        assert_eq!(agent_of(&root, &elsewhere), None);
+    }
+}
