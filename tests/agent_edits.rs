@@ -631,3 +631,85 @@ async fn a_file_saved_before_the_prompt_is_not_put_down_to_the_agent() {
     assert!(!told.contains("saved.txt"), "{told}");
     assert!(client.shutdown().await.success());
 }
+
+/// How many files the flood test's "agent" writes, in how many new folders.
+const FLOOD_FILES: usize = 10_000;
+const FLOOD_FOLDERS: usize = 100;
+
+/// A turn that writes thousands of new files in new folders (an agent in an auto mode running a
+/// generator): every file is seen, the first one written into each new folder too (before the
+/// watcher watched it); the summary names a few and counts the rest; agentls's log (its stderr,
+/// which editors keep) names them all.
+#[tokio::test]
+async fn a_turn_writing_thousands_of_files_is_summed_up_and_names_every_one() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    client.prompt("@hang").await;
+    client.shown_until("Waiting until you cancel").await;
+    for folder in 0..FLOOD_FOLDERS {
+        let dir = client.workspace.join(format!("gen{folder:03}"));
+        std::fs::create_dir(&dir).unwrap();
+        for file in 0..FLOOD_FILES / FLOOD_FOLDERS {
+            std::fs::write(dir.join(format!("f{file:03}.txt")), "x\n").unwrap();
+        }
+    }
+    let seen_all = support::agents::eventually_async(|| async {
+        let state = client.server_state().await;
+        let counts = state["changedWithoutAsking"].as_object().unwrap().values();
+        counts.filter_map(|n| n.as_u64()).sum::<u64>() == FLOOD_FILES as u64
+    })
+    .await;
+    let state = client.server_state().await;
+    assert!(seen_all.is_some(), "{}", state["changedWithoutAsking"]);
+    let cancelled = client
+        .execute("agentls.cancel", serde_json::json!({}))
+        .await;
+    assert_eq!(cancelled, Ok(serde_json::json!({"cancelled": true})));
+    let summary = client.take_message("demo: cancelled").await;
+    assert!(summary.len() < 400, "{} bytes: {summary}", summary.len());
+    assert!(
+        summary.contains("changed without asking: f000.txt, f001.txt")
+            && summary.contains("and 9995 more (all in agentls's log)"),
+        "{summary}"
+    );
+    // Logged before the summary was sent.
+    let log = client.stderr();
+    for folder in [0, FLOOD_FOLDERS - 1] {
+        for file in [0, FLOOD_FILES / FLOOD_FOLDERS - 1] {
+            let path = client
+                .workspace
+                .join(format!("gen{folder:03}/f{file:03}.txt"));
+            assert!(log.contains(&format!("{}\n", path.display())), "{path:?}");
+        }
+    }
+    assert!(client.shutdown().await.success());
+}
+
+/// An open file an agent swaps for a symbolic link (to a file of the user's elsewhere): the
+/// user is told, the buffer keeps its text, and agentls does not read through the link.
+#[tokio::test]
+async fn an_open_file_swapped_for_a_link_is_told_and_not_followed() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let uri = client.open("notes.txt", "text", "mine\n").await;
+    std::fs::write(path_of(&uri), "mine\n").unwrap();
+    let secret = client.home.path().join("secret.txt");
+    std::fs::write(&secret, "not for the buffer\n").unwrap();
+    client.prompt("@hang").await;
+    client.shown_until("Waiting until you cancel").await;
+    let staged = client.workspace.join("link.tmp");
+    std::os::unix::fs::symlink(&secret, &staged).unwrap();
+    std::fs::rename(&staged, path_of(&uri)).unwrap();
+    client
+        .take_message("demo replaced notes.txt with a symbolic link")
+        .await;
+    assert_eq!(client.document(&uri).text, "mine\n");
+    let state = client.server_state().await;
+    assert!(
+        !state.to_string().contains("not for the buffer"),
+        "{state:#}"
+    );
+    client
+        .execute("agentls.cancel", serde_json::json!({}))
+        .await
+        .unwrap();
+    assert!(client.shutdown().await.success());
+}

@@ -705,3 +705,70 @@ async fn editor_tools_see_only_the_workspace_unless_the_config_allows_more() {
         assert!(client.shutdown().await.success());
     }
 }
+
+/// How many proposals for one file the flood test sends.
+const REVISIONS: usize = 300;
+
+/// A client that proposes one file again and again (a flood of `openDiff`, under one tab name
+/// or a new one each time) leaves one review open, the last: the editor is moved to the file
+/// once, its diagnostics go out a bounded number of times (not once or twice per call), nobody
+/// is told of a withdrawal, and every replaced call is answered `DIFF_REJECTED`.
+#[tokio::test]
+async fn a_flood_of_proposals_for_one_file_is_one_review_shown_once() {
+    for same_tab in [true, false] {
+        eprintln!("same tab: {same_tab}");
+        let client = TestClient::start_initialized(Options::default()).await;
+        let uri = client.open("a.rs", "rust", BASE).await;
+        let path = support::file_uri_to_path(&uri);
+        let mcp = std::sync::Arc::new(connected(&client, "test-agent").await);
+        let mut calls = Vec::new();
+        for n in 0..REVISIONS {
+            let (mcp, path) = (mcp.clone(), path.clone());
+            let tab = if same_tab {
+                "t".to_owned()
+            } else {
+                format!("t{n}")
+            };
+            let proposal = format!("{PROPOSAL}// revision {n}\n");
+            calls.push(tokio::spawn(async move {
+                mcp.texts("openDiff", open_diff_args(&path, &proposal, &tab))
+                    .await
+            }));
+            // Each call reaches the server before the next (they are concurrent there).
+            client.server_state().await;
+        }
+        let last = calls.pop().unwrap();
+        for call in calls {
+            assert_eq!(call.await.unwrap()[0], "DIFF_REJECTED");
+        }
+        let state = client.server_state().await;
+        let reviews = state["reviews"].as_array().unwrap();
+        assert_eq!(reviews.len(), 1, "{state:#}");
+        let shown = client.count(Some("window/showDocument"));
+        let published = client
+            .received("textDocument/publishDiagnostics")
+            .iter()
+            .filter(|p| p["params"]["uri"] == uri.as_str())
+            .count();
+        let withdrawn = client
+            .received("window/showMessage")
+            .iter()
+            .filter(|m| {
+                m["params"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("withdrew")
+            })
+            .count();
+        println!("same tab {same_tab}: {shown} shown, {published} diagnostics, {withdrawn} told");
+        assert_eq!(shown, 1, "same tab {same_tab}");
+        assert!(
+            published < REVISIONS / 4,
+            "{published} diagnostics for {REVISIONS} proposals"
+        );
+        assert_eq!(withdrawn, 0);
+        mcp.texts("closeAllDiffTabs", json!({})).await;
+        assert_eq!(last.await.unwrap()[0], "DIFF_REJECTED");
+        assert!(client.shutdown().await.success());
+    }
+}

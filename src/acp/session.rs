@@ -228,20 +228,16 @@ impl Turn {
             n => format!("{n} tool calls"),
         }];
         if !self.files.is_empty() {
-            let names: Vec<_> = self
-                .files
-                .iter()
-                .map(|p| crate::editor::file_name(p))
-                .collect();
-            parts.push(format!("files: {}", names.join(", ")));
+            parts.push(format!(
+                "files: {}",
+                crate::editor::some_file_names(&self.files)
+            ));
         }
         if !self.unasked.is_empty() {
-            let names: Vec<_> = self
-                .unasked
-                .iter()
-                .map(|p| crate::editor::file_name(p))
-                .collect();
-            parts.push(format!("changed without asking: {}", names.join(", ")));
+            parts.push(format!(
+                "changed without asking: {}",
+                crate::editor::some_file_names(&self.unasked)
+            ));
         }
         if !self.editor_tools.is_empty() {
             parts.push(format!(
@@ -267,6 +263,21 @@ impl Turn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_summary_names_a_few_files_and_counts_the_rest() {
+        let mut turn = Turn::new("p".into());
+        turn.tool_calls.insert("1".into(), "Write".into());
+        for n in 0..10_000 {
+            turn.unasked
+                .insert(PathBuf::from(format!("/ws/d/f{n:05}.txt")));
+        }
+        assert_eq!(
+            turn.tally(),
+            "1 tool call · changed without asking: f00000.txt, f00001.txt, f00002.txt, \
+             f00003.txt, f00004.txt, and 9995 more (all in agentls's log)"
+        );
+    }
 
     #[test]
     fn the_quote_is_the_last_message_after_a_tool_call() {

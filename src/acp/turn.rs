@@ -236,6 +236,16 @@ pub fn tell(agent: &RunningAgent, end: &TurnEnd, turn: Option<&Turn>, progress_i
     if turn.is_some_and(|t| t.log_mid_line) {
         editor.log(Level::Info, "\n");
     }
+    // Every file of a list the summary cuts short, in agentls's log (stderr: the editor's log
+    // of its language servers).
+    let lists = turn.map(|t| [("files", &t.files), ("changed without asking", &t.unasked)]);
+    for (what, paths) in lists.into_iter().flatten() {
+        if paths.len() > crate::editor::NAMED_IN_A_MESSAGE {
+            let list: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            let (who, count) = (agent.name(), paths.len());
+            tracing::info!("{who}: {what} ({count}):\n{}\n", list.join("\n"));
+        }
+    }
     // tell_user also logs it: the log keeps every message.
     editor.tell_user(level, text);
     let short = match end {

@@ -4,7 +4,8 @@
 //! paths; it decides what they mean (`unasked.rs`). Build output and VCS folders are ignored.
 //!
 //! The watcher's own thread only forwards paths; setting it up (which walks the folders) runs on
-//! a blocking thread, never on the state task.
+//! a blocking thread, never on the state task. A folder that appears is walked once its batch is
+//! due: the files written into it before its watch was set up are reported with the rest.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -84,8 +85,12 @@ async fn run(mut folders: watch::Receiver<Vec<PathBuf>>, state: StateHandle) {
                         },
                     }
                 }
-                let paths: Vec<PathBuf> = batch.into_iter().collect();
-                state.report(super::reports::Report::FilesChangedOnDisk(paths));
+                let paths = tokio::task::spawn_blocking(move || with_new_folders_walked(batch))
+                    .await
+                    .unwrap_or_default();
+                if !paths.is_empty() {
+                    state.report(super::reports::Report::FilesChangedOnDisk(paths));
+                }
             }
         }
     }
@@ -126,6 +131,39 @@ fn watch_folders(
     Some(watcher)
 }
 
+/// `batch` with each folder in it replaced by the files under it (not following links, not
+/// entering ignored folders): a folder reported as new may hold files written before the
+/// watcher watched it, which no event will name.
+fn with_new_folders_walked(batch: BTreeSet<PathBuf>) -> Vec<PathBuf> {
+    let mut files = Vec::with_capacity(batch.len());
+    let mut folders = Vec::new();
+    for path in batch {
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() => folders.push(path),
+            _ => files.push(path),
+        }
+    }
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if is_ignored(&path) {
+                continue;
+            }
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => folders.push(path),
+                Ok(_) => files.push(path),
+                Err(_) => {}
+            }
+        }
+    }
+    files.sort();
+    files.dedup();
+    files
+}
+
 /// Whether `path` lies in a folder whose changes are not reviewed, or is an editor's backup,
 /// auto-save or swap file.
 pub fn is_ignored(path: &Path) -> bool {
@@ -157,5 +195,26 @@ mod tests {
         assert!(is_ignored(Path::new("/ws/src/#lib.rs#")));
         assert!(is_ignored(Path::new("/ws/src/lib.rs~")));
         assert!(is_ignored(Path::new("/ws/src/.lib.rs.swp")));
+    }
+
+    #[test]
+    fn a_new_folder_is_reported_as_the_files_under_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("new/deeper")).unwrap();
+        std::fs::create_dir_all(root.join("new/node_modules")).unwrap();
+        std::fs::write(root.join("new/a.txt"), "a").unwrap();
+        std::fs::write(root.join("new/deeper/b.txt"), "b").unwrap();
+        std::fs::write(root.join("new/node_modules/c.js"), "c").unwrap();
+        std::fs::write(root.join("old.txt"), "o").unwrap();
+        let batch = BTreeSet::from([root.join("new"), root.join("old.txt")]);
+        assert_eq!(
+            with_new_folders_walked(batch),
+            vec![
+                root.join("new/a.txt"),
+                root.join("new/deeper/b.txt"),
+                root.join("old.txt")
+            ]
+        );
     }
 }

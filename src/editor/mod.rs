@@ -997,6 +997,26 @@ pub fn file_name(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
+/// The most file names a message gives of one list; the whole list goes to the log.
+pub const NAMED_IN_A_MESSAGE: usize = 5;
+
+/// The names of the first [`NAMED_IN_A_MESSAGE`] of `paths`, and how many more there are: a
+/// message about thousands of files is still one line.
+pub fn some_file_names(paths: &std::collections::BTreeSet<PathBuf>) -> String {
+    let mut names: Vec<_> = paths
+        .iter()
+        .take(NAMED_IN_A_MESSAGE)
+        .map(|p| file_name(p))
+        .collect();
+    if paths.len() > NAMED_IN_A_MESSAGE {
+        names.push(format!(
+            "and {} more (all in agentls's log)",
+            paths.len() - NAMED_IN_A_MESSAGE
+        ));
+    }
+    names.join(", ")
+}
+
 /// Lines `line..line+limit` (1-based) of `text`, line breaks kept.
 pub fn select_lines(text: &str, line: Option<u32>, limit: Option<u32>) -> String {
     if line.is_none() && limit.is_none() {

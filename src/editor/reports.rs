@@ -4,7 +4,6 @@
 //! that says what each does.
 
 use std::path::PathBuf;
-use std::time::SystemTime;
 
 use super::FileError;
 use super::chat_inbox::ChatInbox;
@@ -80,12 +79,8 @@ pub enum Report {
         text: String,
         digest: u64,
     },
-    /// `path` changed on disk to `disk` (last modified at `modified`), not through a review.
-    DiskChangedUnasked {
-        path: PathBuf,
-        disk: String,
-        modified: Option<SystemTime>,
-    },
+    /// Files changed on disk, not through a review: what each says now.
+    DiskChangedUnasked(Vec<super::unasked::DiskChange>),
     /// The editor did not take `who`'s unasked change of `path` into the buffer, which was
     /// saved as `saved_before`.
     LandingRefused {
@@ -115,7 +110,7 @@ impl Report {
             Self::AcceptedWritten { .. } => "accepted written",
             Self::SettlingVerdictDue(_) => "settling verdict due",
             Self::OwnWrite { .. } => "own write",
-            Self::DiskChangedUnasked { .. } => "disk changed unasked",
+            Self::DiskChangedUnasked(_) => "disk changed unasked",
             Self::LandingRefused { .. } => "landing refused",
         }
     }
@@ -149,6 +144,7 @@ impl State {
                 for path in std::mem::take(&mut self.present_due) {
                     self.present(&path);
                 }
+                self.announce_withdrawals();
             }
             Report::ProposerGone {
                 id,
@@ -177,11 +173,7 @@ impl State {
             } => self.accepted_written(id, text, rejected, written),
             Report::SettlingVerdictDue(id) => self.send_settling_verdict(id),
             Report::OwnWrite { path, text, digest } => self.own_write(path, &text, digest),
-            Report::DiskChangedUnasked {
-                path,
-                disk,
-                modified,
-            } => self.disk_changed_unasked(path, disk, modified),
+            Report::DiskChangedUnasked(changes) => self.disk_changed_unasked(changes),
             Report::LandingRefused {
                 path,
                 saved_before,

@@ -69,6 +69,16 @@ pub enum DecisionError {
     Conflict(u64, usize),
 }
 
+/// A proposal its proposer withdrew, not announced yet: a new one of the same origin for the
+/// same file before the next presentation makes it a revision instead.
+#[derive(Debug)]
+pub struct WithdrawnProposal {
+    at: tokio::time::Instant,
+    announce: bool,
+    who: String,
+    file: String,
+}
+
 /// What the user decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -90,6 +100,11 @@ impl State {
             .filter(|r| r.origin == request.origin && r.path == request.path)
             .map(|r| r.id)
             .collect();
+        // A revision of a proposal the user was already shown (it replaces one still open, or
+        // one its proposer withdrew a moment ago): shown again once per burst, with no new
+        // announcement and no move of the editor, however many come.
+        let withdrawn = (request.origin.key.clone(), request.path.clone());
+        let mut revision = self.withdrawn_proposals.remove(&withdrawn).is_some();
         for id in superseded {
             if self
                 .reviews
@@ -101,7 +116,8 @@ impl State {
                 continue;
             }
             let reason = Some("superseded by a newer proposal for the same file".to_owned());
-            self.resolve(id, Verdict::Rejected { reason });
+            self.finish(id, Verdict::Rejected { reason });
+            revision = true;
         }
         if request.hunks.is_empty() {
             let _ = reply.send(Verdict::Accepted {
@@ -171,6 +187,10 @@ impl State {
         });
         if request.auto_accept {
             let _ = self.decide(id, None, Decision::Accept);
+            return;
+        }
+        if revision {
+            self.present_soon(&request.path);
             return;
         }
         self.effects.message(
@@ -617,13 +637,51 @@ impl State {
         }
     }
 
-    /// The proposer of review `id` went away before the verdict: the review is withdrawn.
+    /// The proposer of review `id` went away (its call was dropped): the review is withdrawn.
+    /// The user hears of it at a presentation once [`super::review_view::PRESENT_EVERY`] has
+    /// passed, unless a new proposal of the same origin for the same file came meanwhile: that
+    /// one is a revision (a client that replaces its diff under the same tab name).
     pub(super) fn proposer_gone(&mut self, id: u64, announce: bool, who: &str, file: &str) {
-        if self.cancel_reviews(|r| r.id == id) > 0 && announce {
-            self.effects.message(
-                Level::Warning,
-                format!("{who} withdrew its proposed change to {file}: 1 pending review withdrawn"),
-            );
+        let open = self
+            .reviews
+            .iter()
+            .find(|r| r.id == id && r.settling.is_none());
+        let Some(key) = open.map(|r| (r.origin.key.clone(), r.path.clone())) else {
+            self.cancel_reviews(|r| r.id == id);
+            return;
+        };
+        self.finish(id, Verdict::Cancelled);
+        self.present_soon(&key.1);
+        let withdrawal = WithdrawnProposal {
+            at: tokio::time::Instant::now(),
+            announce,
+            who: who.to_owned(),
+            file: file.to_owned(),
+        };
+        self.withdrawn_proposals.insert(key, withdrawal);
+    }
+
+    /// Tells the user of the proposals withdrawn at least [`super::review_view::PRESENT_EVERY`]
+    /// ago that no new proposal replaced; younger ones wait for the next presentation.
+    pub(super) fn announce_withdrawals(&mut self) {
+        let window = super::review_view::PRESENT_EVERY;
+        let (due, young): (Vec<_>, Vec<_>) = std::mem::take(&mut self.withdrawn_proposals)
+            .into_iter()
+            .partition(|(_, w)| w.at.elapsed() >= window);
+        for ((origin, path), withdrawn) in young {
+            self.present_soon(&path);
+            self.withdrawn_proposals.insert((origin, path), withdrawn);
+        }
+        for (_, withdrawn) in due {
+            if withdrawn.announce {
+                self.effects.message(
+                    Level::Warning,
+                    format!(
+                        "{} withdrew its proposed change to {}: 1 pending review withdrawn",
+                        withdrawn.who, withdrawn.file
+                    ),
+                );
+            }
         }
     }
 
@@ -736,18 +794,27 @@ impl State {
             .filter(|r| which(r) && r.settling.is_none())
             .map(|r| (r.id, r.path.clone()))
             .collect();
-        for (id, path) in &ids {
-            self.resolve(*id, Verdict::Cancelled);
+        for (id, _) in &ids {
+            self.finish(*id, Verdict::Cancelled);
+        }
+        let paths: std::collections::BTreeSet<&PathBuf> = ids.iter().map(|(_, p)| p).collect();
+        for path in paths {
             self.present(path);
         }
         ids.len()
     }
 
-    /// Sends the verdict and forgets the review.
+    /// Sends the verdict and forgets the review; what its file shows is shown again.
     pub(super) fn resolve(&mut self, id: u64, verdict: Verdict) {
-        let Some(index) = self.reviews.iter().position(|r| r.id == id) else {
-            return;
-        };
+        if let Some(path) = self.finish(id, verdict) {
+            self.present(&path);
+        }
+    }
+
+    /// Sends the verdict and forgets the review; its file (returned) is left to the caller to
+    /// show again.
+    fn finish(&mut self, id: u64, verdict: Verdict) -> Option<PathBuf> {
+        let index = self.reviews.iter().position(|r| r.id == id)?;
         let mut review = self.reviews.remove(index);
         if matches!(verdict, Verdict::Accepted { .. }) && review.kind == ReviewKind::Proposal {
             let expectation = Expectation {
@@ -767,7 +834,7 @@ impl State {
             let _ = reply.send(verdict);
         }
         self.release_settled_writers(&mut review);
-        self.present(&review.path);
+        Some(review.path)
     }
 
     fn review_mut(&mut self, id: u64) -> Result<&mut Review, DecisionError> {

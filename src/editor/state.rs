@@ -64,6 +64,10 @@ pub struct State {
     pub(super) buffer_only: super::buffer_only::BufferOnlyChanges,
     /// Files whose reviews are shown again soon (the user typed in them).
     pub(super) present_due: std::collections::BTreeSet<PathBuf>,
+    /// Proposals withdrawn since the last presentation, by origin key and file (see
+    /// `reviews::proposer_gone`).
+    pub(super) withdrawn_proposals:
+        std::collections::HashMap<(String, PathBuf), super::reviews::WithdrawnProposal>,
     /// Origins told that their proposals are refused for being too many (see `reviews`).
     pub(super) review_caps_told: std::collections::HashSet<String>,
     /// How many files each origin may still show the user now.
@@ -100,6 +104,7 @@ impl State {
             chat_records: Default::default(),
             buffer_only: Default::default(),
             present_due: Default::default(),
+            withdrawn_proposals: Default::default(),
             review_caps_told: Default::default(),
             show_limits: Default::default(),
             context: Default::default(),
@@ -378,6 +383,7 @@ impl State {
             "latestSelection": self.selections.latest(),
             "diagnostics": self.all_diagnostics(None),
             "reviews": self.reviews_summary(None),
+            "changedWithoutAsking": self.unasked.changed_counts(),
         })
     }
 }

@@ -4,7 +4,7 @@
 //! shown after the fact for Keep/Undo (`landed.rs`); a file that is not open is named in the
 //! turn's summary. agentls's own writes are recognised and never taken for an agent's.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -13,14 +13,14 @@ use tokio::time::Instant;
 
 use super::reports::Report;
 use super::state::{State, StateHandle};
-use super::{FileError, Level, Origin, diff, file_name, files};
+use super::{FileError, Level, Origin, diff, file_name, files, some_file_names};
 
 /// How long after its turn ended a disk change is still put down to an agent: the watcher reports
 /// a change some milliseconds after the write, and an agent often ends its turn right after it.
 const AFTER_TURN: Duration = Duration::from_secs(2);
 
 /// What the state knows to tell agents' disk writes from everything else.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct UnaskedWrites {
     /// Turns running (or ended less than [`AFTER_TURN`] ago), oldest first.
     turns: Vec<Turn>,
@@ -30,6 +30,20 @@ pub struct UnaskedWrites {
     changed: HashMap<String, BTreeSet<PathBuf>>,
     /// The folders where each origin keeps its own state, by origin key.
     own_files: HashMap<String, Vec<PathBuf>>,
+    /// Lets one batch of changed files be read at a time.
+    readers: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for UnaskedWrites {
+    fn default() -> Self {
+        Self {
+            turns: Vec::new(),
+            own: HashMap::new(),
+            changed: HashMap::new(),
+            own_files: HashMap::new(),
+            readers: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
+        }
+    }
 }
 
 /// An agent's turn, as far as disk changes go.
@@ -40,6 +54,16 @@ struct Turn {
     /// is not the turn's, however late the watcher reports it (a save just before the prompt).
     began: SystemTime,
     ended: Option<Instant>,
+}
+
+impl UnaskedWrites {
+    /// How many files each running turn changed without asking so far, by origin key.
+    pub fn changed_counts(&self) -> BTreeMap<&str, usize> {
+        self.changed
+            .iter()
+            .map(|(key, paths)| (key.as_str(), paths.len()))
+            .collect()
+    }
 }
 
 impl StateHandle {
@@ -116,6 +140,7 @@ impl State {
         if self.working_turn().is_none() {
             return; // no agent at work: the user's own saves, builds, checkouts
         }
+        let mut to_read = Vec::new();
         for path in paths {
             // A proposal of it is open or being carried out: that review sees to the write. (A
             // change shown after the fact does not: a second unasked write is a new one.)
@@ -133,68 +158,92 @@ impl State {
             if reviewed || chat || !self.within_folders(&path) {
                 continue;
             }
-            let me = self.me.clone();
-            tokio::spawn(async move {
-                let modified = tokio::fs::metadata(&path)
-                    .await
-                    .and_then(|m| m.modified())
-                    .ok();
-                if let Ok(disk) = files::read(&path).await {
-                    me.report(Report::DiskChangedUnasked {
-                        path,
-                        disk,
-                        modified,
-                    });
+            to_read.push(path);
+        }
+        if to_read.is_empty() {
+            return;
+        }
+        // One task reads the whole batch, one batch at a time: a turn that writes thousands of
+        // files costs one blocking thread, not one per file.
+        let (me, readers) = (self.me.clone(), self.unasked.readers.clone());
+        tokio::spawn(async move {
+            let Ok(_turn) = readers.acquire_owned().await else {
+                return;
+            };
+            let reported = me.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                let (mut changes, mut bytes) = (Vec::new(), 0);
+                for path in to_read {
+                    let Some(change) = read_changed(path) else {
+                        continue;
+                    };
+                    bytes += change.len();
+                    changes.push(change);
+                    if changes.len() >= REPORT_FILES || bytes >= REPORT_BYTES {
+                        reported.report(Report::DiskChangedUnasked(std::mem::take(&mut changes)));
+                        bytes = 0;
+                    }
                 }
-            });
+                if !changes.is_empty() {
+                    reported.report(Report::DiskChangedUnasked(changes));
+                }
+            })
+            .await;
+        });
+    }
+
+    /// These files changed on disk, and no review accounts for them. Closed files seen after
+    /// their turn ended are told in one message per agent.
+    pub(super) fn disk_changed_unasked(&mut self, changes: Vec<DiskChange>) {
+        let mut late: BTreeMap<String, BTreeSet<PathBuf>> = BTreeMap::new();
+        for change in changes {
+            let seen = match change {
+                DiskChange::Text {
+                    path,
+                    disk,
+                    modified,
+                } => self.text_changed_unasked(path, disk, modified),
+                DiskChange::Link { path, modified } => self.link_appeared(path, modified),
+            };
+            if let Some((who, path)) = seen {
+                late.entry(who).or_default().insert(path);
+            }
+        }
+        for (who, paths) in late {
+            let list: Vec<_> = paths.iter().map(|p| p.display().to_string()).collect();
+            tracing::info!(
+                "{who} changed on disk without asking, after its turn:\n{}",
+                list.join("\n")
+            );
+            self.effects.message(
+                Level::Warning,
+                format!(
+                    "{who} changed {} on disk without asking",
+                    some_file_names(&paths)
+                ),
+            );
         }
     }
 
-    /// `path` says `disk` now (last modified at `modified`), and no review accounts for it.
-    pub(super) fn disk_changed_unasked(
+    /// `path` says `disk` now (last modified at `modified`). Returns who changed it when it is a
+    /// closed file changed after its agent's turn ended (told by the caller).
+    fn text_changed_unasked(
         &mut self,
         path: PathBuf,
         disk: String,
         modified: Option<SystemTime>,
-    ) {
+    ) -> Option<(String, PathBuf)> {
         let own = self.unasked.own.get(&path) == Some(&digest(&disk));
         if own || self.expectations.accounts_for(&path, &disk) {
-            return;
+            return None;
         }
-        let Some(turn) = self.working_turn() else {
-            return;
-        };
-        if modified.is_some_and(|m| m < turn.began) {
-            tracing::debug!(path = %path.display(), "changed before the turn began: not the agent's");
-            return;
-        }
-        let (origin, running) = (turn.origin.clone(), turn.ended.is_none());
-        let own_state = self.unasked.own_files.get(&origin.key);
-        if own_state.is_some_and(|dirs| dirs.iter().any(|d| path.starts_with(d))) {
-            return; // the agent's own sessions and history
-        }
+        let (origin, running) = self.turn_to_blame(&path, modified)?;
         let Some(doc) = self.documents.get(&path) else {
-            if running {
-                self.unasked
-                    .changed
-                    .entry(origin.key.clone())
-                    .or_default()
-                    .insert(path);
-            } else {
-                self.effects.message(
-                    Level::Warning,
-                    format!(
-                        "{} changed {} on disk without asking",
-                        origin.label,
-                        file_name(&path)
-                    ),
-                );
-            }
-            return;
+            return self.closed_file_changed(origin, running, path);
         };
         let (buffer, saved) = (doc.text(), doc.saved_text());
         if disk == buffer || disk == saved {
-            return; // the user saved, or nothing changed
+            return None; // the user saved, or nothing changed
         }
         let Some(merged) = diff::merge3(&saved, &buffer, &disk) else {
             self.effects.message(
@@ -206,7 +255,7 @@ impl State {
                     file_name(&path)
                 ),
             );
-            return;
+            return None;
         };
         let saved_before = saved.clone();
         if let Some(doc) = self.documents.get_mut(&path) {
@@ -234,6 +283,70 @@ impl State {
             });
         }
         self.change_landed(origin, path, buffer, merged);
+        None
+    }
+
+    /// `path` is now a symbolic link (made at `modified`), which agentls never follows: a file
+    /// an agent swapped for a link is named like any change, and an open one's buffer is kept.
+    fn link_appeared(
+        &mut self,
+        path: PathBuf,
+        modified: Option<SystemTime>,
+    ) -> Option<(String, PathBuf)> {
+        let (origin, running) = self.turn_to_blame(&path, modified)?;
+        if self.documents.get(&path).is_none() {
+            return self.closed_file_changed(origin, running, path);
+        }
+        self.effects.message(
+            Level::Warning,
+            format!(
+                "{} replaced {} with a symbolic link, which agentls does not follow; the buffer \
+                 was left as it is",
+                origin.label,
+                file_name(&path)
+            ),
+        );
+        None
+    }
+
+    /// `origin` changed the closed file `path`: named in its turn's summary while the turn
+    /// runs; after it, returned to be told.
+    fn closed_file_changed(
+        &mut self,
+        origin: Origin,
+        running: bool,
+        path: PathBuf,
+    ) -> Option<(String, PathBuf)> {
+        if !running {
+            return Some((origin.label, path));
+        }
+        self.unasked
+            .changed
+            .entry(origin.key)
+            .or_default()
+            .insert(path);
+        None
+    }
+
+    /// The agent (and whether its turn still runs) a change of `path` made at `modified` is put
+    /// down to; `None` when no turn is at work, the change came before it began, or the file is
+    /// one the agent keeps for itself.
+    fn turn_to_blame(
+        &mut self,
+        path: &Path,
+        modified: Option<SystemTime>,
+    ) -> Option<(Origin, bool)> {
+        let turn = self.working_turn()?;
+        if modified.is_some_and(|m| m < turn.began) {
+            tracing::debug!(path = %path.display(), "changed before the turn began: not the agent's");
+            return None;
+        }
+        let (origin, running) = (turn.origin.clone(), turn.ended.is_none());
+        let own_state = self.unasked.own_files.get(&origin.key);
+        if own_state.is_some_and(|dirs| dirs.iter().any(|d| path.starts_with(d))) {
+            return None; // the agent's own sessions and history
+        }
+        Some((origin, running))
     }
 
     /// The editor did not take `who`'s change of `path` on disk into the buffer: the disk is not
@@ -256,6 +369,72 @@ impl State {
     fn within_folders(&self, path: &Path) -> bool {
         self.folders.iter().any(|f| path.starts_with(f))
     }
+}
+
+/// The most files one report of changed files carries.
+const REPORT_FILES: usize = 256;
+/// The most text one report of changed files carries (a file past it goes alone).
+const REPORT_BYTES: usize = 4 << 20;
+
+/// What a changed path on disk says now.
+#[derive(Debug)]
+pub enum DiskChange {
+    /// A regular file holding `disk`, last modified at `modified`.
+    Text {
+        path: PathBuf,
+        disk: String,
+        modified: Option<SystemTime>,
+    },
+    /// A symbolic link (never followed), made at `modified`.
+    Link {
+        path: PathBuf,
+        modified: Option<SystemTime>,
+    },
+}
+
+impl DiskChange {
+    /// The bytes of text it carries.
+    fn len(&self) -> usize {
+        match self {
+            Self::Text { disk, .. } => disk.len(),
+            Self::Link { .. } => 0,
+        }
+    }
+}
+
+/// What a changed path says now, read on the calling (blocking) thread: its text, or that it
+/// is now a symbolic link (never followed); `None` when it is gone or is not a text file.
+fn read_changed(path: PathBuf) -> Option<DiskChange> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Not following a link, and not waiting on a FIFO: what is opened is what is looked at.
+    let opened = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path);
+    let mut file = match opened {
+        Ok(file) => file,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            let modified = std::fs::symlink_metadata(&path).and_then(|m| m.modified());
+            return Some(DiskChange::Link {
+                path,
+                modified: modified.ok(),
+            });
+        }
+        Err(_) => return None,
+    };
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let modified = meta.modified().ok();
+    let mut disk = String::new();
+    file.read_to_string(&mut disk).ok()?;
+    Some(DiskChange::Text {
+        path,
+        disk,
+        modified,
+    })
 }
 
 /// Now, on the coarse clock the kernel stamps file times with (a write just after this reads
