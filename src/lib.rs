@@ -1,7 +1,8 @@
 //! agentls: a language server that brings coding agents into any LSP editor.
 //!
 //! `lsp` is the host (the editor's side), `editor` the port every agent adapter goes through,
-//! `mcp` serves terminal agents, `config` the user's settings. See DESIGN.md in the repository for the shape and its reasons.
+//! `mcp` serves terminal agents, `config` the user's settings. See `docs/architecture.md` in the
+//! repository for the shape and its reasons.
 
 pub mod acp;
 pub mod config;
