@@ -713,3 +713,29 @@ async fn an_open_file_swapped_for_a_link_is_told_and_not_followed() {
         .unwrap();
     assert!(client.shutdown().await.success());
 }
+
+/// A write tool that replaces a file it read from the disk itself (its diff has no old text)
+/// while the user has an unsaved line in the buffer: the review proposes the agent's change
+/// only, never the unsaved line's removal, and after "Accept all" and the agent's whole-file
+/// write the buffer has both.
+#[tokio::test]
+async fn a_whole_file_write_keeps_the_users_unsaved_lines() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let uri = client.open("notes.txt", "text", "keep\n// TODO a\n").await;
+    client
+        .edit(&uri, range(0, 0, 0, 0), "// mine, unsaved\n")
+        .await;
+    client.prompt("uppercase notes.txt @blind").await;
+    client.wait_for_review(&uri).await;
+    let state = client.server_state().await;
+    let review = &state["reviews"][0];
+    assert_eq!(review["hunks"].as_array().unwrap().len(), 1, "{review:#}");
+    client.run_code_action(&uri, "Accept all changes (1)").await;
+    the_agents_tool_succeeded(&client).await;
+    client.server_state().await;
+    assert_eq!(
+        client.document(&uri).text,
+        "// mine, unsaved\nkeep\n// TODO A\n"
+    );
+    assert!(client.shutdown().await.success());
+}

@@ -235,6 +235,54 @@ async fn typing_inside_a_hunk_makes_it_a_conflict() {
     assert_eq!(client.document(&uri).text, BASE.replace("= 1", "= 10"));
 }
 
+/// When every open change is in conflict with the user's typing, the menu offers no "Accept
+/// all" (it could accept nothing), and the command run anyway says why instead of doing
+/// nothing; "Reject all" still counts the conflict.
+#[tokio::test]
+async fn accept_all_is_not_offered_when_only_conflicts_are_open() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let uri = client.open("a.rs", "rust", BASE).await;
+    propose(&client, &uri, PROPOSAL, "agent").await;
+    diagnostics(&client, &uri, 2).await;
+    client.edit(&uri, range(1, 13, 1, 13), "0").await;
+    let reject_second =
+        json!({"command": "agentls.reject", "arguments": [{"review": 1, "hunk": 1}]});
+    client
+        .request("workspace/executeCommand", reject_second)
+        .await
+        .unwrap();
+    diagnostics(&client, &uri, 1).await;
+    let titles: Vec<String> = client
+        .code_actions_at(&uri, range(1, 0, 1, 0))
+        .await
+        .iter()
+        .map(|a| a["title"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        !titles.iter().any(|t| t.starts_with("Accept")),
+        "{titles:#?}"
+    );
+    assert!(
+        titles
+            .iter()
+            .any(|t| t == "Reject all changes (1) from agent"),
+        "{titles:#?}"
+    );
+    let accept_all = json!({"command": "agentls.accept", "arguments": [{"review": 1}]});
+    let refused = client
+        .request("workspace/executeCommand", accept_all)
+        .await
+        .unwrap_err();
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("overlaps your own edits"),
+        "{refused}"
+    );
+    assert_eq!(client.document(&uri).text, BASE.replace("= 1", "= 10"));
+}
+
 #[tokio::test]
 async fn edits_elsewhere_move_the_hunks_and_are_kept() {
     let client = TestClient::start_initialized(Options::default()).await;

@@ -48,10 +48,15 @@ pub async fn proposals(
         };
         let proposal = &mut proposals[index];
         if let Ok(current) = &proposal.text {
-            let read = last_read(&diff.path);
+            // What the agent could have seen of the file: what it last read through agentls,
+            // else the disk (a tool reading the file itself).
+            let seen = match last_read(&diff.path) {
+                Some(read) => Some(read),
+                None => crate::editor::files::read(&diff.path).await.ok(),
+            };
             proposal.text = whole_text(
                 current,
-                read.as_deref(),
+                seen.as_deref(),
                 diff.old_text.as_deref(),
                 &diff.new_text,
             );
@@ -60,25 +65,38 @@ pub async fn proposals(
     proposals
 }
 
-/// The whole text after a diff of `old` → `new` is applied to `current`, by an agent that last
-/// read `read` of the file.
+/// The whole text after a diff of `old` → `new` is applied to `current`, by an agent that could
+/// have seen `seen` of the file (what it last read, else the disk).
 fn whole_text(
     current: &str,
-    read: Option<&str>,
+    seen: Option<&str>,
     old: Option<&str>,
     new: &str,
 ) -> Result<String, String> {
     match old {
-        None | Some("") => Ok(new.to_owned()),
-        Some(old) if old == current => Ok(new.to_owned()),
-        // The whole file as the agent read it, changed by the user since: the review shows the
-        // change against what they see now.
-        Some(old) if read == Some(old) => Ok(new.to_owned()),
+        Some(old) if !old.is_empty() && old == current => Ok(new.to_owned()),
+        // A whole file written over what the agent saw (no old text: a write tool), or over
+        // the whole file as it read it, while the user changed the text since: the agent's
+        // change is merged onto what the user sees, so their unsaved lines are not proposed
+        // for removal. Where both changed the same lines, the whole new text is proposed and
+        // the review shows what it would replace.
+        None | Some("") => Ok(merged_onto(current, seen, new)),
+        Some(old) if seen == Some(old) => Ok(merged_onto(current, seen, new)),
         // A fragment (an edit tool's old string: unique, or meant everywhere).
         Some(old) if current.contains(old) => Ok(current.replace(old, new)),
         Some(_) => Err(
             "the text it replaces is not in the file (it changed since the agent read it)".into(),
         ),
+    }
+}
+
+/// `new`, written over `seen`, with what `current` changed of `seen` kept where it can be.
+fn merged_onto(current: &str, seen: Option<&str>, new: &str) -> String {
+    match seen {
+        Some(seen) if seen != current && !seen.is_empty() => {
+            crate::editor::diff::merge3(seen, current, new).unwrap_or_else(|| new.to_owned())
+        }
+        _ => new.to_owned(),
     }
 }
 
@@ -112,6 +130,15 @@ mod tests {
         let stale = file.replace("fn b() {}", "fn c() {}");
         let read = Some(stale.as_str());
         assert_eq!(whole_text(file, read, read, "new\n").unwrap(), "new\n");
+        // A whole file written over what the agent saw, while the user added a line: the
+        // line stays; where both changed the same line, the agent's text is proposed.
+        let seen = "keep\n// TODO a\n";
+        let current = "// mine\nkeep\n// TODO a\n";
+        let merged = whole_text(current, Some(seen), None, "keep\n// TODO A\n").unwrap();
+        assert_eq!(merged, "// mine\nkeep\n// TODO A\n");
+        let clash = "keep\n// TODO mine\n";
+        let proposed = whole_text(clash, Some(seen), None, "keep\n// TODO A\n").unwrap();
+        assert_eq!(proposed, "keep\n// TODO A\n");
         // A fragment, found: replaced in place (every occurrence, as a replace-all edit does).
         let edited = whole_text(file, None, Some("let x = 1;"), "let x = 2;").unwrap();
         assert_eq!(edited, file.replace("let x = 1;", "let x = 2;"));

@@ -579,7 +579,12 @@ impl Turn<'_> {
         self.plan(0)?;
         let mut changes = Vec::new();
         for (i, path) in files.iter().enumerate() {
-            let Some(old) = self.read(&format!("read-{}", i + 1), path).await? else {
+            let old = if script.blind {
+                Some(self.reread(path, true).await?)
+            } else {
+                self.read(&format!("read-{}", i + 1), path).await?
+            };
+            let Some(old) = old else {
                 return Ok(StopReason::EndTurn);
             };
             if let Some(new) = script.action.apply(&old) {
@@ -601,7 +606,12 @@ impl Turn<'_> {
                 } else {
                     (old.clone(), new.clone())
                 };
-                ToolCallContent::Diff(Diff::new(path.clone(), new).old_text(old))
+                let diff = Diff::new(path.clone(), new);
+                ToolCallContent::Diff(if script.blind {
+                    diff
+                } else {
+                    diff.old_text(old)
+                })
             })
             .collect();
         let locations = changes
@@ -622,9 +632,15 @@ impl Turn<'_> {
         }
         self.plan(2)?;
         for (path, old, new) in changes {
-            // As real edit tools do: read the file again and replace each old text where it is.
-            let now = self.reread(&path, script.disk_write).await?;
-            let Some(mut new) = script::replace_each(&now, &old, &new) else {
+            // As real edit tools do: read the file again and replace each old text where it is
+            // (a write tool writes the whole file it made).
+            let replaced = if script.blind {
+                Some(new)
+            } else {
+                let now = self.reread(&path, script.disk_write).await?;
+                script::replace_each(&now, &old, &new)
+            };
+            let Some(mut new) = replaced else {
                 self.tool_status("edit-1", ToolCallStatus::Failed)?;
                 self.say(&format!(
                     "Edit failed: could not find the text to replace in {}\n",

@@ -2,7 +2,7 @@
 //! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@deaf`, `@crash`, `@ask`,
 //! `@run COMMAND…`, `@cwd DIR`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@also FILE`,
 //! `@late`, `@snippet`, `@askaftercancel [MS]`, `@diffearlier`, `@diskwrite`, `@unasked`,
-//! `@writemore`, `@tools`, `@timed`).
+//! `@writemore`, `@blind`, `@tools`, `@timed`).
 //!
 //! - `uppercase <file>`: uppercase the lines that contain `TODO` (every line if none does);
 //! - `sort <file>`: sort the lines;
@@ -63,6 +63,10 @@ pub struct Script {
     pub unasked: bool,
     /// Once allowed, write more than it proposed (a line it never showed).
     pub write_more: bool,
+    /// Read the file from the disk (not through `fs/read_text_file`), propose the whole new file
+    /// with no old text, and once allowed write the whole file: a write tool that replaces a
+    /// file it never read through the editor.
+    pub blind: bool,
     /// Send this many extra message chunks.
     pub flood: usize,
     /// Take the proposal back (cancel the permission request) after this long unanswered.
@@ -170,6 +174,7 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
             "@diskwrite" => script.disk_write = true,
             "@unasked" => script.unasked = true,
             "@writemore" => script.write_more = true,
+            "@blind" => script.blind = true,
             "@tools" => script.tools = true,
             "@timed" => script.timed = true,
             "@askaftercancel" => {

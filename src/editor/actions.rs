@@ -128,26 +128,27 @@ impl State {
         proposals
             .flat_map(|review| {
                 let (file, open) = (file_name(&review.path), review.open_count());
+                let acceptable = review.acceptable_count();
                 let all = |accept| ActionCommand::Decide {
                     review: review.id,
                     hunk: None,
                     accept,
                     rerequest: false,
                 };
-                [
-                    UserAction {
-                        title: format!("Show {agent}'s change to {file} ({open} open)"),
-                        command: ActionCommand::ShowReview { review: review.id },
-                    },
-                    UserAction {
-                        title: format!("Accept all changes ({open}) from {agent} to {file}"),
-                        command: all(true),
-                    },
-                    UserAction {
-                        title: format!("Reject all changes ({open}) from {agent} to {file}"),
-                        command: all(false),
-                    },
-                ]
+                let show = UserAction {
+                    title: format!("Show {agent}'s change to {file} ({open} open)"),
+                    command: ActionCommand::ShowReview { review: review.id },
+                };
+                // Changes in conflict with the user's edits cannot be accepted.
+                let accept = (acceptable > 0).then(|| UserAction {
+                    title: format!("Accept all changes ({acceptable}) from {agent} to {file}"),
+                    command: all(true),
+                });
+                let reject = UserAction {
+                    title: format!("Reject all changes ({open}) from {agent} to {file}"),
+                    command: all(false),
+                };
+                std::iter::once(show).chain(accept).chain([reject])
             })
             .collect()
     }

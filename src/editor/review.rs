@@ -272,6 +272,15 @@ impl Review {
             .collect()
     }
 
+    /// How many hunks the user can still accept (those in conflict with their own edits
+    /// cannot be).
+    pub fn acceptable_count(&self) -> usize {
+        self.hunks
+            .iter()
+            .filter(|h| h.state == HunkState::Pending)
+            .count()
+    }
+
     /// How many hunks still wait for the user.
     pub fn open_count(&self) -> usize {
         self.hunks

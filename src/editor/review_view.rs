@@ -212,22 +212,26 @@ impl State {
                     _ => {}
                 }
             }
-            let open = review.open_count();
-            if open > 0 {
-                let all = |accept| ActionCommand::Decide {
-                    review: review.id,
-                    hunk: None,
-                    accept,
-                    rerequest: false,
-                };
-                let (yes, no, by) = match review.kind {
-                    ReviewKind::Proposal => ("Accept", "Reject", "from"),
-                    ReviewKind::Landed => ("Undo", "Keep", "by"),
-                };
+            let (open, acceptable) = (review.open_count(), review.acceptable_count());
+            let all = |accept| ActionCommand::Decide {
+                review: review.id,
+                hunk: None,
+                accept,
+                rerequest: false,
+            };
+            let (yes, no, by) = match review.kind {
+                ReviewKind::Proposal => ("Accept", "Reject", "from"),
+                ReviewKind::Landed => ("Undo", "Keep", "by"),
+            };
+            // Changes in conflict with the user's edits cannot be accepted: "all" counts
+            // those that can, and is not offered when none can.
+            if acceptable > 0 {
                 per_review.push(action(
-                    format!("{yes} all changes ({open}) {by} {label}"),
+                    format!("{yes} all changes ({acceptable}) {by} {label}"),
                     all(true),
                 ));
+            }
+            if open > 0 {
                 per_review.push(action(
                     format!("{no} all changes ({open}) {by} {label}"),
                     all(false),

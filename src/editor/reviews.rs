@@ -67,6 +67,11 @@ pub enum DecisionError {
         "change {1} of review {0} overlaps your own edit; reject it, or ask the agent to propose it again"
     )]
     Conflict(u64, usize),
+    /// Every open hunk overlaps the user's own edits: none can be accepted.
+    #[error(
+        "every open change of review {0} overlaps your own edits; reject them, or ask the agent to propose them again"
+    )]
+    OnlyConflicts(u64),
 }
 
 /// A proposal its proposer withdrew, not announced yet: a new one of the same origin for the
@@ -275,6 +280,10 @@ impl State {
                     .into_iter()
                     .filter(|&i| review.hunks[i].state == HunkState::Pending)
                     .collect();
+                let conflicts = review.hunks.iter().any(|h| h.state == HunkState::Conflict);
+                if accepting.is_empty() && conflicts {
+                    return Err(DecisionError::OnlyConflicts(id));
+                }
                 if review.applied_by == Applier::Proposer {
                     // Nothing changes until the proposer heard the verdict (settlement.rs).
                     for &i in &accepting {

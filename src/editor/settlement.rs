@@ -289,13 +289,23 @@ impl State {
             .map(|(text, _)| text)
             .or_else(|| disk.map(str::to_owned))
             .unwrap_or_default();
-        let read = read.unwrap_or(&current);
+        // What the writer saw of the file: what it read through agentls; one that never did
+        // saw the buffer, or the disk (a tool that reads the file itself).
+        let seen = match read {
+            Some(read) => vec![read],
+            None => [Some(current.as_str()), disk]
+                .into_iter()
+                .flatten()
+                .collect(),
+        };
         // Some agents show a new file without its final newline and write it with one.
         let same =
             |a: &str, b: &str| a == b || a.trim_end_matches('\n') == b.trim_end_matches('\n');
         let carries_out = same(content, &review.proposal)
-            || diff::merge3(&review.base, read, &review.proposal)
-                .is_some_and(|expected| same(content, &expected));
+            || seen.iter().any(|seen| {
+                diff::merge3(&review.base, seen, &review.proposal)
+                    .is_some_and(|expected| same(content, &expected))
+            });
         if !carries_out {
             let label = review.origin.label.clone();
             // A closed file has no buffer to take the accepted hunks: the disk gets them here,
