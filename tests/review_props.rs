@@ -81,7 +81,7 @@ fn base_and_proposal() -> impl Strategy<Value = (String, String)> {
 
 fn review_of(base: &str, proposal: &str) -> Review {
     Review {
-        id: 1,
+        id: agentls::editor::review::ReviewId(1),
         kind: ReviewKind::Proposal,
         applied_by: Applier::Editor,
         settling: None,

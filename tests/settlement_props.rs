@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use agentls::editor::reviews::Decision;
+use agentls::editor::reviews::{Choice, Decision};
 use agentls::editor::{
     self, EditorAccess, EditorFeed, Effect, Origin, Position, Range, Terms, TextChange, Verdict,
     diff,
@@ -210,7 +210,7 @@ async fn one_case(
     };
     let id = loop {
         let id = feed
-            .query(|s| s.reviews().first().map(|r| r.id))
+            .query(|s| s.reviews().iter().next().map(|r| r.id))
             .await
             .unwrap();
         if let Some(id) = id {
@@ -242,12 +242,17 @@ async fn one_case(
                 let i = i.index(hunks.len());
                 if decided[i].is_none() {
                     decided[i] = Some(accept);
-                    let how = if accept {
-                        Decision::Accept
+                    let choice = if accept {
+                        Choice::Accept
                     } else {
-                        Decision::Reject
+                        Choice::Reject
                     };
-                    feed.query(move |s| s.decide(id, Some(i), how))
+                    let decision = Decision {
+                        review: id,
+                        hunk: Some(i),
+                        choice,
+                    };
+                    feed.query(move |s| s.decide(decision))
                         .await
                         .unwrap()
                         .unwrap();
@@ -258,7 +263,12 @@ async fn one_case(
     for (i, d) in decided.iter_mut().enumerate() {
         if d.is_none() {
             *d = Some(false);
-            feed.query(move |s| s.decide(id, Some(i), Decision::Reject))
+            let decision = Decision {
+                review: id,
+                hunk: Some(i),
+                choice: Choice::Reject,
+            };
+            feed.query(move |s| s.decide(decision))
                 .await
                 .unwrap()
                 .unwrap();
@@ -331,7 +341,7 @@ async fn one_case(
 }
 
 /// Waits until review `id` is settled and gone, and its edit in the buffer.
-async fn settled(feed: &EditorFeed, id: u64) {
+async fn settled(feed: &EditorFeed, id: agentls::editor::review::ReviewId) {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
     while feed
         .query(move |s| s.reviews().iter().any(|r| r.id == id))

@@ -3,17 +3,15 @@
 
 use std::path::Path;
 
-use serde::Serialize;
-
 use super::file_name;
 use super::position::Range;
 use super::questions::ChoiceKind;
-use super::review::ReviewKind;
+use super::review::{ReviewId, ReviewKind};
+use super::reviews::{Choice, Decision};
 use super::state::State;
 
 /// What running an action does.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase", tag = "kind")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ActionCommand {
     /// Answer a question with one of its choices.
     Answer {
@@ -23,16 +21,7 @@ pub enum ActionCommand {
         choice: String,
     },
     /// Accept or reject a review's hunk (or all its open hunks).
-    Decide {
-        /// The review.
-        review: u64,
-        /// One hunk, or all open ones.
-        hunk: Option<usize>,
-        /// Accept (else reject).
-        accept: bool,
-        /// Reject and ask the agent to propose again.
-        rerequest: bool,
-    },
+    Decide(Decision),
     /// Send what the user wrote in a chat document to its agent.
     SendChat {
         /// The chat document.
@@ -46,7 +35,7 @@ pub enum ActionCommand {
     /// Show a review's file at its first open change.
     ShowReview {
         /// The review.
-        review: u64,
+        review: ReviewId,
     },
     /// Send the comment prompt on a line of a file to the agent.
     SendComment {
@@ -69,7 +58,7 @@ pub enum ActionCommand {
 }
 
 /// One action to offer, with its title.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserAction {
     /// What the user sees.
     pub title: String,
@@ -129,12 +118,7 @@ impl State {
             .flat_map(|review| {
                 let (file, open) = (file_name(&review.path), review.open_count());
                 let acceptable = review.acceptable_count();
-                let all = |accept| ActionCommand::Decide {
-                    review: review.id,
-                    hunk: None,
-                    accept,
-                    rerequest: false,
-                };
+                let all = |choice| ActionCommand::Decide(Decision::all(review.id, choice));
                 let show = UserAction {
                     title: format!("Show {agent}'s change to {file} ({open} open)"),
                     command: ActionCommand::ShowReview { review: review.id },
@@ -142,11 +126,11 @@ impl State {
                 // Changes in conflict with the user's edits cannot be accepted.
                 let accept = (acceptable > 0).then(|| UserAction {
                     title: format!("Accept all changes ({acceptable}) from {agent} to {file}"),
-                    command: all(true),
+                    command: all(Choice::Accept),
                 });
                 let reject = UserAction {
                     title: format!("Reject all changes ({open}) from {agent} to {file}"),
-                    command: all(false),
+                    command: all(Choice::Reject),
                 };
                 std::iter::once(show).chain(accept).chain([reject])
             })

@@ -66,14 +66,14 @@ impl State {
         if hunks.is_empty() {
             return;
         }
-        self.next_review_id += 1;
+        let id = self.reviews.next_id();
         let (count, file) = (hunks.len(), file_name(&landing.path));
         let version = self.documents.get(&landing.path).map(|d| d.version());
         let label = landing.origin.label.clone();
         let closed_text = version.is_none().then(|| Rope::from_str(&landing.after));
         let path = landing.path.clone();
-        self.reviews.push(Review {
-            id: self.next_review_id,
+        self.reviews.add(Review {
+            id,
             kind: ReviewKind::Landed,
             applied_by: Applier::Editor,
             settling: None,

@@ -1075,13 +1075,13 @@ mod tests {
             })
         };
         let id = loop {
-            let first = feed.query(|s| s.reviews.first().map(|r| r.id)).await;
+            let first = feed.query(|s| s.reviews.iter().next().map(|r| r.id)).await;
             if let Some(id) = first.unwrap() {
                 break id;
             }
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         };
-        feed.query(move |s| s.decide(id, None, reviews::Decision::Accept))
+        feed.query(move |s| s.decide(reviews::Decision::all(id, reviews::Choice::Accept)))
             .await
             .unwrap()
             .unwrap();

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use super::FileError;
 use super::chat_inbox::ChatInbox;
 use super::effects::EffectError;
+use super::review::ReviewId;
 use super::state::State;
 
 /// One piece of slow work, done.
@@ -41,38 +42,38 @@ pub enum Report {
     PresentationDue,
     /// The proposer of review `id` (`who`, for `file`) went away before the verdict.
     ProposerGone {
-        id: u64,
+        id: ReviewId,
         announce: bool,
         who: String,
         file: String,
     },
     /// The editor answered the edit applying hunks `indices` of review `id`.
     ReviewEditApplied {
-        id: u64,
+        id: ReviewId,
         indices: Vec<usize>,
         result: Result<(), EffectError>,
     },
     /// The grace for the editor to save the file of accepted review `id` ran out.
-    SyncGraceEnded(u64),
+    SyncGraceEnded(ReviewId),
     /// What the disk says of the file of review `id`, which is not open (`None`: unreadable).
-    ClosedFileRead { id: u64, disk: Option<String> },
+    ClosedFileRead { id: ReviewId, disk: Option<String> },
     /// Review `id` was rejected after `agent` wrote its proposal to `file`: what putting the
     /// file back came to (`None`: nothing had to be put back).
     RejectionRestored {
-        id: u64,
+        id: ReviewId,
         agent: String,
         file: String,
         told: Option<Result<String, String>>,
     },
     /// The accepted `text` of review `id` was written to its closed file (or that failed).
     AcceptedWritten {
-        id: u64,
+        id: ReviewId,
         text: String,
         rejected: Vec<String>,
         written: Result<(), FileError>,
     },
     /// The file of settling review `id` was read as it was before: its verdict can go.
-    SettlingVerdictDue(u64),
+    SettlingVerdictDue(ReviewId),
     /// agentls is about to write `text` (hashed to `digest`) to `path` itself.
     OwnWrite {
         path: PathBuf,

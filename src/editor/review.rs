@@ -5,15 +5,95 @@
 //! Hunk spans are char offsets of the *current* text: the open buffer's, or for a file that is
 //! not open, the review's own copy of the disk text.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ropey::Rope;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use super::Origin;
 use super::diff;
+
+/// Identifies a review in commands, diagnostics and plugins' messages: a number from 1, never
+/// reused while the server runs.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
+#[serde(transparent)]
+pub struct ReviewId(pub u64);
+
+impl std::fmt::Display for ReviewId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The open reviews, by id (so oldest first), and the next id to give.
+#[derive(Debug, Default)]
+pub struct Reviews {
+    by_id: BTreeMap<ReviewId, Review>,
+    last_id: ReviewId,
+}
+
+impl Reviews {
+    /// A new id for a review about to be added.
+    pub fn next_id(&mut self) -> ReviewId {
+        self.last_id.0 += 1;
+        self.last_id
+    }
+
+    /// Adds `review` (its id from [`Reviews::next_id`]).
+    pub fn add(&mut self, review: Review) {
+        self.by_id.insert(review.id, review);
+    }
+
+    /// Review `id`, if open.
+    pub fn get(&self, id: ReviewId) -> Option<&Review> {
+        self.by_id.get(&id)
+    }
+
+    /// Review `id`, if open.
+    pub fn get_mut(&mut self, id: ReviewId) -> Option<&mut Review> {
+        self.by_id.get_mut(&id)
+    }
+
+    /// Forgets review `id`, returning it.
+    pub fn remove(&mut self, id: ReviewId) -> Option<Review> {
+        self.by_id.remove(&id)
+    }
+
+    /// Every open review, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &Review> {
+        self.by_id.values()
+    }
+
+    /// Every open review, oldest first.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Review> {
+        self.by_id.values_mut()
+    }
+
+    /// The open reviews of `path`, oldest first.
+    pub fn on<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = &'a Review> {
+        self.iter().filter(move |r| r.path == path)
+    }
+
+    /// The open reviews of `path`, oldest first.
+    pub fn on_mut<'a>(&'a mut self, path: &'a Path) -> impl Iterator<Item = &'a mut Review> {
+        self.iter_mut().filter(move |r| r.path == path)
+    }
+
+    /// How many reviews are open.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Whether no review is open.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+}
 
 /// Where a hunk stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -134,7 +214,7 @@ pub enum Verdict {
 #[derive(Debug)]
 pub struct Review {
     /// Identifies the review in commands and diagnostics.
-    pub id: u64,
+    pub id: ReviewId,
     /// A proposal, or a change that already landed.
     pub kind: ReviewKind,
     /// Who carries out what the user accepts.

@@ -11,6 +11,7 @@ use super::actions::{ActionCommand, UserAction};
 use super::effects::{Diagnostic, Effect, PluginEvent};
 use super::position::{Position, PositionMapper, Range};
 use super::review::{Hunk, HunkState, Review, ReviewKind};
+use super::reviews::{Choice, Decision};
 use super::state::State;
 use super::{Level, file_name};
 
@@ -75,7 +76,7 @@ impl State {
     /// each comment prompt.
     pub fn diagnostics(&self, path: &Path) -> Vec<Diagnostic> {
         let mut out = self.comment_prompt_hints(path);
-        for review in self.reviews.iter().filter(|r| r.path == path) {
+        for review in self.reviews.on(path) {
             let Some(rope) = self.review_rope(review) else {
                 continue;
             };
@@ -163,7 +164,7 @@ impl State {
     pub fn review_actions(&self, path: &Path, range: Range) -> Vec<UserAction> {
         let mut per_hunk = Vec::new();
         let mut per_review = Vec::new();
-        for review in self.reviews.iter().filter(|r| r.path == path) {
+        for review in self.reviews.on(path) {
             let Some(rope) = self.review_rope(review) else {
                 continue;
             };
@@ -177,48 +178,45 @@ impl State {
                     continue;
                 }
                 let change = Change::of(review, hunk);
-                let decide = |accept: bool, rerequest: bool| ActionCommand::Decide {
-                    review: review.id,
-                    hunk: (!rerequest).then_some(i),
-                    accept,
-                    rerequest,
+                let decide = |choice| {
+                    let hunk = (choice != Choice::Rerequest).then_some(i);
+                    ActionCommand::Decide(Decision {
+                        review: review.id,
+                        hunk,
+                        choice,
+                    })
                 };
                 if review.kind == ReviewKind::Landed {
                     let what = format!("change {}/{count} by {label}: {}", i + 1, summary(change));
                     if hunk.state.is_open() {
-                        per_hunk.push(action(format!("Keep {what}"), decide(false, false)));
+                        per_hunk.push(action(format!("Keep {what}"), decide(Choice::Reject)));
                     }
                     if hunk.state == HunkState::Pending {
-                        per_hunk.push(action(format!("Undo {what}"), decide(true, false)));
+                        per_hunk.push(action(format!("Undo {what}"), decide(Choice::Accept)));
                     }
                     continue;
                 }
                 let what = format!("change {}/{count} from {label}: {}", i + 1, summary(change));
                 match hunk.state {
                     HunkState::Pending => {
-                        per_hunk.push(action(format!("Accept {what}"), decide(true, false)));
-                        per_hunk.push(action(format!("Reject {what}"), decide(false, false)));
+                        per_hunk.push(action(format!("Accept {what}"), decide(Choice::Accept)));
+                        per_hunk.push(action(format!("Reject {what}"), decide(Choice::Reject)));
                     }
                     HunkState::Conflict => {
                         per_hunk.push(action(
                             format!("Reject conflicting {what}"),
-                            decide(false, false),
+                            decide(Choice::Reject),
                         ));
                         per_hunk.push(action(
                             format!("Ask {label} to propose {} again", file_name(path)),
-                            decide(false, true),
+                            decide(Choice::Rerequest),
                         ));
                     }
                     _ => {}
                 }
             }
             let (open, acceptable) = (review.open_count(), review.acceptable_count());
-            let all = |accept| ActionCommand::Decide {
-                review: review.id,
-                hunk: None,
-                accept,
-                rerequest: false,
-            };
+            let all = |choice| ActionCommand::Decide(Decision::all(review.id, choice));
             let (yes, no, by) = match review.kind {
                 ReviewKind::Proposal => ("Accept", "Reject", "from"),
                 ReviewKind::Landed => ("Undo", "Keep", "by"),
@@ -228,13 +226,13 @@ impl State {
             if acceptable > 0 {
                 per_review.push(action(
                     format!("{yes} all changes ({acceptable}) {by} {label}"),
-                    all(true),
+                    all(Choice::Accept),
                 ));
             }
             if open > 0 {
                 per_review.push(action(
                     format!("{no} all changes ({open}) {by} {label}"),
-                    all(false),
+                    all(Choice::Reject),
                 ));
             }
         }

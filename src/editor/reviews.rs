@@ -13,7 +13,7 @@ use super::disk_sync::Expectation;
 use super::documents::{Splice, splices_between};
 use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
 use super::reports::Report;
-use super::review::{Applier, Hunk, HunkState, Review, ReviewKind, Terms, Verdict};
+use super::review::{Applier, Hunk, HunkState, Review, ReviewId, ReviewKind, Terms, Verdict};
 use super::state::State;
 use super::{Level, Origin, diff, file_name, files};
 
@@ -58,20 +58,20 @@ pub struct ReviewRequest {
 pub enum DecisionError {
     /// No such review (decided already, or withdrawn).
     #[error("review {0} is no longer open")]
-    NoReview(u64),
+    NoReview(ReviewId),
     /// No such hunk.
     #[error("review {0} has no change {1}")]
-    NoHunk(u64, usize),
+    NoHunk(ReviewId, usize),
     /// The user edited the same text: accepting would drop their edit.
     #[error(
         "change {1} of review {0} overlaps your own edit; reject it, or ask the agent to propose it again"
     )]
-    Conflict(u64, usize),
+    Conflict(ReviewId, usize),
     /// Every open hunk overlaps the user's own edits: none can be accepted.
     #[error(
         "every open change of review {0} overlaps your own edits; reject them, or ask the agent to propose them again"
     )]
-    OnlyConflicts(u64),
+    OnlyConflicts(ReviewId),
 }
 
 /// A proposal its proposer withdrew, not announced yet: a new one of the same origin for the
@@ -84,9 +84,9 @@ pub struct WithdrawnProposal {
     file: String,
 }
 
-/// What the user decided.
+/// What the user chose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub enum Choice {
     /// Apply the change(s).
     Accept,
     /// Keep the text as it is.
@@ -95,11 +95,34 @@ pub enum Decision {
     Rerequest,
 }
 
+/// What the user decided about a review: its one hunk `hunk`, or all its open hunks. A code
+/// action carries it to `agentls.accept` / `agentls.reject` and back (`lsp::commands`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// The review.
+    pub review: ReviewId,
+    /// One hunk, or (`None`) all open ones.
+    pub hunk: Option<usize>,
+    /// What the user chose.
+    pub choice: Choice,
+}
+
+impl Decision {
+    /// All open hunks of `review`.
+    pub fn all(review: ReviewId, choice: Choice) -> Self {
+        Self {
+            review,
+            hunk: None,
+            choice,
+        }
+    }
+}
+
 impl State {
     /// Opens a review; its verdict goes to `reply`. A newer proposal from the same origin for
     /// the same file supersedes the older one.
     pub fn open_review(&mut self, request: ReviewRequest, reply: oneshot::Sender<Verdict>) {
-        let superseded: Vec<u64> = self
+        let superseded: Vec<ReviewId> = self
             .reviews
             .iter()
             .filter(|r| r.origin == request.origin && r.path == request.path)
@@ -111,11 +134,7 @@ impl State {
         let withdrawn = (request.origin.key.clone(), request.path.clone());
         let mut revision = self.withdrawn_proposals.remove(&withdrawn).is_some();
         for id in superseded {
-            if self
-                .reviews
-                .iter()
-                .any(|r| r.id == id && r.settling.is_some())
-            {
+            if self.reviews.get(id).is_some_and(|r| r.settling.is_some()) {
                 // Accepted already: what the user accepted is carried out, not dropped.
                 self.settle_origin(&request.origin);
                 continue;
@@ -142,8 +161,7 @@ impl State {
             });
             return;
         }
-        self.next_review_id += 1;
-        let id = self.next_review_id;
+        let id = self.reviews.next_id();
         let mut review = Review {
             id,
             kind: ReviewKind::Proposal,
@@ -176,7 +194,7 @@ impl State {
         let count = review.hunks.len();
         let label = review.origin.label.clone();
         let first = review.hunks[0].span.start;
-        self.reviews.push(review);
+        self.reviews.add(review);
         let (me, caller_gone) = (self.me.clone(), request.caller_gone);
         let announce = request.terms.abandoned == super::Withdrawal::Announced;
         let (file, who) = (file_name(&request.path), label.clone());
@@ -191,7 +209,7 @@ impl State {
             }
         });
         if request.auto_accept {
-            let _ = self.decide(id, None, Decision::Accept);
+            let _ = self.decide(Decision::all(id, Choice::Accept));
             return;
         }
         if revision {
@@ -235,13 +253,13 @@ impl State {
         true
     }
 
-    /// Applies the user's decision on one hunk (`Some(index)`) or on all open hunks.
-    pub fn decide(
-        &mut self,
-        id: u64,
-        hunk: Option<usize>,
-        decision: Decision,
-    ) -> Result<(), DecisionError> {
+    /// Applies the user's decision on one hunk or on all open hunks.
+    pub fn decide(&mut self, decision: Decision) -> Result<(), DecisionError> {
+        let Decision {
+            review: id,
+            hunk,
+            choice,
+        } = decision;
         let review = self.review_mut(id)?;
         let indices: Vec<usize> = match hunk {
             Some(i) if i >= review.hunks.len() => return Err(DecisionError::NoHunk(id, i)),
@@ -249,15 +267,15 @@ impl State {
             None => (0..review.hunks.len()).collect(),
         };
         let path = review.path.clone();
-        match decision {
-            Decision::Reject | Decision::Rerequest => {
+        match choice {
+            Choice::Reject | Choice::Rerequest => {
                 for &i in &indices {
                     let hunk = &mut review.hunks[i];
                     if matches!(hunk.state, HunkState::Pending | HunkState::Conflict) {
                         hunk.state = HunkState::Rejected;
                     }
                 }
-                if decision == Decision::Rerequest {
+                if choice == Choice::Rerequest {
                     let reason = "the user edited the same lines; propose the change again \
                                   against the file as it is now";
                     self.resolve(
@@ -270,7 +288,7 @@ impl State {
                     return Ok(());
                 }
             }
-            Decision::Accept => {
+            Choice::Accept => {
                 if let Some(i) = hunk
                     && review.hunks[i].state == HunkState::Conflict
                 {
@@ -300,7 +318,7 @@ impl State {
     }
 
     /// Accepts hunks: through the editor when the file is open, in our copy otherwise.
-    pub(super) fn accept(&mut self, id: u64, indices: &[usize]) {
+    pub(super) fn accept(&mut self, id: ReviewId, indices: &[usize]) {
         if indices.is_empty() {
             return;
         }
@@ -317,11 +335,7 @@ impl State {
         };
         let (version, rope) = (doc.version(), doc.rope().clone());
         let mapper = super::position::PositionMapper::new(&rope, self.encoding);
-        let review = self
-            .reviews
-            .iter_mut()
-            .find(|r| r.id == id)
-            .expect("checked above");
+        let review = self.reviews.get_mut(id).expect("checked above");
         let mut edits = Vec::new();
         for &i in indices {
             let hunk = &mut review.hunks[i];
@@ -380,7 +394,7 @@ impl State {
     /// The editor answered an accept's `applyEdit`.
     pub(super) fn edit_applied(
         &mut self,
-        id: u64,
+        id: ReviewId,
         indices: &[usize],
         result: Result<(), EffectError>,
     ) {
@@ -438,12 +452,12 @@ impl State {
     }
 
     /// The editor never reported a version after our edit: settle with the text we have.
-    pub(super) fn finish_without_sync(&mut self, id: u64) {
+    pub(super) fn finish_without_sync(&mut self, id: ReviewId) {
         if let Ok(review) = self.review_mut(id)
             && review.applied_after.is_some()
         {
             tracing::warn!(
-                id,
+                %id,
                 "no didChange after an accepted edit; finishing with the buffer as known"
             );
             review.applied_after = None;
@@ -453,7 +467,7 @@ impl State {
 
     /// Resolves the review if every hunk is decided (and, when open, the editor has shown us the
     /// resulting text).
-    pub(super) fn finish_if_decided(&mut self, id: u64) {
+    pub(super) fn finish_if_decided(&mut self, id: ReviewId) {
         let Ok(review) = self.review_mut(id) else {
             return;
         };
@@ -503,7 +517,7 @@ impl State {
     /// there, and agentls never writes an open file: its next save puts it back. Either way the
     /// user is told. The review stays open until then, so no watcher takes the write for an
     /// agent's.
-    fn reject_restoring(&mut self, id: u64) {
+    fn reject_restoring(&mut self, id: ReviewId) {
         let Ok(review) = self.review_mut(id) else {
             return;
         };
@@ -563,7 +577,7 @@ impl State {
     /// `file` came to (`told`), and the agent hears the verdict.
     pub(super) fn rejection_restored(
         &mut self,
-        id: u64,
+        id: ReviewId,
         agent: &str,
         file: &str,
         told: Option<Result<String, String>>,
@@ -583,7 +597,7 @@ impl State {
     }
 
     /// Finishes a review of a file that is not open, given what the disk says now.
-    pub(super) fn finish_closed(&mut self, id: u64, disk: Option<String>) {
+    pub(super) fn finish_closed(&mut self, id: ReviewId, disk: Option<String>) {
         let Ok(review) = self.review_mut(id) else {
             return;
         };
@@ -625,7 +639,7 @@ impl State {
     /// The accepted `text` of review `id` was written to its closed file, or that failed.
     pub(super) fn accepted_written(
         &mut self,
-        id: u64,
+        id: ReviewId,
         text: String,
         rejected: Vec<String>,
         written: Result<(), super::FileError>,
@@ -650,11 +664,8 @@ impl State {
     /// The user hears of it at a presentation once [`super::review_view::PRESENT_EVERY`] has
     /// passed, unless a new proposal of the same origin for the same file came meanwhile: that
     /// one is a revision (a client that replaces its diff under the same tab name).
-    pub(super) fn proposer_gone(&mut self, id: u64, announce: bool, who: &str, file: &str) {
-        let open = self
-            .reviews
-            .iter()
-            .find(|r| r.id == id && r.settling.is_none());
+    pub(super) fn proposer_gone(&mut self, id: ReviewId, announce: bool, who: &str, file: &str) {
+        let open = self.reviews.get(id).filter(|r| r.settling.is_none());
         let Some(key) = open.map(|r| (r.origin.key.clone(), r.path.clone())) else {
             self.cancel_reviews(|r| r.id == id);
             return;
@@ -697,7 +708,7 @@ impl State {
     /// Follows an edit of an open document: reviews on it rebase; conflicts are announced.
     pub(super) fn rebase_reviews(&mut self, path: &Path, splices: &[Splice], version: i32) {
         let mut conflicts = Vec::new();
-        for review in self.reviews.iter_mut().filter(|r| r.path == path) {
+        for review in self.reviews.on_mut(path) {
             let mut conflicted = false;
             for splice in splices {
                 conflicted |= review.rebase(splice.removed.clone(), splice.inserted);
@@ -718,7 +729,7 @@ impl State {
                 ),
             );
         }
-        let waiting: Vec<u64> = self
+        let waiting: Vec<ReviewId> = self
             .reviews
             .iter()
             .filter(|r| {
@@ -743,7 +754,7 @@ impl State {
         };
         let (text, rope, version) = (doc.text(), doc.rope().clone(), doc.version());
         let mut to_apply = Vec::new();
-        for review in self.reviews.iter_mut().filter(|r| r.path == path) {
+        for review in self.reviews.on_mut(path) {
             if let Some(base) = review.closed_text.take() {
                 for splice in splices_between(&base.to_string(), &text) {
                     review.rebase(splice.removed, splice.inserted);
@@ -773,7 +784,7 @@ impl State {
 
     /// A document closed: reviews of it keep the last buffer text as their copy.
     pub(super) fn reviews_follow_close(&mut self, path: &Path, last_text: &Rope) {
-        for review in self.reviews.iter_mut().filter(|r| r.path == path) {
+        for review in self.reviews.on_mut(path) {
             review.closed_text = Some(last_text.clone());
             review.version = None;
             review.applied_after = None;
@@ -797,7 +808,7 @@ impl State {
         for origin in &settling {
             self.settle_origin(origin);
         }
-        let ids: Vec<(u64, PathBuf)> = self
+        let ids: Vec<(ReviewId, PathBuf)> = self
             .reviews
             .iter()
             .filter(|r| which(r) && r.settling.is_none())
@@ -814,7 +825,7 @@ impl State {
     }
 
     /// Sends the verdict and forgets the review; what its file shows is shown again.
-    pub(super) fn resolve(&mut self, id: u64, verdict: Verdict) {
+    pub(super) fn resolve(&mut self, id: ReviewId, verdict: Verdict) {
         if let Some(path) = self.finish(id, verdict) {
             self.present(&path);
         }
@@ -822,9 +833,8 @@ impl State {
 
     /// Sends the verdict and forgets the review; its file (returned) is left to the caller to
     /// show again.
-    fn finish(&mut self, id: u64, verdict: Verdict) -> Option<PathBuf> {
-        let index = self.reviews.iter().position(|r| r.id == id)?;
-        let mut review = self.reviews.remove(index);
+    fn finish(&mut self, id: ReviewId, verdict: Verdict) -> Option<PathBuf> {
+        let mut review = self.reviews.remove(id)?;
         if matches!(verdict, Verdict::Accepted { .. }) && review.kind == ReviewKind::Proposal {
             let expectation = Expectation {
                 origin: review.origin.key.clone(),
@@ -846,19 +856,16 @@ impl State {
         Some(review.path)
     }
 
-    fn review_mut(&mut self, id: u64) -> Result<&mut Review, DecisionError> {
-        self.reviews
-            .iter_mut()
-            .find(|r| r.id == id)
-            .ok_or(DecisionError::NoReview(id))
+    fn review_mut(&mut self, id: ReviewId) -> Result<&mut Review, DecisionError> {
+        self.reviews.get_mut(id).ok_or(DecisionError::NoReview(id))
     }
 
     /// Opens the file at the review's first change where the editor can — unless the same
     /// origin already has a review open, which the user is looking at: a burst of proposals
     /// (one agent's request over many files, or a flood) moves the editor once, and the rest
     /// are announced and reachable through their code actions.
-    fn show_review_start(&mut self, id: u64, first: usize) {
-        let Some(review) = self.reviews.iter().find(|r| r.id == id) else {
+    fn show_review_start(&mut self, id: ReviewId, first: usize) {
+        let Some(review) = self.reviews.get(id) else {
             return;
         };
         let busy = self
@@ -872,7 +879,7 @@ impl State {
     }
 
     /// Shows review `id`'s file at its first open change (the user asked, from a chat).
-    pub fn show_review(&mut self, id: u64) -> Result<(), DecisionError> {
+    pub fn show_review(&mut self, id: ReviewId) -> Result<(), DecisionError> {
         let review = self.review_mut(id)?;
         let first = review
             .hunks
@@ -885,8 +892,8 @@ impl State {
     }
 
     /// Shows review `id`'s file with the cursor at char `first`.
-    fn show_review_at(&mut self, id: u64, first: usize) {
-        let Some(review) = self.reviews.iter().find(|r| r.id == id) else {
+    fn show_review_at(&mut self, id: ReviewId, first: usize) {
+        let Some(review) = self.reviews.get(id) else {
             return;
         };
         let selection = self.review_rope(review).map(|rope| {

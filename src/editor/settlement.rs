@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::{Notify, oneshot};
 
-use super::review::{Applier, HunkState, Verdict};
+use super::review::{Applier, HunkState, ReviewId, Verdict};
 use super::state::{State, StateHandle};
 use super::{EffectError, Level, Origin, diff, file_name, files};
 
@@ -80,8 +80,8 @@ pub enum SettledWrite {
 impl State {
     /// The user decided every hunk of a review its proposer carries out: the verdict goes out
     /// now, and the accepted hunks wait for the proposer's write.
-    pub(super) fn begin_settling(&mut self, id: u64) {
-        let Some(review) = self.reviews.iter_mut().find(|r| r.id == id) else {
+    pub(super) fn begin_settling(&mut self, id: ReviewId) {
+        let Some(review) = self.reviews.get_mut(id) else {
             return;
         };
         let (force, forced) = oneshot::channel();
@@ -114,7 +114,7 @@ impl State {
 
     /// The workspace watcher saw `path` change: the watchers of reviews settling on it look.
     pub(super) fn settling_file_changed(&self, path: &Path) {
-        for review in self.reviews.iter().filter(|r| r.path == path) {
+        for review in self.reviews.on(path) {
             if let Some(settling) = &review.settling {
                 settling.disk_changed.notify_one();
             }
@@ -122,13 +122,9 @@ impl State {
     }
 
     /// The watcher of review `id` has seen the disk: the verdict goes to the proposer.
-    pub(super) fn send_settling_verdict(&mut self, id: u64) {
-        let rope = self
-            .reviews
-            .iter()
-            .find(|r| r.id == id)
-            .and_then(|r| self.review_rope(r));
-        let Some(review) = self.reviews.iter_mut().find(|r| r.id == id) else {
+    pub(super) fn send_settling_verdict(&mut self, id: ReviewId) {
+        let rope = self.reviews.get(id).and_then(|r| self.review_rope(r));
+        let Some(review) = self.reviews.get_mut(id) else {
             return;
         };
         let Some(rope) = rope else {
@@ -156,10 +152,10 @@ impl State {
     }
 
     /// Whether review `id` waits for its proposer's write.
-    fn is_settling(&self, id: u64) -> bool {
+    fn is_settling(&self, id: ReviewId) -> bool {
         self.reviews
-            .iter()
-            .any(|r| r.id == id && r.settling.is_some() && r.waits_for_proposer())
+            .get(id)
+            .is_some_and(|r| r.settling.is_some() && r.waits_for_proposer())
     }
 
     /// The watcher of review `id` saw the disk say `now` (`None`: missing) after `before` at the
@@ -167,7 +163,7 @@ impl State {
     /// no longer waits).
     pub(super) fn settle_from_disk(
         &mut self,
-        id: u64,
+        id: ReviewId,
         before: Option<&str>,
         now: Option<String>,
         forced: bool,
@@ -175,7 +171,7 @@ impl State {
         if !self.is_settling(id) {
             return true;
         }
-        let review = self.reviews.iter().find(|r| r.id == id).expect("checked");
+        let review = self.reviews.get(id).expect("checked");
         let (path, label) = (review.path.clone(), review.origin.label.clone());
         // The disk the proposer's write lands on: as the user last saved an open file (a save
         // during the wait counts; a half-written file the watcher read does not), else as it
@@ -388,8 +384,8 @@ impl State {
 
     /// Carries out the approved hunks of review `id`: through the editor when the file is open,
     /// in the review's own copy otherwise (the caller wrote the disk).
-    fn apply_approved(&mut self, id: u64) {
-        let Some(review) = self.reviews.iter_mut().find(|r| r.id == id) else {
+    fn apply_approved(&mut self, id: ReviewId) {
+        let Some(review) = self.reviews.get_mut(id) else {
             return;
         };
         if let Some(settling) = review.settling.as_mut() {
@@ -419,17 +415,14 @@ impl State {
     }
 
     /// Remembers what agentls made review `id`'s file say on disk as it settled.
-    fn record_settled_disk(&mut self, id: u64, disk: Option<String>) {
+    fn record_settled_disk(&mut self, id: ReviewId, disk: Option<String>) {
         if let Some(settling) = self.review_settling(id) {
             settling.disk = disk;
         }
     }
 
-    fn review_settling(&mut self, id: u64) -> Option<&mut Settling> {
-        self.reviews
-            .iter_mut()
-            .find(|r| r.id == id)
-            .and_then(|r| r.settling.as_mut())
+    fn review_settling(&mut self, id: ReviewId) -> Option<&mut Settling> {
+        self.reviews.get_mut(id).and_then(|r| r.settling.as_mut())
     }
 
     /// A settling review's user typed inside one of its accepted hunks: that hunk is dropped
@@ -518,7 +511,7 @@ fn write_disk(
 /// watcher says the file changed, and settles it when told to (`forced`) or after
 /// [`SETTLE_WAIT`].
 struct Watcher {
-    id: u64,
+    id: ReviewId,
     path: PathBuf,
     /// The disk before the verdict, when known (an open file's last save); else it is read,
     /// then the verdict goes.

@@ -22,7 +22,6 @@ use super::events::EditorEvent;
 use super::position::{PositionEncoding, Range};
 use super::questions::Questions;
 use super::reports::Report;
-use super::review::Review;
 use super::selection::{Selection, Selections};
 
 /// Everything the editor has told us, owned by one task.
@@ -39,9 +38,7 @@ pub struct State {
     /// Questions waiting for an answer through code actions.
     pub(super) questions: Questions,
     /// Open reviews, oldest first.
-    pub(super) reviews: Vec<Review>,
-    /// The last review id handed out.
-    pub(super) next_review_id: u64,
+    pub(super) reviews: super::review::Reviews,
     /// `review.maxPreviewLines`.
     pub(super) review_preview_lines: usize,
     /// What makes a line comment a comment prompt (`chat.commentMarker`).
@@ -91,8 +88,7 @@ impl State {
             folders: Vec::new(),
             encoding: PositionEncoding::default(),
             questions: Questions::default(),
-            reviews: Vec::new(),
-            next_review_id: 0,
+            reviews: Default::default(),
             review_preview_lines: super::review_view::DEFAULT_PREVIEW_LINES,
             comment_marker: super::comment_prompt::DEFAULT_MARKER.to_owned(),
             comment_hints: Default::default(),
@@ -265,7 +261,7 @@ impl State {
     }
 
     /// Open reviews, oldest first.
-    pub fn reviews(&self) -> &[Review] {
+    pub fn reviews(&self) -> &super::review::Reviews {
         &self.reviews
     }
 

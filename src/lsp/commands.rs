@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp_server::ls_types::{CodeActionOrCommand, LSPAny, Uri};
@@ -15,7 +15,8 @@ use super::convert;
 use super::server::Backend;
 use super::{agent_commands, chat_commands};
 use crate::editor::actions::{ActionCommand, UserAction};
-use crate::editor::reviews::Decision;
+use crate::editor::review::ReviewId;
+use crate::editor::reviews::{Choice, Decision};
 use crate::editor::{Level, Origin, Selection, Terms, Withdrawal};
 
 /// A code action running the command behind a port action.
@@ -25,26 +26,7 @@ pub fn code_action(action: UserAction) -> CodeActionOrCommand {
             CommandId::Answer,
             json!({"question": question, "choice": choice}),
         ),
-        ActionCommand::Decide {
-            review,
-            hunk,
-            accept,
-            rerequest,
-        } => {
-            let mut argument = json!({"review": review});
-            if let Some(hunk) = hunk {
-                argument["hunk"] = json!(hunk);
-            }
-            if *rerequest {
-                argument["rerequest"] = json!(true);
-            }
-            let id = if *accept {
-                CommandId::Accept
-            } else {
-                CommandId::Reject
-            };
-            (id, argument)
-        }
+        ActionCommand::Decide(decision) => DecisionArgument::of(*decision),
         ActionCommand::SendChat { path } => (
             CommandId::Send,
             json!({"uri": crate::file_uri::from_path(path)}),
@@ -150,15 +132,11 @@ pub async fn execute(
             Ok(None)
         }
         CommandId::Accept | CommandId::Reject => {
-            let args: DecideArgs = first_argument(arguments)?;
-            let decision = match (id == CommandId::Accept, args.rerequest) {
-                (true, _) => Decision::Accept,
-                (false, true) => Decision::Rerequest,
-                (false, false) => Decision::Reject,
-            };
+            let argument: DecisionArgument = first_argument(arguments)?;
+            let decision = argument.decision(id == CommandId::Accept);
             let outcome = backend
                 .feed
-                .query(move |s| s.decide(args.review, args.hunk, decision))
+                .query(move |s| s.decide(decision))
                 .await
                 .map_err(internal)?;
             if let Err(e) = outcome {
@@ -242,17 +220,57 @@ fn debug_origin(name: &str) -> Origin {
     Origin::new(format!("debug:{name}"), name)
 }
 
-#[derive(Debug, Deserialize)]
-struct DecideArgs {
-    review: u64,
+/// The argument of `agentls.accept` / `agentls.reject`: a [`Decision`] but for which of the
+/// two commands carries it.
+#[derive(Debug, Serialize, Deserialize)]
+struct DecisionArgument {
+    review: ReviewId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     hunk: Option<usize>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     rerequest: bool,
+}
+
+impl DecisionArgument {
+    /// The command carrying `decision`, and its argument.
+    fn of(decision: Decision) -> (CommandId, Value) {
+        let Decision {
+            review,
+            hunk,
+            choice,
+        } = decision;
+        let rerequest = choice == Choice::Rerequest;
+        let command = match choice {
+            Choice::Accept => CommandId::Accept,
+            Choice::Reject | Choice::Rerequest => CommandId::Reject,
+        };
+        let argument = Self {
+            review,
+            hunk,
+            rerequest,
+        };
+        let argument = serde_json::to_value(argument).unwrap_or(Value::Null);
+        (command, argument)
+    }
+
+    /// The decision this argument of `agentls.accept` (`accept`) or `agentls.reject` says.
+    fn decision(self, accept: bool) -> Decision {
+        let choice = match (accept, self.rerequest) {
+            (true, _) => Choice::Accept,
+            (false, true) => Choice::Rerequest,
+            (false, false) => Choice::Reject,
+        };
+        Decision {
+            review: self.review,
+            hunk: self.hunk,
+            choice,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
 struct ReviewIdArgs {
-    review: u64,
+    review: ReviewId,
 }
 
 #[derive(Debug, Deserialize)]

@@ -356,7 +356,13 @@ mod tests {
         assert_eq!(first.await.unwrap().unwrap(), ["DIFF_REJECTED", "same"]);
         reviews_open(&feed, 1).await;
         let proposal = feed
-            .query(|s| s.reviews()[0].proposal.clone())
+            .query(|s| {
+                s.reviews()
+                    .iter()
+                    .next()
+                    .map(|r| r.proposal.clone())
+                    .unwrap_or_default()
+            })
             .await
             .unwrap();
         assert_eq!(proposal, "2\n");
