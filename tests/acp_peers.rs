@@ -4,9 +4,10 @@
 //! permission with a diff that becomes a review.
 //!
 //! The peers come from `scripts/test-tools.sh` (`AGENTLS_TEST_NODE`, `AGENTLS_TEST_ACP_EXAMPLE`,
-//! `AGENTLS_TEST_GEMINI`). A missing peer skips its test with a printed reason, except under
-//! `CI=true`, where it fails. Each test prints its timings (`peer timing: …`; see them with
-//! `--nocapture`). With `AGENTLS_TEST_WIRE=<dir>` the agents' stdin and stdout are also copied to
+//! `AGENTLS_TEST_GEMINI`). Without the feature `real-peers` (scripts/test.sh turns it on) the
+//! tests are ignored; with it, a missing peer fails its test, saying how to install it. Each
+//! test prints its timings (`peer timing: …`; see them with `--nocapture`). With
+//! `AGENTLS_TEST_WIRE=<dir>` the agents' stdin and stdout are also copied to
 //! `<dir>/<test>.{in,out}.ndjson`, to read what a peer really sent.
 
 mod support;
@@ -19,26 +20,23 @@ use support::agents::{agent_toml, capabilities_without_dialogs};
 use support::mock_llm::{Gemini, LateScript, MockLlm, ToolTurn};
 use support::{Answer, Options, TestClient, file_uri};
 
-/// The path in env var `var`, or `None` (after saying why) when the peer is not installed.
-/// Under `CI=true` a missing peer is a failure.
-fn peer(var: &str) -> Option<String> {
+/// The path in env var `var`. A test that needs one is ignored without the feature
+/// `real-peers`; with it, a missing peer fails the test here, saying how to install it.
+fn peer(var: &str) -> String {
     let reason = match std::env::var(var) {
-        Ok(path) if Path::new(&path).exists() => return Some(path),
+        Ok(path) if Path::new(&path).exists() => return path,
         Ok(path) => format!("{var}={path} does not exist"),
         Err(_) => format!("{var} is not set"),
     };
-    let reason = format!("{reason}; run `eval \"$(scripts/test-tools.sh)\"` to install the peers");
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "real peer missing under CI=true: {reason}"
+    panic!(
+        "real peer missing: {reason}; run `eval \"$(scripts/test-tools.sh)\"` to install the \
+         peers (scripts/test.sh does)"
     );
-    eprintln!("SKIPPED (real peer missing): {reason}");
-    None
 }
 
-/// `node` and the script of a peer, or `None` when either is missing.
-fn node_and(var: &str) -> Option<(String, String)> {
-    Some((peer("AGENTLS_TEST_NODE")?, peer(var)?))
+/// `node` and the script of a peer.
+fn node_and(var: &str) -> (String, String) {
+    (peer("AGENTLS_TEST_NODE"), peer(var))
 }
 
 /// Starts agentls with `toml` as its config and initializes it with `capabilities`.
@@ -82,11 +80,13 @@ fn timing(test: &str, what: &str, seconds: f64) {
 
 /// Its permission request has no diff (and fake paths), so it is a question: a dialog where the
 /// editor has `window/showMessageRequest`. Allowed, the turn completes with its "Perfect!" text.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
 #[tokio::test]
 async fn example_agent_turn_with_its_permission_allowed_in_a_dialog() {
-    let Some((node, agent)) = node_and("AGENTLS_TEST_ACP_EXAMPLE") else {
-        return;
-    };
+    let (node, agent) = node_and("AGENTLS_TEST_ACP_EXAMPLE");
     let toml = agent_toml("example", "example_dialog", &[&node, &agent], &[], "");
     let client = started(toml, TestClient::rich_capabilities(false)).await;
     client.answer(
@@ -160,11 +160,13 @@ async fn example_agent_turn_with_its_permission_allowed_in_a_dialog() {
 
 /// Without a dialog (like Helix) the question is offered as code actions "Allow (…)" /
 /// "Reject (…)" on any document; the test answers one turn with each.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
 #[tokio::test]
 async fn example_agent_permission_answered_through_code_actions() {
-    let Some((node, agent)) = node_and("AGENTLS_TEST_ACP_EXAMPLE") else {
-        return;
-    };
+    let (node, agent) = node_and("AGENTLS_TEST_ACP_EXAMPLE");
     let toml = agent_toml("example", "example_actions", &[&node, &agent], &[], "");
     let client = started(toml, capabilities_without_dialogs()).await;
     let uri = client.open("notes.txt", "text", "anything\n").await;
@@ -241,8 +243,8 @@ struct GeminiRun {
 }
 
 impl GeminiRun {
-    async fn start(wire_name: &str, capabilities: Value) -> Option<Self> {
-        let (node, gemini) = node_and("AGENTLS_TEST_GEMINI")?;
+    async fn start(wire_name: &str, capabilities: Value) -> Self {
+        let (node, gemini) = node_and("AGENTLS_TEST_GEMINI");
         let home = tempfile::tempdir().unwrap();
         let settings = home.path().join(".gemini/settings.json");
         std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
@@ -268,12 +270,12 @@ impl GeminiRun {
             "",
         );
         let client = started(toml, capabilities).await;
-        Some(Self {
+        Self {
             client,
             mock,
             script,
             _home: home,
-        })
+        }
     }
 
     /// The model will call `write_file {path, content}`, then say `answer`.
@@ -340,12 +342,13 @@ fn path_of(uri: &str) -> PathBuf {
 /// Gemini edits an open file: its permission request carries the diff, which becomes a review;
 /// accepting it through a code action answers the permission, Gemini writes through
 /// `fs/write_text_file`, and the buffer and the disk hold the new text.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
 #[tokio::test]
 async fn gemini_edit_of_an_open_file_is_reviewed_accepted_and_written() {
-    let Some(run) = GeminiRun::start("gemini_accept", TestClient::rich_capabilities(false)).await
-    else {
-        return;
-    };
+    let run = GeminiRun::start("gemini_accept", TestClient::rich_capabilities(false)).await;
     let client = &run.client;
     let uri = client
         .open("notes.txt", "text", "first line\nsecond line\n")
@@ -394,12 +397,13 @@ async fn gemini_edit_of_an_open_file_is_reviewed_accepted_and_written() {
 
 /// Gemini creates a file that does not exist (and is not open): its read of the missing file
 /// must succeed (empty) or it cannot write at all; the review is accepted on the file's URI.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
 #[tokio::test]
 async fn gemini_new_file_is_reviewed_and_created() {
-    let Some(run) = GeminiRun::start("gemini_new_file", capabilities_without_dialogs()).await
-    else {
-        return;
-    };
+    let run = GeminiRun::start("gemini_new_file", capabilities_without_dialogs()).await;
     let client = &run.client;
     let path = client.workspace.join("hello.txt");
     let uri = file_uri(&path);
@@ -426,12 +430,13 @@ async fn gemini_new_file_is_reviewed_and_created() {
 
 /// Rejected: nothing changes on disk or in the buffer, and Gemini tells the model the user
 /// cancelled the tool.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
 #[tokio::test]
 async fn gemini_rejected_edit_changes_nothing() {
-    let Some(run) = GeminiRun::start("gemini_reject", TestClient::rich_capabilities(false)).await
-    else {
-        return;
-    };
+    let run = GeminiRun::start("gemini_reject", TestClient::rich_capabilities(false)).await;
     let client = &run.client;
     let original = "keep me\n";
     let uri = client.open("notes.txt", "text", original).await;
@@ -477,11 +482,13 @@ async fn gemini_rejected_edit_changes_nothing() {
 
 /// Two hunks, the first accepted and the second rejected: Gemini is allowed, writes its whole
 /// proposal, and the disk and the buffer end with exactly the accepted hunk.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
 #[tokio::test]
 async fn gemini_partly_accepted_edit_writes_only_the_accepted_hunk() {
-    let Some(run) = GeminiRun::start("gemini_partial", capabilities_without_dialogs()).await else {
-        return;
-    };
+    let run = GeminiRun::start("gemini_partial", capabilities_without_dialogs()).await;
     let client = &run.client;
     let original = "// TODO a\nx\nx\nx\nx\nx\nx\n// TODO b\n";
     let uri = client.open("notes.txt", "text", original).await;

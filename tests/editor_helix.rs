@@ -5,8 +5,8 @@
 //! save), and that a plain `:w` saves (no "modified by an external process", no `:w!`).
 //!
 //! Helix comes from `AGENTLS_TEST_HELIX` and tmux from `AGENTLS_TEST_TMUX`
-//! (`eval "$(scripts/test-tools.sh)"`); without them the test is skipped with a message, except
-//! under CI, where a missing peer is a failure.
+//! (`eval "$(scripts/test-tools.sh)"`). The tests are ignored without the feature `real-peers`
+//! (scripts/test.sh turns it on); with it, a missing peer fails its test.
 
 mod support;
 
@@ -180,14 +180,14 @@ impl Helix {
 /// of the user's stays, and the file is left to Helix's save; `space i a` on selected lines
 /// quotes them in the chat; `:wa` and `:qa` end Helix without a complaint (no `:w!`), with
 /// exactly the accepted change on disk.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
 #[test]
 fn helix_session_as_its_readme_describes() {
-    let Some(hx) = peers::binary("AGENTLS_TEST_HELIX", "Helix") else {
-        return;
-    };
-    let Some(tmux) = peers::binary("AGENTLS_TEST_TMUX", "tmux") else {
-        return;
-    };
+    let hx = peers::binary("AGENTLS_TEST_HELIX", "Helix");
+    let tmux = peers::binary("AGENTLS_TEST_TMUX", "tmux");
     let sandbox = Sandbox::create();
     let notes = sandbox.workspace.join("notes.rs");
     std::fs::write(&notes, NOTES).unwrap();
@@ -299,11 +299,10 @@ struct InChat {
     helix: Helix,
 }
 
-/// Helix on `notes.rs` with agentls attached, in a chat it opened with `agentls.openChat`;
-/// `None` (a failure under CI) when Helix or tmux is missing.
-fn in_a_new_chat() -> Option<InChat> {
-    let hx = peers::binary("AGENTLS_TEST_HELIX", "Helix")?;
-    let tmux = peers::binary("AGENTLS_TEST_TMUX", "tmux")?;
+/// Helix on `notes.rs` with agentls attached, in a chat it opened with `agentls.openChat`.
+fn in_a_new_chat() -> InChat {
+    let hx = peers::binary("AGENTLS_TEST_HELIX", "Helix");
+    let tmux = peers::binary("AGENTLS_TEST_TMUX", "tmux");
     let sandbox = Sandbox::create();
     std::fs::write(sandbox.workspace.join("notes.rs"), NOTES).unwrap();
     let helix = Helix::start(&tmux, &hx, &sandbox, "notes.rs");
@@ -312,29 +311,30 @@ fn in_a_new_chat() -> Option<InChat> {
     helix.type_text(":lsp-workspace-command agentls.openChat");
     helix.keys(&["Enter"]);
     helix.wait_for("# Chat with demo");
-    Some(InChat {
+    InChat {
         hx,
         tmux,
         sandbox,
         helix,
-    })
+    }
 }
 
 /// A conversation in a chat document in a real Helix with no plugin: `agentls.openChat` from
 /// the command line opens the chat, the message is typed under `## You` and sent with `space a`,
 /// the reply appears on screen, `:w` saves the chat; after Helix restarts on the chat file, the
 /// next message goes the same way, to the agent's session of the first run.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
 #[test]
 fn helix_holds_a_conversation_in_a_chat_document() {
-    let Some(InChat {
+    let InChat {
         hx,
         tmux,
         sandbox,
         helix,
-    }) = in_a_new_chat()
-    else {
-        return;
-    };
+    } = in_a_new_chat();
     send_from_chat(&helix, "read notes.rs");
     // In the document, not only in the one-line summary at the bottom.
     let screen = helix.wait_for("_demo: end_turn");
@@ -397,17 +397,18 @@ fn helix_holds_a_conversation_in_a_chat_document() {
 /// From a chat in a real Helix, with `space a` only: a permission the agent asks is allowed
 /// there, a turn is stopped there, and a proposal is followed to its file (*Show…* opens it at
 /// the change).
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
 #[test]
 fn helix_answers_stops_and_follows_a_proposal_from_a_chat() {
     // The sandbox is bound: it must outlive the Helix working in it.
-    let Some(InChat {
+    let InChat {
         helix,
         sandbox: _sandbox,
         ..
-    }) = in_a_new_chat()
-    else {
-        return;
-    };
+    } = in_a_new_chat();
 
     // Helix 25.07 shows the question as a dialog (`window/showMessageRequest`): Enter on its
     // first answer.
@@ -465,14 +466,14 @@ fn deaf_agent_config() -> String {
 /// `:q!` in Helix kills agentls with SIGKILL (no cleanup of its own runs); the agent, deaf to
 /// the end of its input and to SIGTERM, and the daemons it detached end all the same, within
 /// about a second.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
 #[test]
 fn quitting_helix_leaves_no_agent_running() {
-    let Some(hx) = peers::binary("AGENTLS_TEST_HELIX", "Helix") else {
-        return;
-    };
-    let Some(tmux) = peers::binary("AGENTLS_TEST_TMUX", "tmux") else {
-        return;
-    };
+    let hx = peers::binary("AGENTLS_TEST_HELIX", "Helix");
+    let tmux = peers::binary("AGENTLS_TEST_TMUX", "tmux");
     let sandbox = Sandbox::create();
     std::fs::write(sandbox.workspace.join("notes.rs"), NOTES).unwrap();
     let agentls_config = sandbox.root.join("config/agentls");

@@ -8,24 +8,23 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The binary named by the environment variable `var` (`what` in messages), or `None`, with the
-/// reason on stderr, when it is not set and the test must skip. Under CI (`CI=true`) a missing
-/// peer is a failure instead.
-pub fn binary(var: &str, what: &str) -> Option<PathBuf> {
+/// The binary named by the environment variable `var` (`what` in messages). A test that needs
+/// one is ignored without the feature `real-peers`; with it, a missing peer fails the test here,
+/// saying how to install it.
+pub fn binary(var: &str, what: &str) -> PathBuf {
     let Some(path) = std::env::var_os(var).filter(|p| !p.is_empty()) else {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("{what} missing under CI: set {var} (scripts/test-tools.sh)");
-        }
-        eprintln!(
-            "SKIPPED {}: {var} is not set; run `eval \"$(scripts/test-tools.sh)\"` to install \
-             {what} and set it",
-            env!("CARGO_CRATE_NAME")
+        panic!(
+            "{what} is missing: {var} is not set; run `eval \"$(scripts/test-tools.sh)\"` to \
+             install {what} and set it (scripts/test.sh does both)"
         );
-        return None;
     };
     let path = PathBuf::from(path);
-    assert!(path.is_file(), "{var}={} is not a file", path.display());
-    Some(path)
+    assert!(
+        path.is_file(),
+        "{var}={} is not a file; run `eval \"$(scripts/test-tools.sh)\"` to install {what}",
+        path.display()
+    );
+    path
 }
 
 /// A fresh temp dir (`root`) with a workspace (a `.git` root) and empty home, XDG and tmp dirs.
