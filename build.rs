@@ -1,42 +1,20 @@
-//! Lays out the release binary's code in the order `scripts/symbol-order/symbols.txt` gives: the
-//! functions a session runs first, together, so an idle agentls maps the pages of the code it
-//! runs and not those of the code around it (the kernel maps at least 64 KB around each page
-//! fault). Without it an idle server maps most of its 16 MB of code; see
-//! `scripts/symbol-order.sh`.
-//!
-//! Only where the linker is known to read the file: a release build for x86-64 Linux by a Rust
-//! that links with its own lld there (1.90 and later) and no linker chosen by the user. Names the
-//! file does not find (new code, another toolchain) are left where they are, silently.
+//! Packs the release binary's relative relocations (DT_RELR): the loader reads 6 KB of them at
+//! each start instead of 750 KB, which stayed mapped. The binary then needs glibc 2.36, so only
+//! where the host's glibc is that new, and only where the linker is known to take the flag: a
+//! release build for x86-64 Linux by a Rust that links with its own lld there (1.90 and later)
+//! and no linker chosen by the user. Anywhere else the build is left as it is.
 
 use std::env;
 use std::process::Command;
 
-const ORDER: &str = "scripts/symbol-order/symbols.txt";
-
 fn main() {
-    println!("cargo:rerun-if-changed={ORDER}");
+    println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
-    println!("cargo:rerun-if-env-changed=AGENTLS_LINK_MAP");
     if env::var("PROFILE").as_deref() != Ok("release") || !links_with_rust_lld() {
         return;
     }
-    let order = format!(
-        "{}/{ORDER}",
-        env::var("CARGO_MANIFEST_DIR").unwrap_or_default()
-    );
-    println!("cargo:rustc-link-arg-bin=agentls=-Wl,--symbol-ordering-file={order}");
-    println!("cargo:rustc-link-arg-bin=agentls=-Wl,--no-warn-symbol-ordering");
-    // Relative relocations packed (DT_RELR): 6 KB to read at start instead of 750 KB, which
-    // stayed mapped. The binary then needs glibc 2.36, which the loader checks by version.
     if glibc_minor().is_some_and(|minor| minor >= 36) {
         println!("cargo:rustc-link-arg-bin=agentls=-Wl,-z,pack-relative-relocs");
-    }
-    // Where each function went, for `scripts/symbol-order.sh` to name what it profiled.
-    // Linked again whenever the map is missing (a fresh `target/symbol-order`).
-    if let Some(map) = env::var_os("AGENTLS_LINK_MAP") {
-        let map = map.to_string_lossy();
-        println!("cargo:rerun-if-changed={map}");
-        println!("cargo:rustc-link-arg-bin=agentls=-Wl,-Map={map}");
     }
 }
 
@@ -53,11 +31,9 @@ fn links_with_rust_lld() -> bool {
 }
 
 /// The minor version of the C library this machine runs (`2.36` → 36), which is the one the
-/// binary links to: the order applies only to a native x86-64 Linux build.
+/// binary links to (a native build).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn glibc_minor() -> Option<u32> {
-    // glibc's own, declared here rather than through a build dependency: a new dependency
-    // would change the symbol names' hashes and so stale the order file.
     unsafe extern "C" {
         fn gnu_get_libc_version() -> *const std::ffi::c_char;
     }

@@ -439,8 +439,7 @@ fn read_changed(path: PathBuf) -> Option<DiskChange> {
 
 /// Now, on the coarse clock the kernel stamps file times with (a write just after this reads
 /// as no earlier than it; the precise clock can be a tick ahead). Read through libc, which
-/// finds the vDSO the way valgrind expects (rustix's own vDSO lookup crashes under callgrind,
-/// which `scripts/symbol-order.sh` runs agentls in).
+/// finds the vDSO the way valgrind expects (rustix's own vDSO lookup crashes under callgrind).
 fn file_clock_now() -> SystemTime {
     let mut now = libc::timespec {
         tv_sec: 0,

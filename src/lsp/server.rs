@@ -177,6 +177,8 @@ impl LanguageServer for Backend {
         let features = self.features.get().copied().unwrap_or_default();
         self.ready.send_replace(Some(features));
         tracing::info!(?features, "client initialized");
+        // What starting up ran need not stay resident while the user reads.
+        crate::memory::give_back_soon();
     }
 
     async fn shutdown(&self) -> Result<()> {
