@@ -17,11 +17,11 @@ fn end_of(text: &str) -> Value {
     range(line, column, line, column)
 }
 
-/// Runs `agentls.openChat` and opens the chat it made, as the editor does: its path, its text
+/// Runs `agentls.openChat` for a new chat and opens it, as the editor does: its path, its text
 /// and its URI.
 async fn open_chat(client: &TestClient) -> (std::path::PathBuf, String, String) {
     let opened = client
-        .execute("agentls.openChat", Value::Null)
+        .execute("agentls.openChat", json!({"new": true}))
         .await
         .unwrap();
     let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
@@ -402,6 +402,85 @@ async fn a_chat_of_an_earlier_run() -> (tempfile::TempDir, std::path::PathBuf) {
     first.save(&uri).await;
     assert!(first.shutdown().await.success());
     (state, path)
+}
+
+/// The chats `workspace/symbol` lists for `query`: (first message, container) each.
+async fn chat_symbols(client: &TestClient, query: &str) -> Vec<(String, String, String)> {
+    let symbols = client
+        .request("workspace/symbol", json!({"query": query}))
+        .await
+        .unwrap();
+    symbols
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let text = |v: &Value| v.as_str().unwrap().to_owned();
+            let uri = text(&s["location"]["uri"]);
+            (text(&s["name"]), text(&s["containerName"]), uri)
+        })
+        .collect()
+}
+
+/// Chats are found again: `agentls.openChat` reopens the agent's latest chat (a new one only
+/// with `{"new": true}`), also after a restart, and `workspace/symbol` lists the workspace's
+/// chats by their first message, the most recently active first.
+#[tokio::test]
+async fn chats_are_found_again_by_open_chat_and_workspace_symbols() {
+    let state = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let options = || support::Options {
+        workspace: Some(workspace.path().to_owned()),
+        ..in_state(&state)
+    };
+    let first = TestClient::start(options()).await;
+    first.initialize(capabilities_without_dialogs(), None).await;
+    let (asked, text, uri) = open_chat(&first).await;
+    first
+        .edit(&uri, end_of(&text), "how do I parse TOML?")
+        .await;
+    first.run_code_action(&uri, "Send to demo").await;
+    turns_ended(&first, &uri, 1).await;
+    let reopened = first
+        .execute("agentls.openChat", Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(reopened["path"], asked.to_str().unwrap());
+    let new = first
+        .execute("agentls.openChat", json!({"new": true}))
+        .await
+        .unwrap();
+    assert_ne!(new["path"], asked.to_str().unwrap());
+    let listed = chat_symbols(&first, "").await;
+    let names: Vec<_> = listed
+        .iter()
+        .map(|(n, c, _)| (n.as_str(), c.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("(no message yet)", "Chat with demo"),
+            ("how do I parse TOML?", "Chat with demo")
+        ],
+        "{listed:#?}"
+    );
+    let found = chat_symbols(&first, "toml").await;
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].2, uri);
+    assert!(first.shutdown().await.success());
+
+    // After a restart, the latest is the new chat, and the first is listed still.
+    let second = TestClient::start(options()).await;
+    second
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    let latest = second
+        .execute("agentls.openChat", Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(latest["path"], new["path"]);
+    assert_eq!(chat_symbols(&second, "TOML").await[0].2, uri);
+    assert!(second.shutdown().await.success());
 }
 
 /// agentls (and the demo agent) keeping their state in `state`.

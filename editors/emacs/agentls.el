@@ -382,21 +382,31 @@ rather than starting a second agentls with the chat folder as workspace."
                      nil t)))
 
 ;;;###autoload
-(defun agentls-chat (&optional agent)
-  "Open a new chat with AGENT (the default agent; with a prefix arg, ask).
-Write under the last \"## You\" heading, then \\[agentls-send]."
+(defun agentls-chat (&optional agent new)
+  "Open AGENT's latest chat of this project, or a new one (the default agent).
+With a prefix arg, ask for the agent.  With NEW, always a new chat (see
+`agentls-new-chat').  Write under the last \"## You\" heading, then
+\\[agentls-send]."
   (interactive
    (list (and current-prefix-arg
               (agentls--read-agent (agentls--server) "Chat with agent: "))))
   (let* ((server (agentls--server))
-         (result (agentls--command server "agentls.openChat"
-                                   (and agent (list :agent agent))))
+         (args (append (and agent (list :agent agent)) (and new (list :new t))))
+         (result (agentls--command server "agentls.openChat" args))
          (path (plist-get result :path)))
     (when path
       (agentls--learn-chat path server)
       (with-current-buffer (agentls--show-chat path)
         (goto-char (point-max))
         (current-buffer)))))
+
+;;;###autoload
+(defun agentls-new-chat (&optional agent)
+  "Open a new chat with AGENT (the default agent; with a prefix arg, ask)."
+  (interactive
+   (list (and current-prefix-arg
+              (agentls--read-agent (agentls--server) "Chat with agent: "))))
+  (agentls-chat agent t))
 
 ;;;###autoload
 (defun agentls-send ()
@@ -677,6 +687,7 @@ for the agent too."
 (defvar agentls-command-map
   (let ((map (make-sparse-keymap)))
     (define-key map "c" #'agentls-chat)
+    (define-key map "n" #'agentls-new-chat)
     (define-key map "p" #'agentls-prompt)
     (define-key map "s" #'agentls-send)
     (define-key map "k" #'agentls-cancel)

@@ -91,6 +91,65 @@ pub fn agent_of(root: &Path, path: &Path) -> Option<String> {
     }
 }
 
+/// A chat agentls made in a folder of the chats folder, as its record tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedChat {
+    /// The chat document.
+    pub path: PathBuf,
+    /// The agent it talks to.
+    pub agent: String,
+    /// The first message the user sent from it (`None`: none yet).
+    pub first_message: Option<String>,
+    /// When its record last changed: its last activity.
+    pub modified: Option<std::time::SystemTime>,
+}
+
+/// The most of a record read to list its chat (its agent and first message come early).
+const LIST_READ: u64 = 64 * 1024;
+
+/// The chats agentls made in `folder` (one workspace's folder of the chats folder), whose
+/// document is still there, most recently active first. Blocking.
+pub fn list(folder: &Path) -> Vec<ListedChat> {
+    let (Ok(entries), Ok(dir)) = (std::fs::read_dir(folder), PrivateDir::open(folder)) else {
+        return Vec::new();
+    };
+    let mut chats: Vec<ListedChat> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let record = entry.file_name().into_string().ok()?;
+            let path = chat_of(&folder.join(&record))?;
+            let name = path.file_name()?.to_str()?;
+            if record != record_name(name) || !path.symlink_metadata().ok()?.is_file() {
+                return None;
+            }
+            let modified = entry.metadata().and_then(|m| m.modified()).ok();
+            let bytes = dir.read(&record, LIST_READ).ok()??;
+            let mut entries = bytes
+                .split(|b| *b == b'\n')
+                .filter_map(|l| serde_json::from_slice::<Entry>(l).ok());
+            let Some(Entry::Chat { agent }) = entries.next() else {
+                return None;
+            };
+            let first_message = entries.find_map(|entry| match entry {
+                Entry::Sent(message) => Some(message.trim().to_owned()),
+                _ => None,
+            });
+            Some(ListedChat {
+                path,
+                agent,
+                first_message,
+                modified,
+            })
+        })
+        .collect();
+    chats.sort_by(|a, b| {
+        b.modified
+            .cmp(&a.modified)
+            .then_with(|| b.path.cmp(&a.path))
+    });
+    chats
+}
+
 /// Makes a record for the chat file at `path` (in a workspace folder directly in `root`) of an
 /// earlier agentls, which kept none: it names `agent` and holds nothing of the document. Only
 /// there: a look-alike elsewhere never gets one. Blocking.
@@ -297,5 +356,48 @@ mod tests {
         assert_eq!(agent_of(&root, &elsewhere), None);
         assert!(adopt(&root, &elsewhere, "demo").is_ok());
         assert_eq!(agent_of(&root, &elsewhere), None);
+    }
+
+    #[tokio::test]
+    async fn chats_are_listed_with_their_agent_and_first_message_latest_first() {
+        let base = tempfile::tempdir().unwrap();
+        let folder = base.path().join("ws-1");
+        let dir = PrivateDir::open(base.path())
+            .unwrap()
+            .subdir("ws-1")
+            .unwrap();
+        for name in ["demo-1.md", "other-2.md"] {
+            dir.create_new(name, b"# Chat\n").unwrap();
+            create(&dir, name, name.split('-').next().unwrap(), "# Chat\n").unwrap();
+        }
+        // A record whose document is gone, and a stray file, are not listed.
+        create(&dir, "gone-3.md", "gone", "# Chat\n").unwrap();
+        std::fs::write(folder.join("notes.md"), "# Chat with demo\n").unwrap();
+        let recorder = Recorder::default();
+        recorder.append(
+            &folder.join("demo-1.md"),
+            Entry::Sent(" hello \n".into()),
+            false,
+        );
+        recorder.append(&folder.join("demo-1.md"), Entry::Ended, true);
+        // Written by the recorder's thread: the ended turn is on disk once a transcript reads it.
+        recorder.transcript(&folder.join("demo-1.md")).await;
+        let a_minute_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        std::fs::File::options()
+            .append(true)
+            .open(folder.join(".other-2.md.chat"))
+            .unwrap()
+            .set_modified(a_minute_ago)
+            .unwrap();
+        let listed = list(&folder);
+        let names: Vec<_> = listed
+            .iter()
+            .map(|c| (c.agent.as_str(), c.first_message.as_deref()))
+            .collect();
+        assert_eq!(
+            names,
+            [("demo", Some("hello")), ("other", None)],
+            "{listed:#?}"
+        );
     }
 }

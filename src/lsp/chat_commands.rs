@@ -27,8 +27,12 @@ use crate::private_files::{NO_STATE_HOME, PrivateDir, PrivateError};
 const HEADER: &str = "# Chat with ";
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct OpenArgs {
     agent: Option<String>,
+    /// A new chat, not the agent's latest.
+    #[serde(default)]
+    new: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -48,10 +52,11 @@ struct AskArgs {
     lines: Option<[u32; 2]>,
 }
 
-/// `agentls.openChat`: a new chat with the agent, opened.
+/// `agentls.openChat`: the agent's latest chat of this workspace (a new one when it has none,
+/// or with `{"new": true}`), opened.
 pub async fn open_command(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LSPAny>> {
     let args: OpenArgs = optional(first(arguments))?;
-    open(backend, args.agent).await
+    open(backend, args).await
 }
 
 /// `agentls.send`: sends what the user wrote in the named chat, else the focused one.
@@ -115,16 +120,29 @@ fn chat_folder(folder: Option<&Path>) -> String {
     }
 }
 
-async fn open(backend: &Backend, agent: Option<String>) -> Result<Option<LSPAny>> {
+async fn open(backend: &Backend, args: OpenArgs) -> Result<Option<LSPAny>> {
     let agent = backend
         .agents
-        .name_of(agent.as_deref())
+        .name_of(args.agent.as_deref())
         .map_err(|e| Error::invalid_params(e.to_string()))?;
-    let path = create(backend, &agent, "").await?;
+    let latest = match args.new {
+        true => None,
+        false => super::chat_list::latest(backend, &agent).await,
+    };
+    let path = match latest {
+        Some(path) => path,
+        None => create(backend, &agent, "").await?,
+    };
     show(backend, &agent, &path);
     Ok(Some(
         json!({"path": path, "uri": crate::file_uri::from_path(&path)}),
     ))
+}
+
+/// This workspace's folder of the chats folder (see [`chats_root`]).
+pub(super) async fn workspace_chats(backend: &Backend) -> std::result::Result<PathBuf, String> {
+    let folder = backend.editor.workspace_folders().await.into_iter().next();
+    Ok(chats_root(backend)?.join(chat_folder(folder.as_deref())))
 }
 
 /// Creates a chat document with `agent`, ending with `first` under the `## You` heading, and

@@ -5,6 +5,7 @@ mod agent_commands;
 mod capabilities;
 mod chat_commands;
 mod chat_completion;
+mod chat_list;
 mod command_table;
 mod commands;
 mod convert;

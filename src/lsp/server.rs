@@ -19,7 +19,7 @@ use tower_lsp_server::ls_types::{
     Location, OneOf, Range as LspRange, SaveOptions, ServerCapabilities, ServerInfo,
     TextDocumentIdentifier, TextDocumentSyncCapability, TextDocumentSyncKind,
     TextDocumentSyncOptions, TextDocumentSyncSaveOptions, WorkspaceFoldersServerCapabilities,
-    WorkspaceServerCapabilities,
+    WorkspaceServerCapabilities, WorkspaceSymbolParams, WorkspaceSymbolResponse,
 };
 
 use super::capabilities::ClientFeatures;
@@ -297,6 +297,13 @@ impl LanguageServer for Backend {
         }))
     }
 
+    async fn symbol(
+        &self,
+        params: WorkspaceSymbolParams,
+    ) -> Result<Option<WorkspaceSymbolResponse>> {
+        Ok(Some(super::chat_list::symbols(self, &params.query).await))
+    }
+
     async fn inlay_hint(&self, params: InlayHintParams) -> Result<Option<Vec<InlayHint>>> {
         let Some(path) = convert::path_of(&params.text_document.uri) else {
             return Ok(None);
@@ -364,6 +371,8 @@ fn server_capabilities(features: &ClientFeatures) -> ServerCapabilities {
             trigger_characters: Some(vec!["/".into(), "@".into()]),
             ..Default::default()
         }),
+        // The workspace's chats, by their first message.
+        workspace_symbol_provider: Some(OneOf::Left(true)),
         execute_command_provider: Some(ExecuteCommandOptions {
             commands: super::command_table::CommandId::advertised(),
             ..Default::default()

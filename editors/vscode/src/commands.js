@@ -59,6 +59,7 @@ function register(agentls, openPathSetting) {
   const run = (command, argument) => agentls.run(command, argument);
   const status = () => run('agentls.status');
 
+  /** A new chat with an agent (asked for when several are configured). */
   async function openChat(argument) {
     let agent = argument && argument.agent;
     if (!agent) {
@@ -73,7 +74,7 @@ function register(agentls, openPathSetting) {
         agent = picked.label;
       }
     }
-    const result = await run('agentls.openChat', agent ? { agent } : undefined);
+    const result = await run('agentls.openChat', agent ? { agent, new: true } : { new: true });
     if (result && result.uri) {
       const editor = await showChat(result.uri, true);
       const chatOf = chatAgent(editor.document);

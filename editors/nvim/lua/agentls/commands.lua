@@ -168,10 +168,17 @@ end
 --- The commands, by name: what each does, how it takes its arguments, and its function.
 M.commands = {
   AgentChat = {
-    desc = 'Open a new chat with an agent (the default one)',
+    desc = "Open the agent's latest chat of this workspace (the default agent's), or a new one",
     nargs = '?',
     run = function(opts)
       M.run('agentls.openChat', opts.args ~= '' and { agent = opts.args } or nil)
+    end,
+  },
+  AgentNewChat = {
+    desc = 'Open a new chat with an agent (the default one)',
+    nargs = '?',
+    run = function(opts)
+      M.run('agentls.openChat', { agent = opts.args ~= '' and opts.args or nil, new = true })
     end,
   },
   AgentSend = {
