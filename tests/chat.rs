@@ -404,6 +404,37 @@ async fn a_chat_of_an_earlier_run() -> (tempfile::TempDir, std::path::PathBuf) {
     (state, path)
 }
 
+/// An editor that moved its version on without telling (Helix undoing a completion's preview)
+/// refuses the next append as outdated: the reply goes again at once without a version and
+/// lands whole, with no keystroke needed to unstick it and no warning.
+#[tokio::test]
+async fn a_reply_is_not_held_back_by_a_version_the_editor_moved_silently() {
+    let client = TestClient::start(support::Options::default()).await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    let (_, text, uri) = open_chat(&client).await;
+    client.edit(&uri, end_of(&text), "hello").await;
+    client.server_state().await;
+    client.bump_version_silently(&uri, 2);
+    let sent = std::time::Instant::now();
+    client.run_code_action(&uri, "Send to demo").await;
+    chat_says(&client, &uri, "_demo: end_turn").await;
+    println!("the reply landed {:?} after the send", sent.elapsed());
+    let text = client.document(&uri).text;
+    assert_eq!(
+        text.matches("\nHello from the demo agent.").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        !client.log_text().contains("refuses to append"),
+        "{}",
+        client.log_text()
+    );
+    assert!(client.shutdown().await.success());
+}
+
 /// The chats `workspace/symbol` lists for `query`: (first message, container) each.
 async fn chat_symbols(client: &TestClient, query: &str) -> Vec<(String, String, String)> {
     let symbols = client

@@ -44,6 +44,9 @@ struct Chat {
     timers: u64,
     /// Appends the editor refused in a row though the document had not changed meanwhile.
     refused: u32,
+    /// The document's version when the editor last refused an append of it though it had not
+    /// changed (`None`: the last append went in).
+    refused_at: Option<i32>,
     /// A message sent from it is being answered.
     turn_running: bool,
     /// When it was last opened or sent from (a counter): the agent's latest chat is its own.
@@ -238,6 +241,10 @@ impl CallMark {
 const MAX_APPEND: usize = 64 * 1024;
 /// After this many refusals of an unchanged document the user is told the reply waits (once).
 const WARN_AFTER_REFUSED: u32 = 5;
+/// How long after a refusal of an unchanged document the editor must stay silent before the
+/// next append goes without a version: long enough for any keystroke it holds back to arrive
+/// (Neovim gathers them for 150 ms), short enough that the reply still flows within a second.
+const QUIET_AFTER_REFUSAL: Duration = Duration::from_millis(300);
 /// The longest a refused append waits before it goes again.
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
 /// A chat that is not open is appended to as soon as this much reply text waits, not only every
@@ -606,16 +613,23 @@ impl State {
         };
         let text = take_front(&mut chat.pending, MAX_APPEND);
         let label = format!("{} replies in {}", chat.agent, file_name(path));
+        let quiet_since_refusal = chat.refused_at;
         self.record_out(path, &text);
         let Some(doc) = self.documents.get(path) else {
             return;
         };
         let rope = doc.rope();
         let end = PositionMapper::new(rope, self.encoding).position(rope.len_chars());
+        // The editor refused an append though nothing was typed, and has said nothing since
+        // (Helix bumps the version when it undoes a completion's preview, and tells no one):
+        // the text is as agentls knows it, only the number moved, so this one goes without a
+        // version. Anything the editor sent meanwhile makes it a versioned append again.
+        let unversioned = quiet_since_refusal == Some(doc.version());
+        let version = (!unversioned).then(|| doc.version());
         let edit = DocumentEdit {
             label,
             path: path.to_owned(),
-            version: doc.version(),
+            version,
             edits: vec![TextEdit {
                 range: super::Range::new(end, end),
                 new_text: text.clone(),
@@ -690,15 +704,25 @@ impl State {
         let wait = match &result {
             Ok(()) => {
                 chat.refused = 0;
+                chat.refused_at = None;
                 FLUSH_EVERY
             }
             Err(e) if typed_meanwhile => {
                 tracing::debug!(path = %path.display(), "chat append crossed an edit: {e}");
+                chat.refused_at = None;
                 FLUSH_EVERY
             }
             Err(e) => {
                 tracing::debug!(path = %path.display(), "chat append refused: {e}");
                 chat.refused += 1;
+                let version = self.documents.get(path).map(|d| d.version());
+                if version.is_some() && chat.refused_at != version {
+                    // Once more when the editor stayed quiet, without a version (see
+                    // `flush_chat`).
+                    chat.refused_at = version;
+                    self.schedule_chat_flush(path, QUIET_AFTER_REFUSAL);
+                    return;
+                }
                 if chat.refused == WARN_AFTER_REFUSED {
                     self.effects.message(
                         Level::Warning,

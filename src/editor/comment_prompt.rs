@@ -173,7 +173,7 @@ impl super::state::State {
         let edit = super::effects::DocumentEdit {
             label: format!("the comment prompt in {}", super::file_name(path)),
             path: path.to_owned(),
-            version: doc.version(),
+            version: Some(doc.version()),
             edits: vec![super::effects::TextEdit {
                 range: super::Range::new(start, end),
                 new_text: String::new(),

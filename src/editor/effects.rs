@@ -39,8 +39,9 @@ pub struct DocumentEdit {
     pub label: String,
     /// The document.
     pub path: PathBuf,
-    /// The version the edits were computed against.
-    pub version: i32,
+    /// The version the edits were computed against; `None`: applied whatever version the editor
+    /// is at (only for appending at the end of a document the editor holds as agentls does).
+    pub version: Option<i32>,
     /// Non-overlapping edits, in document order.
     pub edits: Vec<TextEdit>,
 }

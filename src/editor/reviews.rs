@@ -369,7 +369,7 @@ impl State {
         let edit = DocumentEdit {
             label,
             path: path.clone(),
-            version,
+            version: Some(version),
             edits,
         };
         if let Some(label) = buffer_only {

@@ -283,7 +283,7 @@ impl State {
         (!edits.is_empty()).then(|| DocumentEdit {
             label: label.to_owned(),
             path: path.to_owned(),
-            version: document.version(),
+            version: Some(document.version()),
             edits,
         })
     }
@@ -576,7 +576,7 @@ pub(crate) mod tests {
         let edit = state
             .plan_write(&path, "one\ntwo 😀!\nthree\n", "agent write")
             .unwrap();
-        assert_eq!(edit.version, 7);
+        assert_eq!(edit.version, Some(7));
         assert_eq!(
             edit.edits,
             vec![TextEdit {

@@ -139,7 +139,7 @@ async fn apply_edit(
                     TextDocumentEdit {
                         text_document: OptionalVersionedTextDocumentIdentifier {
                             uri,
-                            version: Some(edit.version),
+                            version: edit.version,
                         },
                         edits: edits.into_iter().map(OneOf::Left).collect(),
                     },

@@ -392,6 +392,15 @@ impl TestClient {
         self.shared.documents.lock().unwrap()[uri].clone()
     }
 
+    /// Moves the client's version of `uri` on by `by` without telling the server, as Helix does
+    /// when it undoes a completion's preview: edits for the version the server knows are then
+    /// refused as outdated.
+    pub fn bump_version_silently(&self, uri: &str, by: i32) {
+        if let Some(doc) = self.shared.documents.lock().unwrap().get_mut(uri) {
+            doc.version += by;
+        }
+    }
+
     /// The client's copy of `uri`, when it opened it.
     pub fn try_document(&self, uri: &str) -> Option<ClientDocument> {
         self.shared.documents.lock().unwrap().get(uri).cloned()
