@@ -435,6 +435,75 @@ async fn a_reply_is_not_held_back_by_a_version_the_editor_moved_silently() {
     assert!(client.shutdown().await.success());
 }
 
+/// agentls's record of the chat at `path`, as text.
+fn record_of(path: &std::path::Path) -> String {
+    let name = path.file_name().unwrap().to_str().unwrap();
+    std::fs::read_to_string(path.with_file_name(format!(".{name}.chat"))).unwrap_or_default()
+}
+
+/// Nothing of a conversation is lost when the editor quits without saving the chat, even with
+/// agentls killed mid-reply: reopened by a new agentls, the document gets back from agentls's
+/// record what it lacks (the answered message, then the interrupted turn, marked so), ends
+/// under a new `## You`, and the next message goes alone.
+#[tokio::test]
+async fn a_chat_never_saved_gets_its_conversation_back_when_reopened() {
+    let state = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let options = || support::Options {
+        workspace: Some(workspace.path().to_owned()),
+        ..in_state(&state)
+    };
+    let first = TestClient::start(options()).await;
+    first.initialize(capabilities_without_dialogs(), None).await;
+    let (path, template, uri) = open_chat(&first).await;
+    first.edit(&uri, end_of(&template), "my name is Ada").await;
+    first.run_code_action(&uri, "Send to demo").await;
+    turns_ended(&first, &uri, 1).await;
+    let now = first.document(&uri).text;
+    first.edit(&uri, end_of(&now), "@hang").await;
+    first.run_code_action(&uri, "Send to demo").await;
+    chat_says(&first, &uri, "Waiting until you cancel").await;
+    support::eventually(|| record_of(&path).contains("Waiting until you cancel"))
+        .await
+        .expect("the reply in the record");
+    // The editor quits without saving (the file has the template only), agentls is killed.
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), template);
+    drop(first);
+
+    let second = TestClient::start(options()).await;
+    second
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    let uri = second.open_unsaved(&path, "markdown", &template).await;
+    second.take_message("put back the end of").await;
+    chat_says(
+        &second,
+        &uri,
+        "_interrupted: agentls stopped before demo ended this turn_",
+    )
+    .await;
+    let text = second.document(&uri).text;
+    for said in [
+        "my name is Ada",
+        "_demo: end_turn",
+        "@hang",
+        "Waiting until you cancel",
+    ] {
+        assert_eq!(text.matches(said).count(), 1, "{said:?} in:\n{text}");
+    }
+    assert!(text.ends_with("## You\n\n"), "{text}");
+    second.edit(&uri, end_of(&text), "read it").await;
+    second.run_code_action(&uri, "Send to demo").await;
+    turns_ended(&second, &uri, 2).await;
+    let last_sent = record_of(&path)
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|entry| entry["sent"].as_str().map(str::to_owned));
+    assert_eq!(last_sent.as_deref(), Some("read it"));
+    assert!(second.shutdown().await.success());
+}
+
 /// The chats `workspace/symbol` lists for `query`: (first message, container) each.
 async fn chat_symbols(client: &TestClient, query: &str) -> Vec<(String, String, String)> {
     let symbols = client

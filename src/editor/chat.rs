@@ -419,13 +419,63 @@ impl State {
 
     /// `path`, a chat with `agent` from an earlier run, was opened again: its next message
     /// tells the agent the conversation so far.
+    /// What its document lacks of agentls's record of it is put back (see
+    /// `chat_record_read`).
     pub fn chat_reopened(&mut self, path: PathBuf, agent: String) {
-        if !self.chats.docs.contains_key(&path) {
-            self.chat_opened(path.clone(), agent);
-            if let Some(chat) = self.chats.docs.get_mut(&path) {
-                chat.resumed = true;
-            }
+        if self.chats.docs.contains_key(&path) {
+            return;
         }
+        self.chat_opened(path.clone(), agent);
+        if let Some(chat) = self.chats.docs.get_mut(&path) {
+            chat.resumed = true;
+        }
+        let (me, records) = (self.me.clone(), self.chat_records.clone());
+        tokio::spawn(async move {
+            let record = records.read(&path).await;
+            me.report(Report::ChatRecordRead { path, record });
+        });
+    }
+
+    /// agentls's record of the chat at `path`, reopened (`None`: it has none). What the
+    /// document lacks of it (the editor quit before saving, or was killed) is put back at its
+    /// end, and a turn that never ended (agentls stopped mid-reply) is marked so, with a new
+    /// `## You` heading: the next message never takes the old one along.
+    pub(super) fn chat_record_read(&mut self, path: &Path, record: Option<Vec<u8>>) {
+        let (Some(record), Some(doc)) = (record, self.documents.get(path)) else {
+            return;
+        };
+        let recorded = super::chat_record::conversation(&record);
+        let missing = super::chat_record::missing_tail(&recorded.text, &doc.text());
+        let missing = missing.map(str::to_owned);
+        let Some(chat) = self.chats.docs.get_mut(path) else {
+            return;
+        };
+        if chat.turn_running || !chat.pending.is_empty() {
+            return; // the chat went on already: what it shows is newer than the record
+        }
+        if let Some(missing) = &missing {
+            // In the record already: it goes out without being recorded again.
+            chat.push_raw(missing);
+            chat.recorded = chat.pending.len();
+        }
+        if recorded.interrupted {
+            let agent = chat.agent.clone();
+            chat.push(&format!(
+                "\n\n_interrupted: agentls stopped before {agent} ended this turn_\n\n{YOU}\n\n"
+            ));
+            self.chat_records.append(path, Entry::Ended, true);
+        }
+        if let Some(missing) = missing {
+            self.effects.message(
+                Level::Info,
+                format!(
+                    "agentls: put back the end of {} that was not saved ({} bytes), from its record",
+                    file_name(path),
+                    missing.len()
+                ),
+            );
+        }
+        self.schedule_chat_flush(path, FLUSH_EVERY);
     }
 
     /// Whether the chat at `path` was resumed and has not sent its transcript yet; from now on

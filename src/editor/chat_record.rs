@@ -198,6 +198,115 @@ fn transcript(record: &[u8]) -> Option<String> {
     ))
 }
 
+/// A chat's conversation rebuilt from its record: everything agentls put into the document
+/// and every message the user sent, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Conversation {
+    /// The document's text as agentls and the user's messages made it.
+    pub text: String,
+    /// Its last turn never ended: agentls stopped while the agent answered.
+    pub interrupted: bool,
+}
+
+/// The conversation a record holds.
+pub fn conversation(record: &[u8]) -> Conversation {
+    let mut conversation = Conversation::default();
+    for entry in record
+        .split(|b| *b == b'\n')
+        .filter_map(|l| serde_json::from_slice::<Entry>(l).ok())
+    {
+        match entry {
+            Entry::Out(out) => conversation.text.push_str(&out),
+            Entry::Sent(message) => {
+                conversation.text.push_str(message.trim());
+                conversation.interrupted = true;
+            }
+            Entry::Ended => conversation.interrupted = false,
+            Entry::Chat { .. } => {}
+        }
+    }
+    conversation
+}
+
+/// What `document` (a reopened chat's text) lacks of `recorded` (its conversation rebuilt from
+/// agentls's record): the recorded text after the point where the document ends, when that
+/// end is found in it exactly once. Runs of white space count as one space when looking (the
+/// line ends a user typed after a message are not in the record). `None` when nothing is
+/// missing, or when the document went its own way (the user rewrote it) and no place can be
+/// told for sure.
+pub fn missing_tail<'r>(recorded: &'r str, document: &str) -> Option<&'r str> {
+    let document = squeezed(document.trim_end());
+    if document.is_empty() {
+        return None;
+    }
+    let squeezed_record = squeezed(recorded);
+    // The document's last chars, more of them until they are found only once.
+    let mut take = 256;
+    let end = loop {
+        let start = document.len().saturating_sub(take);
+        let start = (start..=document.len())
+            .find(|&i| document.is_char_boundary(i))
+            .unwrap_or(0);
+        let end_of_document = &document[start..];
+        let mut found = squeezed_record.match_indices(end_of_document);
+        let (at, _) = found.next()?;
+        if found.next().is_none() {
+            break at + end_of_document.len();
+        }
+        if start == 0 {
+            return None;
+        }
+        take *= 4;
+    };
+    let rest = &recorded[unsqueezed_offset(recorded, end)..];
+    (!rest.trim().is_empty()).then_some(rest)
+}
+
+/// `text` with each run of white space as one space.
+fn squeezed(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_space = false;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            if !in_space {
+                out.push(' ');
+            }
+            in_space = true;
+        } else {
+            out.push(c);
+            in_space = false;
+        }
+    }
+    out
+}
+
+/// The offset in `text` just after the char that ends the first `squeezed_len` bytes of
+/// [`squeezed`]`(text)`; a run of white space ends where its last char does.
+fn unsqueezed_offset(text: &str, squeezed_len: usize) -> usize {
+    let mut len = 0;
+    let mut in_space = false;
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        if c.is_whitespace() {
+            if !in_space {
+                len += 1;
+            }
+            in_space = true;
+            let space_goes_on = chars.peek().is_some_and(|(_, next)| next.is_whitespace());
+            if len == squeezed_len && !space_goes_on {
+                return at + c.len_utf8();
+            }
+        } else {
+            len += c.len_utf8();
+            in_space = false;
+            if len == squeezed_len {
+                return at + c.len_utf8();
+            }
+        }
+    }
+    text.len()
+}
+
 /// What the writer is asked to do.
 enum Job {
     /// Append `entry` to the record of the chat at `chat`; on disk before the next job when
@@ -207,10 +316,10 @@ enum Job {
         entry: Entry,
         sync: bool,
     },
-    /// Read the record of `chat` (after everything asked before) and answer its transcript.
-    Transcript {
+    /// Read the record of `chat` (after everything asked before) and answer it.
+    Read {
         chat: PathBuf,
-        reply: oneshot::Sender<Option<String>>,
+        reply: oneshot::Sender<Option<Vec<u8>>>,
     },
 }
 
@@ -223,7 +332,7 @@ impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Append { chat, .. } => write!(f, "Append({})", chat.display()),
-            Self::Transcript { chat, .. } => write!(f, "Transcript({})", chat.display()),
+            Self::Read { chat, .. } => write!(f, "Read({})", chat.display()),
         }
     }
 }
@@ -255,8 +364,14 @@ impl Recorder {
     /// The transcript of the chat at `chat` from its record, once everything asked before is
     /// written; `None` when it has none (or sent nothing yet).
     pub async fn transcript(&self, chat: &Path) -> Option<String> {
+        transcript(&self.read(chat).await?)
+    }
+
+    /// The record of the chat at `chat`, once everything asked before is written; `None` when
+    /// it has none.
+    pub async fn read(&self, chat: &Path) -> Option<Vec<u8>> {
         let (reply, answer) = oneshot::channel();
-        let job = Job::Transcript {
+        let job = Job::Read {
             chat: chat.to_owned(),
             reply,
         };
@@ -298,12 +413,12 @@ fn write_records(queue: &mpsc::Receiver<Job>) {
                     tracing::warn!(chat = %chat.display(), "chat record not written: {e}");
                 }
             }
-            Job::Transcript { chat, reply } => {
+            Job::Read { chat, reply } => {
                 let record = record_of(&mut folders, &chat)
                     .and_then(|(dir, name)| dir.read(&name, RECORD_READ))
                     .ok()
                     .flatten();
-                let _ = reply.send(record.as_deref().and_then(transcript));
+                let _ = reply.send(record);
             }
         }
     }
@@ -398,6 +513,52 @@ mod tests {
             names,
             [("demo", Some("hello")), ("other", None)],
             "{listed:#?}"
+        );
+    }
+
+    #[test]
+    fn a_document_missing_its_end_gets_what_the_record_holds_after_it() {
+        let template = "# Chat with demo\n\n## You\n\n";
+        let mut record = line(&Entry::Chat {
+            agent: "demo".into(),
+        });
+        for entry in [
+            Entry::Out(template.into()),
+            Entry::Sent("hello\n".into()),
+            Entry::Out("\n\n## demo\n\nHi.\n\n_end_turn_\n\n## You\n\n".into()),
+            Entry::Ended,
+            Entry::Sent("more".into()),
+            Entry::Out("\n\n## demo\n\nPart".into()),
+        ] {
+            record.push_str(&line(&entry));
+        }
+        let recorded = conversation(record.as_bytes());
+        assert!(recorded.interrupted, "the last turn never ended");
+        let text = &recorded.text;
+        // Quit without saving: the file holds the template only.
+        assert_eq!(
+            missing_tail(text, template),
+            Some(&text[template.len() - 2..])
+        );
+        // Saved mid-reply, the message with its own line end: the rest of the reply.
+        let saved = format!("{template}hello\n\n\n## demo\n\nHi.\n");
+        assert_eq!(
+            missing_tail(text, &saved),
+            Some("\n\n_end_turn_\n\n## You\n\nmore\n\n## demo\n\nPart")
+        );
+        // Everything there, or a draft after it: nothing missing.
+        assert_eq!(missing_tail(text, text), None);
+        assert_eq!(missing_tail(text, &format!("{text}\n\nmy draft")), None);
+        // A document rewritten by the user: no place can be told.
+        assert_eq!(
+            missing_tail(text, "# Chat with demo\n\nsomething else\n"),
+            None
+        );
+        // "## You" ends every turn: the document's end is taken long enough to be found once.
+        let two_turns = format!("{template}hello\n\n## demo\n\nHi.\n\n_end_turn_\n\n## You");
+        assert_eq!(
+            missing_tail(text, &two_turns),
+            Some("\n\nmore\n\n## demo\n\nPart")
         );
     }
 }

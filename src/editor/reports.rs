@@ -30,6 +30,11 @@ pub enum Report {
         sent_version: i32,
         result: Result<(), EffectError>,
     },
+    /// agentls's record of the reopened chat at `path` was read (`None`: it has none).
+    ChatRecordRead {
+        path: PathBuf,
+        record: Option<Vec<u8>>,
+    },
     /// Items wait in the chats' inbox.
     ChatItemsWaiting(ChatInbox),
     /// Removing the sent comment prompt `comment` from `path` was refused; it is tried once more.
@@ -98,6 +103,7 @@ impl Report {
             Self::ChatTimerEnded { .. } => "chat timer ended",
             Self::ChatFileAppended { .. } => "chat file appended",
             Self::ChatEditApplied { .. } => "chat edit applied",
+            Self::ChatRecordRead { .. } => "chat record read",
             Self::ChatItemsWaiting(_) => "chat items waiting",
             Self::CommentRemovalRefused { .. } => "comment removal refused",
             Self::CommentScanDue(_) => "comment scan due",
@@ -131,6 +137,7 @@ impl State {
                 sent_version,
                 result,
             } => self.chat_edit_applied(&path, text, sent_version, result),
+            Report::ChatRecordRead { path, record } => self.chat_record_read(&path, record),
             Report::ChatItemsWaiting(inbox) => {
                 for (path, item) in inbox.take() {
                     self.chat_item(&path, item);
