@@ -158,7 +158,9 @@ async fn create(backend: &Backend, agent: &str, first: &str) -> Result<PathBuf> 
     let name = format!("{agent}-{stamp}.md");
     let path = root.join(&key).join(&name);
     let text = format!(
-        "{HEADER}{agent}\n\nWrite under the last `{YOU}` heading, then run the code action *Send to {agent}*.\n\n{YOU}\n\n{first}"
+        "{HEADER}{agent}\n\nWrite under the last `{YOU}` heading, then run the code action *Send to {agent}*. \
+         Quitting without saving loses nothing: agentls puts the conversation back when you open \
+         this chat again.\n\n{YOU}\n\n{first}"
     );
     let agent_name = agent.to_owned();
     let written = tokio::task::spawn_blocking(move || -> std::result::Result<(), PrivateError> {
