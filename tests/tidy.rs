@@ -137,3 +137,29 @@ fn words_split_snake_and_camel_case() {
     assert_eq!(words("run_claude_cli"), ["run", "claude", "cli"]);
     assert_eq!(words("initialized"), ["initialized"]);
 }
+
+/// The host asks the state by name (`editor/host_queries.rs`): no closure of code outside
+/// `editor/` runs on the state task, so a reader can follow every call to what it changes.
+/// Unit tests (after a file's `#[cfg(test)]`) may still ask with a closure.
+#[test]
+fn no_closure_crosses_into_the_state_task_from_outside_editor() {
+    let editor = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/editor");
+    let offenders: Vec<String> = sources()
+        .into_iter()
+        .filter(|p| !p.starts_with(&editor))
+        .flat_map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or("").to_owned();
+            code.lines()
+                .enumerate()
+                .filter(|(_, l)| l.contains(".query("))
+                .map(|(i, l)| format!("{}:{}: {}", p.display(), i + 1, l.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "ask the state by a named query:\n{}",
+        offenders.join("\n")
+    );
+}

@@ -20,6 +20,7 @@ pub mod documents;
 pub mod effects;
 pub mod events;
 pub mod files;
+pub mod host_queries;
 pub mod landed;
 pub mod path_locks;
 pub mod position;
@@ -981,7 +982,8 @@ impl EditorFeed {
             .send(EditorEvent::FoldersChanged { added, removed });
     }
 
-    /// A question for the state, answered in order with everything fed before it.
+    /// A question for the state, answered in order with everything fed before it. For tests:
+    /// the host asks by name (`host_queries.rs`; `tests/tidy.rs` checks it).
     pub async fn query<R: Send + 'static>(
         &self,
         question: impl FnOnce(&mut State) -> R + Send + 'static,

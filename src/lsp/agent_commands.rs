@@ -112,10 +112,10 @@ pub async fn prompt_comment(backend: &Backend, arguments: Vec<Value>) -> Result<
     let args: CommentArgs = argument(arguments)?;
     let path = convert::path_of(&args.uri)
         .ok_or_else(|| Error::invalid_params(format!("not a file URI: {}", args.uri.as_str())))?;
-    let (p, line) = (path.clone(), args.line);
+    let line = args.line;
     let found = backend
         .feed
-        .query(move |s| s.comment_prompt(&p, line))
+        .comment_prompt(&path, line)
         .await
         .map_err(super::commands::internal)?;
     let file = crate::editor::file_name(&path);
@@ -206,13 +206,7 @@ async fn context(
     path: PathBuf,
     range: Option<crate::editor::Range>,
 ) -> Result<PromptContext> {
-    let p = path.clone();
-    let from_buffer = backend
-        .feed
-        .query(move |s| s.text_of(&p, range))
-        .await
-        .ok()
-        .flatten();
+    let from_buffer = backend.feed.text_of(&path, range).await;
     let mut budget = Budget::new(&backend.agent_config.borrow().context);
     let read = match from_buffer {
         Some(text) => Bounded::of(text, budget.next()),

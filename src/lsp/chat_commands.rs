@@ -216,14 +216,9 @@ pub fn describe_prompt(text: &str, context: Option<&PromptContext>, folders: &[P
 /// keymap must not take the user away from their code). `said` goes in as the user's message,
 /// under an empty last `## You` heading or a new one (a draft there stays the user's).
 pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Result<PathBuf> {
-    let a = agent.to_owned();
     let latest = backend
         .feed
-        .query(move |s| {
-            let chat = s.latest_chat(&a)?.to_path_buf();
-            let text = s.chat_end(&chat);
-            Some((chat, text))
-        })
+        .latest_chat_end(agent)
         .await
         .map_err(|e| Error::invalid_params(e.to_string()))?;
     let reply = format!("\n\n## {agent}\n\n");
@@ -302,14 +297,9 @@ async fn ask_about(backend: &Backend, args: AskArgs) -> Result<Option<LSPAny>> {
             return Err(refuse_ask("give the lines as `range` or `lines`"));
         }
     };
-    let (p, a) = (path.clone(), agent.clone());
     let (quoted, chat) = backend
         .feed
-        .query(move |s| {
-            let quoted = s.quote_lines(&p, range);
-            let chat = s.latest_chat(&a).map(Path::to_path_buf);
-            (quoted, chat)
-        })
+        .quote_for_chat(&path, range, &agent)
         .await
         .map_err(|e| Error::invalid_params(e.to_string()))?;
     let quoted =
@@ -334,23 +324,17 @@ async fn send(backend: &Backend, path: Option<PathBuf>) -> Result<Option<LSPAny>
         Some(path) => path,
         None => backend
             .feed
-            .query(|s| s.focused().map(Path::to_path_buf))
+            .focused()
             .await
-            .ok()
-            .flatten()
             .ok_or_else(|| refuse("agentls.send: no chat document is focused"))?,
     };
-    let p = path.clone();
-    let (agent, text, resumed) = backend
+    let crate::editor::host_queries::ChatToSend {
+        agent,
+        text,
+        resumed,
+    } = backend
         .feed
-        .query(move |s| {
-            let agent = s.chat_agent(&p).map(str::to_owned);
-            let text = s.buffer(&p).map(|(text, _)| text);
-            // Only a message that goes out takes the transcript along.
-            let sends = text.as_deref().and_then(message_to_send).is_some();
-            let resumed = sends && s.take_resumed(&p);
-            (agent, text, resumed)
-        })
+        .chat_to_send(&path)
         .await
         .map_err(|e| Error::invalid_params(e.to_string()))?;
     let Some(agent) = agent else {

@@ -26,12 +26,7 @@ pub async fn complete(
     position: Position,
 ) -> Option<CompletionResponse> {
     let at = convert::position(position);
-    let token = backend
-        .feed
-        .query(move |s| s.chat_token(&path, at))
-        .await
-        .ok()
-        .flatten()?;
+    let token = backend.feed.chat_token(&path, at).await?;
     let range = Range {
         start: convert::lsp_position(token.start),
         end: position,

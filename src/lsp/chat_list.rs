@@ -31,13 +31,7 @@ async fn listed(backend: &Backend) -> Vec<ListedChat> {
 /// `agent`'s latest chat in this workspace: the one it last used since the server started,
 /// else the most recently active one agentls made for this workspace before.
 pub async fn latest(backend: &Backend, agent: &str) -> Option<PathBuf> {
-    let name = agent.to_owned();
-    let in_use = backend
-        .feed
-        .query(move |s| s.latest_chat(&name).map(std::path::Path::to_path_buf))
-        .await
-        .ok()
-        .flatten();
+    let in_use = backend.feed.latest_chat(agent).await;
     if in_use.is_some() {
         return in_use;
     }

@@ -59,11 +59,7 @@ pub async fn execute(
     };
     match id {
         CommandId::DebugState => {
-            let state = backend
-                .feed
-                .query(|s| s.describe())
-                .await
-                .map_err(internal)?;
+            let state = backend.feed.describe().await.map_err(internal)?;
             Ok(Some(state))
         }
         CommandId::DebugWrite => {
@@ -134,11 +130,7 @@ pub async fn execute(
         CommandId::Accept | CommandId::Reject => {
             let argument: DecisionArgument = first_argument(arguments)?;
             let decision = argument.decision(id == CommandId::Accept);
-            let outcome = backend
-                .feed
-                .query(move |s| s.decide(decision))
-                .await
-                .map_err(internal)?;
+            let outcome = backend.feed.decide(decision).await.map_err(internal)?;
             if let Err(e) = outcome {
                 return Err(Error::invalid_params(format!("agentls: {e}")));
             }
@@ -148,7 +140,7 @@ pub async fn execute(
             let args: ReviewIdArgs = first_argument(arguments)?;
             backend
                 .feed
-                .query(move |s| s.show_review(args.review))
+                .show_review(args.review)
                 .await
                 .map_err(internal)?
                 .map_err(|e| Error::invalid_params(format!("agentls: {e}")))?;
@@ -158,7 +150,7 @@ pub async fn execute(
             let args: AnswerArgs = first_argument(arguments)?;
             backend
                 .feed
-                .query(move |s| s.answer_question(args.question, &args.choice))
+                .answer_question(args.question, args.choice)
                 .await
                 .map_err(internal)?
                 .map_err(|e| Error::invalid_params(e.to_string()))?;

@@ -242,14 +242,7 @@ impl LanguageServer for Backend {
         let agent = self.agents.name_of(None).ok();
         let (actions, chat) = self
             .feed
-            .query(move |s| {
-                let mut actions = s.actions(&path, range);
-                if let Some(agent) = &agent {
-                    actions.extend(s.comment_action(&path, range, agent));
-                    actions.extend(s.ask_action(&path, range, agent));
-                }
-                (actions, s.chat_agent(&path).map(str::to_owned))
-            })
+            .code_actions(&path, range, agent)
             .await
             .unwrap_or_default();
         let mut actions: CodeActionResponse =
@@ -281,12 +274,7 @@ impl LanguageServer for Backend {
             return Ok(None);
         };
         let at = convert::position(place.position);
-        let target = self
-            .feed
-            .query(move |s| s.chat_link(&path, at))
-            .await
-            .ok()
-            .flatten();
+        let target = self.feed.chat_link(&path, at).await;
         Ok(target.and_then(|(file, line)| {
             let start = convert::lsp_position(crate::editor::Position::new(line, 0));
             let uri = convert::uri_of(&file)?;
@@ -309,11 +297,7 @@ impl LanguageServer for Backend {
             return Ok(None);
         };
         let range = convert::range(params.range);
-        let hints = self
-            .feed
-            .query(move |s| s.review_hints(&path, range))
-            .await
-            .unwrap_or_default();
+        let hints = self.feed.review_hints(&path, range).await;
         Ok(Some(hints.into_iter().map(convert::inlay_hint).collect()))
     }
 
