@@ -122,7 +122,7 @@ impl State {
         let settling = self
             .reviews
             .iter()
-            .any(|r| r.path == path && r.settling.is_some());
+            .any(|r| r.path == path && r.is_settling());
         if let Some(doc) = self.documents.get_mut(path)
             && !settling
         {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use ropey::Rope;
 
-use super::review::{Applier, Review, ReviewKind};
+use super::review::{Applier, Phase, Review, ReviewKind, ReviewText};
 use super::state::State;
 use super::{Level, Origin, file_name};
 
@@ -70,23 +70,27 @@ impl State {
         let (count, file) = (hunks.len(), file_name(&landing.path));
         let version = self.documents.get(&landing.path).map(|d| d.version());
         let label = landing.origin.label.clone();
-        let closed_text = version.is_none().then(|| Rope::from_str(&landing.after));
+        let text = match version {
+            Some(version) => ReviewText::Open {
+                version,
+                echo_after: None,
+            },
+            None => ReviewText::Closed(Rope::from_str(&landing.after)),
+        };
         let path = landing.path.clone();
         self.reviews.add(Review {
             id,
             kind: ReviewKind::Landed,
             applied_by: Applier::Editor,
-            settling: None,
+            phase: Phase::Deciding,
             origin: landing.origin,
             path: landing.path,
             title: format!("{label} changed {file} without asking"),
             base: landing.after,
             proposal: landing.before,
-            version,
             file_existed: true,
             hunks,
-            closed_text,
-            applied_after: None,
+            text,
             verdict: None,
         });
         self.effects.message(

@@ -210,6 +210,32 @@ pub enum Verdict {
     Cancelled,
 }
 
+/// The text a review's hunk spans index.
+#[derive(Debug)]
+pub enum ReviewText {
+    /// The open buffer, at `version`.
+    Open {
+        /// The document version the hunks are relative to.
+        version: i32,
+        /// The highest version an accepted edit was computed against: the verdict waits until
+        /// the editor reports a later one, so that its text includes the edit.
+        echo_after: Option<i32>,
+    },
+    /// The file is not open: the review's own copy of the disk text.
+    Closed(Rope),
+}
+
+/// Where a review stands, beyond its hunks.
+#[derive(Debug)]
+pub enum Phase {
+    /// The user is deciding, or agentls is carrying out what they decided.
+    Deciding,
+    /// Every hunk is decided and the proposer carries out its change itself: the verdict goes
+    /// to it (once the disk it writes on is known), and agentls waits for its write
+    /// (`settlement.rs`).
+    Settling(super::settlement::Settling),
+}
+
 /// A pending review.
 #[derive(Debug)]
 pub struct Review {
@@ -219,9 +245,8 @@ pub struct Review {
     pub kind: ReviewKind,
     /// Who carries out what the user accepts.
     pub applied_by: Applier,
-    /// Set once the verdict went to a proposer that carries out the change itself: agentls
-    /// waits for that write (see `settlement.rs`).
-    pub settling: Option<super::settlement::Settling>,
+    /// Where it stands.
+    pub phase: Phase,
     /// Who proposed it.
     pub origin: Origin,
     /// The file.
@@ -232,22 +257,62 @@ pub struct Review {
     pub base: String,
     /// The whole proposal.
     pub proposal: String,
-    /// The document version the hunks are relative to (`None` when the file is not open).
-    pub version: Option<i32>,
     /// Whether the file existed when the proposal came.
     pub file_existed: bool,
     /// The hunks, in text order.
     pub hunks: Vec<Hunk>,
-    /// For a file that is not open: the text the hunks are relative to.
-    pub closed_text: Option<Rope>,
-    /// The highest document version an accepted edit was computed against: the verdict waits
-    /// until the editor reports a later version, so its text includes the edit.
-    pub applied_after: Option<i32>,
-    /// Where the verdict goes.
+    /// What the hunks' spans index.
+    pub text: ReviewText,
+    /// Where the verdict goes (taken when it is sent).
     pub verdict: Option<oneshot::Sender<Verdict>>,
 }
 
 impl Review {
+    /// The settlement this review waits in, if its verdict went to a proposer that writes.
+    pub fn settling(&self) -> Option<&super::settlement::Settling> {
+        match &self.phase {
+            Phase::Settling(settling) => Some(settling),
+            Phase::Deciding => None,
+        }
+    }
+
+    /// The settlement this review waits in, if any.
+    pub fn settling_mut(&mut self) -> Option<&mut super::settlement::Settling> {
+        match &mut self.phase {
+            Phase::Settling(settling) => Some(settling),
+            Phase::Deciding => None,
+        }
+    }
+
+    /// Whether the verdict went (or goes) to a proposer that writes the change itself.
+    pub fn is_settling(&self) -> bool {
+        matches!(self.phase, Phase::Settling(_))
+    }
+
+    /// The document version the hunks are relative to (`None`: the file is not open).
+    pub fn version(&self) -> Option<i32> {
+        match self.text {
+            ReviewText::Open { version, .. } => Some(version),
+            ReviewText::Closed(_) => None,
+        }
+    }
+
+    /// The version whose echo an accepted edit waits for, when one does.
+    pub fn echo_after(&self) -> Option<i32> {
+        match self.text {
+            ReviewText::Open { echo_after, .. } => echo_after,
+            ReviewText::Closed(_) => None,
+        }
+    }
+
+    /// The review's own copy of a closed file's text.
+    pub fn closed_text(&self) -> Option<&Rope> {
+        match &self.text {
+            ReviewText::Closed(rope) => Some(rope),
+            ReviewText::Open { .. } => None,
+        }
+    }
+
     /// Hunks turning `base` into `proposal`, as char spans of `base`.
     pub fn hunks_between(base: &str, proposal: &str) -> Vec<Hunk> {
         let rope = Rope::from_str(base);

@@ -87,7 +87,7 @@ impl State {
                     HunkState::Pending => Level::Info,
                     HunkState::Conflict => Level::Warning,
                     // Accepted; it lands once every change is decided and the agent heard.
-                    HunkState::Approved if review.settling.is_none() => Level::Log,
+                    HunkState::Approved if !review.is_settling() => Level::Log,
                     _ => continue,
                 };
                 let conflict = match (hunk.state, review.kind) {
@@ -278,7 +278,7 @@ fn summarize(review: &Review, rope: Option<Rope>, state: &State) -> Value {
         "path": review.path,
         "uri": crate::file_uri::from_path(&review.path),
         "title": review.title,
-        "version": review.version,
+        "version": review.version(),
         "fileExisted": review.file_existed,
         "hunks": hunks,
     })

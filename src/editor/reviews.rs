@@ -13,7 +13,9 @@ use super::disk_sync::Expectation;
 use super::documents::{Splice, splices_between};
 use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
 use super::reports::Report;
-use super::review::{Applier, Hunk, HunkState, Review, ReviewId, ReviewKind, Terms, Verdict};
+use super::review::{
+    Applier, Hunk, HunkState, Phase, Review, ReviewId, ReviewKind, ReviewText, Terms, Verdict,
+};
 use super::state::State;
 use super::{Level, Origin, diff, file_name, files};
 
@@ -134,7 +136,7 @@ impl State {
         let withdrawn = (request.origin.key.clone(), request.path.clone());
         let mut revision = self.withdrawn_proposals.remove(&withdrawn).is_some();
         for id in superseded {
-            if self.reviews.get(id).is_some_and(|r| r.settling.is_some()) {
+            if self.reviews.get(id).is_some_and(|r| r.is_settling()) {
                 // Accepted already: what the user accepted is carried out, not dropped.
                 self.settle_origin(&request.origin);
                 continue;
@@ -166,20 +168,18 @@ impl State {
             id,
             kind: ReviewKind::Proposal,
             applied_by: request.terms.applied_by,
-            settling: None,
+            phase: Phase::Deciding,
             origin: request.origin,
             path: request.path.clone(),
             title: request.title,
             base: request.base.clone(),
             proposal: request.proposal,
-            version: request.base_version,
             file_existed: request.file_existed,
             hunks: request.hunks,
-            closed_text: None,
-            applied_after: None,
+            text: ReviewText::Closed(Rope::new()),
             verdict: Some(reply),
         };
-        match self.documents.get(&request.path) {
+        review.text = match self.documents.get(&request.path) {
             Some(doc) => {
                 if request.base_version != Some(doc.version()) {
                     // The buffer moved on between reading it and getting here.
@@ -187,10 +187,13 @@ impl State {
                         review.rebase(splice.removed, splice.inserted);
                     }
                 }
-                review.version = Some(doc.version());
+                ReviewText::Open {
+                    version: doc.version(),
+                    echo_after: None,
+                }
             }
-            None => review.closed_text = Some(Rope::from_str(&request.base)),
-        }
+            None => ReviewText::Closed(Rope::from_str(&request.base)),
+        };
         let count = review.hunks.len();
         let label = review.origin.label.clone();
         let first = review.hunks[0].span.start;
@@ -349,7 +352,9 @@ impl State {
                     }),
             );
         }
-        review.applied_after = review.applied_after.max(Some(version));
+        if let ReviewText::Open { echo_after, .. } = &mut review.text {
+            *echo_after = (*echo_after).max(Some(version));
+        }
         let (verb, by) = match review.kind {
             ReviewKind::Proposal => ("Accept", "from"),
             ReviewKind::Landed => ("Undo", "by"),
@@ -410,9 +415,10 @@ impl State {
         let Ok(review) = self.review_mut(id) else {
             return;
         };
-        if let (Err(e), Some(settling)) = (&result, review.settling.as_mut()) {
+        if let (Err(e), Some(settling)) = (&result, review.settling_mut()) {
             settling.fail_writers(e);
         }
+        let settling = review.is_settling();
         for &i in indices {
             let hunk = &mut review.hunks[i];
             if hunk.state != HunkState::Applying {
@@ -420,7 +426,7 @@ impl State {
             }
             hunk.state = if !failed {
                 HunkState::Accepted
-            } else if review.settling.is_some() {
+            } else if settling {
                 // The verdict went out already: what could not be applied is not applied.
                 HunkState::Rejected
             } else if current
@@ -454,13 +460,14 @@ impl State {
     /// The editor never reported a version after our edit: settle with the text we have.
     pub(super) fn finish_without_sync(&mut self, id: ReviewId) {
         if let Ok(review) = self.review_mut(id)
-            && review.applied_after.is_some()
+            && let ReviewText::Open { echo_after, .. } = &mut review.text
+            && echo_after.is_some()
         {
             tracing::warn!(
                 %id,
                 "no didChange after an accepted edit; finishing with the buffer as known"
             );
-            review.applied_after = None;
+            *echo_after = None;
             self.finish_if_decided(id);
         }
     }
@@ -475,7 +482,7 @@ impl State {
             return;
         }
         if review.waits_for_proposer() {
-            if review.settling.is_none() {
+            if !review.is_settling() {
                 self.begin_settling(id);
             }
             return;
@@ -485,9 +492,9 @@ impl State {
             self.reject_restoring(id);
             return;
         }
-        let (path, applied_after) = (review.path.clone(), review.applied_after);
+        let (path, echo_after) = (review.path.clone(), review.echo_after());
         if let Some(doc) = self.documents.get(&path) {
-            if applied_after.is_some_and(|v| doc.version() <= v) {
+            if echo_after.is_some_and(|v| doc.version() <= v) {
                 return; // wait for the didChange carrying our edit
             }
             let rope = doc.rope().clone();
@@ -601,7 +608,7 @@ impl State {
         let Ok(review) = self.review_mut(id) else {
             return;
         };
-        let Some(base) = review.closed_text.clone() else {
+        let Some(base) = review.closed_text().cloned() else {
             // The file was opened meanwhile: the open path finishes it.
             self.finish_if_decided(id);
             return;
@@ -665,7 +672,7 @@ impl State {
     /// passed, unless a new proposal of the same origin for the same file came meanwhile: that
     /// one is a revision (a client that replaces its diff under the same tab name).
     pub(super) fn proposer_gone(&mut self, id: ReviewId, announce: bool, who: &str, file: &str) {
-        let open = self.reviews.get(id).filter(|r| r.settling.is_none());
+        let open = self.reviews.get(id).filter(|r| !r.is_settling());
         let Some(key) = open.map(|r| (r.origin.key.clone(), r.path.clone())) else {
             self.cancel_reviews(|r| r.id == id);
             return;
@@ -713,8 +720,10 @@ impl State {
             for splice in splices {
                 conflicted |= review.rebase(splice.removed.clone(), splice.inserted);
             }
-            review.version = Some(version);
-            if conflicted && review.settling.is_none() {
+            if let ReviewText::Open { version: now, .. } = &mut review.text {
+                *now = version;
+            }
+            if conflicted && !review.is_settling() {
                 conflicts.push(review.origin.label.clone());
             }
         }
@@ -734,8 +743,8 @@ impl State {
             .iter()
             .filter(|r| {
                 r.path == path
-                    && (r.applied_after.is_some_and(|v| version > v)
-                        || (r.settling.is_some() && !r.waits_for_proposer()))
+                    && (r.echo_after().is_some_and(|v| version > v)
+                        || (r.is_settling() && !r.waits_for_proposer()))
             })
             .map(|r| r.id)
             .collect();
@@ -755,11 +764,14 @@ impl State {
         let (text, rope, version) = (doc.text(), doc.rope().clone(), doc.version());
         let mut to_apply = Vec::new();
         for review in self.reviews.on_mut(path) {
-            if let Some(base) = review.closed_text.take() {
+            if let Some(base) = review.closed_text().cloned() {
                 for splice in splices_between(&base.to_string(), &text) {
                     review.rebase(splice.removed, splice.inserted);
                 }
-                review.version = Some(version);
+                review.text = ReviewText::Open {
+                    version,
+                    echo_after: None,
+                };
                 // Hunks accepted while the file was closed are only marked in our copy: the
                 // buffer still has their old text. They go to the editor now, like any accept.
                 let unapplied: Vec<usize> = review
@@ -785,9 +797,7 @@ impl State {
     /// A document closed: reviews of it keep the last buffer text as their copy.
     pub(super) fn reviews_follow_close(&mut self, path: &Path, last_text: &Rope) {
         for review in self.reviews.on_mut(path) {
-            review.closed_text = Some(last_text.clone());
-            review.version = None;
-            review.applied_after = None;
+            review.text = ReviewText::Closed(last_text.clone());
         }
     }
 
@@ -802,7 +812,7 @@ impl State {
         let settling: Vec<Origin> = self
             .reviews
             .iter()
-            .filter(|r| which(r) && r.settling.is_some())
+            .filter(|r| which(r) && r.is_settling())
             .map(|r| r.origin.clone())
             .collect();
         for origin in &settling {
@@ -811,7 +821,7 @@ impl State {
         let ids: Vec<(ReviewId, PathBuf)> = self
             .reviews
             .iter()
-            .filter(|r| which(r) && r.settling.is_none())
+            .filter(|r| which(r) && !r.is_settling())
             .map(|r| (r.id, r.path.clone()))
             .collect();
         for (id, _) in &ids {
@@ -841,8 +851,7 @@ impl State {
                 label: review.origin.label.clone(),
                 accepted: review.accepted_over_base(),
                 settled_disk: review
-                    .settling
-                    .as_ref()
+                    .settling()
                     .and_then(|s| s.settled_disk().map(str::to_owned)),
                 base: std::mem::take(&mut review.base),
                 proposal: std::mem::take(&mut review.proposal),
@@ -913,7 +922,7 @@ impl State {
     pub(super) fn review_rope(&self, review: &Review) -> Option<Rope> {
         match self.documents.get(&review.path) {
             Some(doc) => Some(doc.rope().clone()),
-            None => review.closed_text.clone(),
+            None => review.closed_text().cloned(),
         }
     }
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::{Notify, oneshot};
 
-use super::review::{Applier, HunkState, ReviewId, Verdict};
+use super::review::{Applier, HunkState, Phase, ReviewId, Verdict};
 use super::state::{State, StateHandle};
 use super::{EffectError, Level, Origin, diff, file_name, files};
 
@@ -86,7 +86,7 @@ impl State {
         };
         let (force, forced) = oneshot::channel();
         let disk_changed = Arc::new(Notify::new());
-        review.settling = Some(Settling {
+        review.phase = Phase::Settling(Settling {
             force: Some(force),
             waiters: Vec::new(),
             disk_changed: Arc::clone(&disk_changed),
@@ -115,7 +115,7 @@ impl State {
     /// The workspace watcher saw `path` change: the watchers of reviews settling on it look.
     pub(super) fn settling_file_changed(&self, path: &Path) {
         for review in self.reviews.on(path) {
-            if let Some(settling) = &review.settling {
+            if let Some(settling) = review.settling() {
                 settling.disk_changed.notify_one();
             }
         }
@@ -143,7 +143,7 @@ impl State {
     /// away, so the write will not come.
     pub fn settle_origin(&mut self, origin: &Origin) {
         for review in self.reviews.iter_mut().filter(|r| r.origin == *origin) {
-            if let Some(settling) = review.settling.as_mut()
+            if let Some(settling) = review.settling_mut()
                 && let Some(force) = settling.force.take()
             {
                 let _ = force.send(());
@@ -155,7 +155,7 @@ impl State {
     fn is_settling(&self, id: ReviewId) -> bool {
         self.reviews
             .get(id)
-            .is_some_and(|r| r.settling.is_some() && r.waits_for_proposer())
+            .is_some_and(|r| r.is_settling() && r.waits_for_proposer())
     }
 
     /// The watcher of review `id` saw the disk say `now` (`None`: missing) after `before` at the
@@ -277,7 +277,7 @@ impl State {
         disk: Option<&str>,
     ) -> Option<SettledWrite> {
         let review = self.reviews.iter().find(|r| {
-            r.origin == *origin && r.path == path && r.settling.is_some() && r.waits_for_proposer()
+            r.origin == *origin && r.path == path && r.is_settling() && r.waits_for_proposer()
         })?;
         let id = review.id;
         let current = self
@@ -388,7 +388,7 @@ impl State {
         let Some(review) = self.reviews.get_mut(id) else {
             return;
         };
-        if let Some(settling) = review.settling.as_mut() {
+        if let Some(settling) = review.settling_mut() {
             settling.force = None;
         }
         let approved = review.approved();
@@ -401,8 +401,7 @@ impl State {
             review.hunks[i].state = HunkState::Accepted;
         }
         let text = review
-            .closed_text
-            .as_ref()
+            .closed_text()
             .map(|rope| review.accepted_text(rope))
             .unwrap_or_default();
         self.resolve(
@@ -422,7 +421,7 @@ impl State {
     }
 
     fn review_settling(&mut self, id: ReviewId) -> Option<&mut Settling> {
-        self.reviews.get_mut(id).and_then(|r| r.settling.as_mut())
+        self.reviews.get_mut(id).and_then(|r| r.settling_mut())
     }
 
     /// A settling review's user typed inside one of its accepted hunks: that hunk is dropped
@@ -432,7 +431,7 @@ impl State {
         for review in self
             .reviews
             .iter_mut()
-            .filter(|r| r.path == path && r.settling.is_some())
+            .filter(|r| r.path == path && r.is_settling())
         {
             let count = review.hunks.len();
             for (i, hunk) in review.hunks.iter_mut().enumerate() {
@@ -456,7 +455,8 @@ impl State {
 
     /// Hands the buffer's text to writers waiting for review `id`'s accepted hunks.
     pub(super) fn release_settled_writers(&mut self, review: &mut super::review::Review) {
-        let Some(settling) = review.settling.take() else {
+        let Phase::Settling(settling) = std::mem::replace(&mut review.phase, Phase::Deciding)
+        else {
             return;
         };
         let text = self
