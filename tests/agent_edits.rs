@@ -739,3 +739,79 @@ async fn a_whole_file_write_keeps_the_users_unsaved_lines() {
     );
     assert!(client.shutdown().await.success());
 }
+
+/// The inotify watches process `pid` holds.
+fn inotify_watches(pid: u32) -> usize {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fdinfo")).unwrap();
+    fds.flatten()
+        .map(|fd| std::fs::read_to_string(fd.path()).unwrap_or_default())
+        .map(|info| {
+            info.lines()
+                .filter(|l| l.starts_with("inotify wd:"))
+                .count()
+        })
+        .sum()
+}
+
+/// The workspace watcher watches only what can be reviewed: 2,000 folders under
+/// `node_modules`, a `target` and a folder `.gitignore` names cost no watch, the 21 reviewable
+/// folders one each; a file an agent writes into a new folder is still seen.
+#[tokio::test]
+async fn only_reviewable_folders_are_watched() {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = std::fs::canonicalize(home.path()).unwrap().join("ws");
+    for i in 0..2000 {
+        std::fs::create_dir_all(workspace.join(format!("node_modules/p{i}"))).unwrap();
+    }
+    for i in 0..20 {
+        std::fs::create_dir_all(workspace.join(format!("src/m{i}"))).unwrap();
+    }
+    std::fs::create_dir_all(workspace.join("target/debug")).unwrap();
+    std::fs::create_dir_all(workspace.join("logs/old")).unwrap();
+    std::fs::write(workspace.join(".gitignore"), "logs/\n").unwrap();
+    let reviewable = 1 + 1 + 20; // the folder, src, src/m*
+    let client = TestClient::start(support::Options {
+        workspace: Some(workspace.clone()),
+        ..support::Options::default()
+    })
+    .await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    let pid = client.pid();
+    support::eventually(|| inotify_watches(pid) >= reviewable)
+        .await
+        .unwrap_or_else(|| panic!("{} watches", inotify_watches(pid)));
+    client.server_state().await;
+    let watches = inotify_watches(pid);
+    assert!(
+        watches <= 2 * reviewable,
+        "{watches} watches for {reviewable} folders"
+    );
+    client.prompt("@hang").await;
+    client.shown_until("Waiting until you cancel").await;
+    std::fs::create_dir(workspace.join("src/new")).unwrap();
+    std::fs::write(workspace.join("src/new/first.txt"), "x\n").unwrap();
+    std::fs::write(workspace.join("logs/old/ignored.txt"), "x\n").unwrap();
+    let seen = support::agents::eventually_async(|| async {
+        let state = client.server_state().await;
+        let counts = state["changedWithoutAsking"].as_object().unwrap().values();
+        counts.filter_map(|n| n.as_u64()).sum::<u64>() == 1
+    })
+    .await;
+    assert!(
+        seen.is_some(),
+        "{}",
+        client.server_state().await["changedWithoutAsking"]
+    );
+    client
+        .execute("agentls.cancel", serde_json::json!({}))
+        .await
+        .unwrap();
+    let summary = client.take_message("demo: cancelled").await;
+    assert!(
+        summary.contains("changed without asking: first.txt —"),
+        "{summary}"
+    );
+    assert!(client.shutdown().await.success());
+}

@@ -1,38 +1,32 @@
 //! Watches the workspace folders for files changed on disk (inotify, through `notify`), so that
 //! an agent writing a file straight to disk without asking is seen at once. Changes are batched
 //! for a moment (an editor's or agent's save is several events) and handed to the state task as
-//! paths; it decides what they mean (`unasked.rs`). Build output and VCS folders are ignored.
+//! paths; it decides what they mean (`unasked.rs`).
 //!
-//! The watcher's own thread only forwards paths; setting it up (which walks the folders) runs on
-//! a blocking thread, never on the state task. A folder that appears is walked once its batch is
-//! due: the files written into it before its watch was set up are reported with the rest.
+//! Only folders that can be reviewed are watched (`workspace_tree.rs`: no build output,
+//! dependencies or ignored folders), each with a watch of its own, so a workspace costs a watch
+//! per reviewable folder, not per folder. A folder that appears is watched when its batch is
+//! due, and walked: the files written into it before its watch are reported with the rest.
+//! When the system refuses a watch (its limit is reached), the user is told what is not
+//! watched and how to raise the limit.
+//!
+//! The watcher's own thread only forwards paths; setting watches up (which walks the folders)
+//! runs on a blocking thread, never on the state task.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 
+use super::reports::Report;
 use super::state::StateHandle;
+use super::workspace_tree;
 
 /// How long events are gathered before they are reported.
 const SETTLE: Duration = Duration::from_millis(30);
-/// Folder names whose contents are never an agent's edit worth reviewing.
-const IGNORED: &[&str] = &[
-    ".git",
-    ".hg",
-    ".jj",
-    ".svn",
-    "target",
-    "node_modules",
-    ".venv",
-    "__pycache__",
-    ".pytest_cache",
-    ".mypy_cache",
-    "dist",
-    "build",
-];
 
 /// The host's handle: which folders to watch.
 #[derive(Debug, Clone)]
@@ -54,9 +48,20 @@ impl DiskWatch {
     }
 }
 
+/// Folders the system refused to watch, for the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchesRefused {
+    /// How many.
+    pub count: usize,
+    /// The first of them.
+    pub first: PathBuf,
+    /// What the system said.
+    pub why: String,
+}
+
 async fn run(mut folders: watch::Receiver<Vec<PathBuf>>, state: StateHandle) {
     let (events, mut changed) = mpsc::unbounded_channel::<PathBuf>();
-    let mut watcher: Option<notify::RecommendedWatcher> = None;
+    let mut watching: Option<Arc<Mutex<Watching>>> = None;
     loop {
         tokio::select! {
             update = folders.changed() => {
@@ -64,12 +69,15 @@ async fn run(mut folders: watch::Receiver<Vec<PathBuf>>, state: StateHandle) {
                     return;
                 }
                 let wanted = folders.borrow_and_update().clone();
-                drop(watcher.take());
+                drop(watching.take());
                 let events = events.clone();
-                watcher = tokio::task::spawn_blocking(move || watch_folders(&wanted, events))
-                    .await
-                    .ok()
-                    .flatten();
+                let started = tokio::task::spawn_blocking(move || Watching::start(&wanted, events));
+                if let Ok(Some((started, refused))) = started.await {
+                    if let Some(refused) = refused {
+                        state.report(Report::WatchesRefused(refused));
+                    }
+                    watching = Some(Arc::new(Mutex::new(started)));
+                }
             }
             first = changed.recv() => {
                 let Some(first) = first else { return };
@@ -85,101 +93,136 @@ async fn run(mut folders: watch::Receiver<Vec<PathBuf>>, state: StateHandle) {
                         },
                     }
                 }
-                let paths = tokio::task::spawn_blocking(move || with_new_folders_walked(batch))
-                    .await
-                    .unwrap_or_default();
+                let watching = watching.clone();
+                let expanded = tokio::task::spawn_blocking(move || {
+                    with_new_folders_watched(batch, watching.as_deref())
+                });
+                let Ok((paths, refused)) = expanded.await else { continue };
+                if let Some(refused) = refused {
+                    state.report(Report::WatchesRefused(refused));
+                }
                 if !paths.is_empty() {
-                    state.report(super::reports::Report::FilesChangedOnDisk(paths));
+                    state.report(Report::FilesChangedOnDisk(paths));
                 }
             }
         }
     }
 }
 
-/// A watcher over `folders` that sends every changed file's path to `events`; `None` (logged)
-/// when the system refuses (no inotify, too many watches).
-fn watch_folders(
-    folders: &[PathBuf],
-    events: mpsc::UnboundedSender<PathBuf>,
-) -> Option<notify::RecommendedWatcher> {
-    if folders.is_empty() {
-        return None;
-    }
-    let handler = move |event: notify::Result<notify::Event>| {
-        let Ok(event) = event else { return };
-        if !matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_)) {
-            return;
-        }
-        for path in event.paths {
-            if !is_ignored(&path) {
-                let _ = events.send(path);
-            }
-        }
-    };
-    let mut watcher = match notify::recommended_watcher(handler) {
-        Ok(watcher) => watcher,
-        Err(e) => {
-            tracing::warn!("cannot watch the workspace for agents' disk writes: {e}");
+/// A watcher and what it refused.
+struct Watching {
+    watcher: notify::RecommendedWatcher,
+}
+
+impl Watching {
+    /// A watcher over the reviewable folders of `folders` that sends every changed path to
+    /// `events`, and what it could not watch; `None` (logged) when there is no watcher at all.
+    fn start(
+        folders: &[PathBuf],
+        events: mpsc::UnboundedSender<PathBuf>,
+    ) -> Option<(Self, Option<WatchesRefused>)> {
+        if folders.is_empty() {
             return None;
         }
-    };
-    for folder in folders {
-        if let Err(e) = watcher.watch(folder, RecursiveMode::Recursive) {
-            tracing::warn!(folder = %folder.display(), "cannot watch for agents' disk writes: {e}");
+        let handler = move |event: notify::Result<notify::Event>| {
+            let Ok(event) = event else { return };
+            if !matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_)) {
+                return;
+            }
+            for path in event.paths {
+                if !workspace_tree::is_scratch(&path) {
+                    let _ = events.send(path);
+                }
+            }
+        };
+        let watcher = match notify::recommended_watcher(handler) {
+            Ok(watcher) => watcher,
+            Err(e) => {
+                tracing::warn!("cannot watch the workspace for agents' disk writes: {e}");
+                return None;
+            }
+        };
+        let mut watching = Self { watcher };
+        let mut refused = Refusals::default();
+        for folder in folders {
+            watching.watch_tree(folder, &mut refused, false);
+        }
+        Some((watching, refused.into_report()))
+    }
+
+    /// Watches every reviewable folder under `root` (itself included); returns the files
+    /// there when `list_files`.
+    fn watch_tree(
+        &mut self,
+        root: &Path,
+        refused: &mut Refusals,
+        list_files: bool,
+    ) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for entry in workspace_tree::walk(root).flatten() {
+            if entry.file_type().is_some_and(|t| t.is_dir()) {
+                if let Err(e) = self
+                    .watcher
+                    .watch(entry.path(), RecursiveMode::NonRecursive)
+                {
+                    refused.add(entry.path(), &e);
+                }
+            } else if list_files && !workspace_tree::is_scratch(entry.path()) {
+                files.push(entry.into_path());
+            }
+        }
+        files
+    }
+}
+
+/// Watches the system refused while setting up or following new folders.
+#[derive(Debug, Default)]
+struct Refusals(Option<WatchesRefused>);
+
+impl Refusals {
+    fn add(&mut self, folder: &Path, error: &notify::Error) {
+        match &mut self.0 {
+            Some(refused) => refused.count += 1,
+            None => {
+                self.0 = Some(WatchesRefused {
+                    count: 1,
+                    first: folder.to_owned(),
+                    why: error.to_string(),
+                });
+            }
         }
     }
-    Some(watcher)
+
+    fn into_report(self) -> Option<WatchesRefused> {
+        self.0
+    }
 }
 
 /// `batch` with each folder in it replaced by the files under it (not following links, not
-/// entering ignored folders): a folder reported as new may hold files written before the
-/// watcher watched it, which no event will name.
-fn with_new_folders_walked(batch: BTreeSet<PathBuf>) -> Vec<PathBuf> {
+/// entering ignored folders), its reviewable folders watched from now on: a folder reported as
+/// new may hold files written before it was watched, which no event will name.
+fn with_new_folders_watched(
+    batch: BTreeSet<PathBuf>,
+    watching: Option<&Mutex<Watching>>,
+) -> (Vec<PathBuf>, Option<WatchesRefused>) {
     let mut files = Vec::with_capacity(batch.len());
-    let mut folders = Vec::new();
+    let mut refused = Refusals::default();
     for path in batch {
         match std::fs::symlink_metadata(&path) {
-            Ok(meta) if meta.is_dir() => folders.push(path),
+            Ok(meta) if meta.is_dir() => {
+                if !workspace_tree::is_reviewable_folder(&path) {
+                    continue;
+                }
+                let Some(watching) = watching else { continue };
+                let mut watching = watching.lock().unwrap_or_else(|e| e.into_inner());
+                files.extend(watching.watch_tree(&path, &mut refused, true));
+            }
             _ => files.push(path),
-        }
-    }
-    while let Some(folder) = folders.pop() {
-        let Ok(entries) = std::fs::read_dir(&folder) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if is_ignored(&path) {
-                continue;
-            }
-            match entry.file_type() {
-                Ok(kind) if kind.is_dir() => folders.push(path),
-                Ok(_) => files.push(path),
-                Err(_) => {}
-            }
         }
     }
     files.sort();
     files.dedup();
-    files
-}
-
-/// Whether `path` lies in a folder whose changes are not reviewed, or is an editor's backup,
-/// auto-save or swap file.
-pub fn is_ignored(path: &Path) -> bool {
-    let scratch = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-        n.ends_with('~')
-            || (n.starts_with('#') && n.ends_with('#'))
-            || n.starts_with(".#")
-            || n.ends_with(".swp")
-            || n.ends_with(".swx")
-    });
-    scratch
-        || path.components().any(|c| {
-            c.as_os_str()
-                .to_str()
-                .is_some_and(|name| IGNORED.contains(&name))
-        })
+    (files, refused.into_report())
 }
 
 #[cfg(test)]
@@ -187,29 +230,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn build_output_and_vcs_folders_are_ignored() {
-        assert!(is_ignored(Path::new("/ws/target/debug/x")));
-        assert!(is_ignored(Path::new("/ws/.git/index")));
-        assert!(!is_ignored(Path::new("/ws/src/lib.rs")));
-        assert!(!is_ignored(Path::new("/ws/targets.rs")));
-        assert!(is_ignored(Path::new("/ws/src/#lib.rs#")));
-        assert!(is_ignored(Path::new("/ws/src/lib.rs~")));
-        assert!(is_ignored(Path::new("/ws/src/.lib.rs.swp")));
-    }
-
-    #[test]
     fn a_new_folder_is_reported_as_the_files_under_it() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         std::fs::create_dir_all(root.join("new/deeper")).unwrap();
         std::fs::create_dir_all(root.join("new/node_modules")).unwrap();
+        std::fs::create_dir_all(root.join("target")).unwrap();
         std::fs::write(root.join("new/a.txt"), "a").unwrap();
         std::fs::write(root.join("new/deeper/b.txt"), "b").unwrap();
         std::fs::write(root.join("new/node_modules/c.js"), "c").unwrap();
+        std::fs::write(root.join("target/d.o"), "d").unwrap();
         std::fs::write(root.join("old.txt"), "o").unwrap();
-        let batch = BTreeSet::from([root.join("new"), root.join("old.txt")]);
+        let batch = BTreeSet::from([root.join("new"), root.join("old.txt"), root.join("target")]);
+        let (files, refused) = with_new_folders_watched(batch, None);
         assert_eq!(
-            with_new_folders_walked(batch),
+            files,
+            vec![root.join("old.txt")],
+            "nothing walked without a watcher"
+        );
+        assert_eq!(refused, None);
+
+        let (events, _rx) = mpsc::unbounded_channel();
+        let (watching, refused) = Watching::start(&[root.to_owned()], events).unwrap();
+        assert_eq!(refused, None);
+        let watching = Mutex::new(watching);
+        let batch = BTreeSet::from([root.join("new"), root.join("old.txt"), root.join("target")]);
+        let (files, _) = with_new_folders_watched(batch, Some(&watching));
+        assert_eq!(
+            files,
             vec![
                 root.join("new/a.txt"),
                 root.join("new/deeper/b.txt"),

@@ -36,6 +36,7 @@ pub mod state;
 pub mod token;
 pub mod tool_grants;
 pub mod unasked;
+pub mod workspace_tree;
 
 use std::path::{Path, PathBuf};
 

@@ -41,6 +41,8 @@ pub enum Report {
     CommentRemovalRefused { path: PathBuf, comment: String },
     /// `path` is due to be looked through for comment prompts.
     CommentScanDue(PathBuf),
+    /// The system refused to watch folders of the workspace.
+    WatchesRefused(super::disk_watch::WatchesRefused),
     /// The workspace watcher saw these files change on disk.
     FilesChangedOnDisk(Vec<PathBuf>),
     /// The reviews of the files the user typed in are due to be shown again.
@@ -107,6 +109,7 @@ impl Report {
             Self::ChatItemsWaiting(_) => "chat items waiting",
             Self::CommentRemovalRefused { .. } => "comment removal refused",
             Self::CommentScanDue(_) => "comment scan due",
+            Self::WatchesRefused(_) => "watches refused",
             Self::FilesChangedOnDisk(_) => "files changed on disk",
             Self::PresentationDue => "presentation due",
             Self::ProposerGone { .. } => "proposer gone",
@@ -147,6 +150,7 @@ impl State {
                 self.remove_comment(&path, &comment, false)
             }
             Report::CommentScanDue(path) => self.scan_comment_prompts(&path),
+            Report::WatchesRefused(refused) => self.watches_refused(&refused),
             Report::FilesChangedOnDisk(paths) => self.files_changed_on_disk(paths),
             Report::PresentationDue => {
                 for path in std::mem::take(&mut self.present_due) {

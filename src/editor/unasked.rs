@@ -131,6 +131,25 @@ impl State {
             .or_else(|| turns.last())
     }
 
+    /// The system refused to watch some folders of the workspace: the user hears which and how
+    /// to raise the limit (what an agent changes there without asking is not seen).
+    pub(super) fn watches_refused(&mut self, refused: &super::disk_watch::WatchesRefused) {
+        let more = match refused.count {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        self.effects.message(
+            Level::Warning,
+            format!(
+                "agentls cannot watch {}{more} for changes agents make without asking ({}): the \
+                 system's limit of inotify watches is reached. Raise it, e.g. `sudo sysctl \
+                 fs.inotify.max_user_watches=524288`, and restart agentls",
+                refused.first.display(),
+                refused.why
+            ),
+        );
+    }
+
     /// The disk watcher saw `paths` change.
     pub fn files_changed_on_disk(&mut self, paths: Vec<PathBuf>) {
         for path in &paths {

@@ -71,35 +71,19 @@ fn commands(session: &Value, token: &ChatToken, range: Range) -> Vec<CompletionI
 /// Workspace files whose path (relative to its folder) contains what was typed.
 fn files(folders: &[PathBuf], typed: &str, range: Range) -> Vec<CompletionItem> {
     let mut found = Vec::new();
-    let mut looked = 0;
     for folder in folders {
-        let mut pending = vec![folder.clone()];
-        while let Some(dir) = pending.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                looked += 1;
-                if looked > MAX_WALK || found.len() >= MAX_FILES {
-                    return found;
-                }
-                let path = entry.path();
-                if crate::editor::disk_watch::is_ignored(&path) {
-                    continue;
-                }
-                match entry.file_type() {
-                    Ok(t) if t.is_dir() => pending.push(path),
-                    Ok(t) if t.is_file() => {
-                        if let Some(item) = file_item(folder, &path, typed, range) {
-                            found.push(item);
-                        }
-                    }
-                    _ => {}
-                }
+        let walked = crate::editor::workspace_tree::walk(folder).flatten();
+        for entry in walked.take(MAX_WALK) {
+            if found.len() >= MAX_FILES {
+                return found;
+            }
+            if entry.file_type().is_some_and(|t| t.is_file())
+                && let Some(item) = file_item(folder, entry.path(), typed, range)
+            {
+                found.push(item);
             }
         }
     }
-    found.sort_by(|a, b| a.label.cmp(&b.label));
     found
 }
 
