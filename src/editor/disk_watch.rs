@@ -78,6 +78,8 @@ async fn run(mut folders: watch::Receiver<Vec<PathBuf>>, state: StateHandle) {
                     }
                     watching = Some(Arc::new(Mutex::new(started)));
                 }
+                // The walk's memory and code need not stay resident.
+                crate::memory::give_back_soon();
             }
             first = changed.recv() => {
                 let Some(first) = first else { return };
