@@ -504,6 +504,27 @@ async fn a_chat_never_saved_gets_its_conversation_back_when_reopened() {
     assert!(second.shutdown().await.success());
 }
 
+/// A chat closed without saving keeps in its file what its buffer added (the reply agentls
+/// streamed into it), so it opens again whole in the same run.
+#[tokio::test]
+async fn a_chat_closed_without_saving_keeps_the_reply_in_its_file() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let (path, template, uri) = open_chat(&client).await;
+    client.edit(&uri, end_of(&template), "hello").await;
+    client.run_code_action(&uri, "Send to demo").await;
+    turns_ended(&client, &uri, 1).await;
+    let shown = client.document(&uri).text;
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), template);
+    let close = serde_json::json!({"textDocument": {"uri": uri}});
+    client.notify("textDocument/didClose", close.clone()).await;
+    client.server_state().await;
+    support::eventually(|| std::fs::read_to_string(&path).unwrap() == shown)
+        .await
+        .unwrap_or_else(|| panic!("{:?}", std::fs::read_to_string(&path)));
+
+    assert!(client.shutdown().await.success());
+}
+
 /// The chats `workspace/symbol` lists for `query`: (first message, container) each.
 async fn chat_symbols(client: &TestClient, query: &str) -> Vec<(String, String, String)> {
     let symbols = client

@@ -315,6 +315,8 @@ fn neovim_holds_a_conversation_in_a_chat_document() {
     // Neovim keeps its final line break apart from the text, so its buffer may end with one
     // more empty line than the server wrote.
     assert!(chat.trim_end().ends_with("\n## You"), "{chat:?}");
+    assert_eq!(out["modified_after_reply"], false, "{ctx}");
+    assert_eq!(out["modified_with_draft"], true, "{ctx}");
 }
 
 /// The shipped plugin's user commands, typed as a user does: a chat opened and sent from, a

@@ -326,6 +326,31 @@ pub async fn append_to_file(path: &Path, text: &str) -> Result<(), PrivateError>
     })
 }
 
+/// The most of a chat file read to compare it with its closed buffer.
+const KEEP_READ: u64 = 64 * 1024 * 1024;
+
+/// Replaces the chat file at `path` with `buffer` when the buffer only adds to it.
+async fn keep_unsaved_end(path: &Path, buffer: String) -> Result<(), PrivateError> {
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let folder = path.parent().unwrap_or(Path::new("/"));
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let dir = PrivateDir::open(folder)?;
+        let file = dir.read(&name, KEEP_READ)?.unwrap_or_default();
+        if buffer.len() > file.len() && buffer.as_bytes().starts_with(&file) {
+            dir.replace(&name, buffer.as_bytes(), false)?;
+        }
+        Ok(())
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(PrivateError::Io {
+            path: PathBuf::new(),
+            source: std::io::Error::other(e),
+        })
+    })
+}
+
 /// How much of a chat file's end is read to see how it ends.
 const END_READ: u64 = 4096;
 
@@ -702,6 +727,31 @@ impl State {
         });
     }
 
+    /// The chat at `path` was closed with `text` in its buffer: what the buffer had beyond its
+    /// file (agentls's appends nobody saved) is kept in the file, so that the chat opened again
+    /// in this run shows it. A file the user's own edits took elsewhere is left as it is.
+    /// Appends wait until it is done.
+    pub(super) fn chat_closed(&mut self, path: &Path, text: Option<String>) {
+        let (Some(text), Some(chat)) = (text, self.chats.docs.get_mut(path)) else {
+            return;
+        };
+        if chat.flush == Flush::Appending {
+            return; // an edit on its way to the closed buffer comes back refused, and goes again
+        }
+        chat.flush = Flush::Appending;
+        let (me, owned) = (self.me.clone(), path.to_owned());
+        tokio::spawn(async move {
+            let result = keep_unsaved_end(&owned, text)
+                .await
+                .map_err(|e| format!("agentls: cannot keep {}: {e}", owned.display()));
+            me.report(Report::ChatFileAppended {
+                path: owned,
+                text: String::new(),
+                result,
+            });
+        });
+    }
+
     /// `text` was appended to the chat file at `path` (not open), or that failed: then it goes
     /// again, first.
     pub(super) fn chat_file_appended(
@@ -884,6 +934,23 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_closed_chats_file_gets_what_its_buffer_added_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("demo-1.md");
+        std::fs::write(&path, "# Chat\n").unwrap();
+        keep_unsaved_end(&path, "# Chat\nreply\n".into())
+            .await
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "# Chat\nreply\n");
+        // A buffer the user rewrote (or one with less): the file stays as it is.
+        keep_unsaved_end(&path, "rewritten\nreply\nmore\n".into())
+            .await
+            .unwrap();
+        keep_unsaved_end(&path, "# Chat\n".into()).await.unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "# Chat\nreply\n");
+    }
 
     #[test]
     fn mentions_name_files_and_line_spans() {

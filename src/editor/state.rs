@@ -181,7 +181,9 @@ impl State {
         if let Some(doc) = &closed {
             self.reviews_follow_close(path, doc.rope());
         }
-        self.buffer_closed(path, closed.map(|doc| doc.text()));
+        let text = closed.map(|doc| doc.text());
+        self.chat_closed(path, text.clone());
+        self.buffer_closed(path, text);
         self.comment_hints.forget(path);
         self.selections.forget(path);
         self.context.publish(ContextEvent::DocumentsChanged);

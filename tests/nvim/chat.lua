@@ -80,6 +80,10 @@ local ok, err = xpcall(function()
     return count('_demo: end_turn') == 2
   end)
   output.chat = chat_text()
+  -- agentls keeps the conversation: the chat needs no save, unless the user writes a draft.
+  output.modified_after_reply = vim.bo[chat].modified
+  write('a draft')
+  output.modified_with_draft = vim.bo[chat].modified
 end, debug.traceback)
 
 helpers.finish(ok, err, output)

@@ -369,6 +369,33 @@ local disk_sync = true
 --- `workspace/applyEdit`, as Neovim's own handler but without printing the edit's label:
 --- agentls labels every edit (each streamed chunk of a chat reply is one), and a print per edit
 --- piles up into "Press ENTER" prompts.
+--- Whether nothing follows the last `## You` heading of the chat in `bufnr`: no draft of the
+--- user's that only the buffer holds.
+local function chat_has_no_draft(bufnr)
+  local lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+  for i = #lines, 1, -1 do
+    if lines[i] == '## You' then
+      return true
+    end
+    if lines[i]:match('%S') then
+      return false
+    end
+  end
+  return false
+end
+
+--- After agentls's own edit of a chat, its buffer is not "modified" unless the user has a
+--- draft in it: agentls keeps the conversation (and puts back what was not saved when the chat
+--- is opened again), so leaving Neovim does not stop on the chat.
+local function chat_needs_no_save(uris)
+  for _, uri in ipairs(uris) do
+    local bufnr = vim.uri_to_bufnr(uri)
+    if vim.api.nvim_buf_is_loaded(bufnr) and is_chat(uri, bufnr) and chat_has_no_draft(bufnr) then
+      vim.bo[bufnr].modified = false
+    end
+  end
+end
+
 local function apply_edit(_, params, ctx)
   local client = vim.lsp.get_client_by_id(ctx.client_id)
   if not client or not params or not params.edit then
@@ -392,14 +419,17 @@ local function apply_edit(_, params, ctx)
       pcall(vim.api.nvim_win_set_cursor, win, { vim.api.nvim_buf_line_count(vim.api.nvim_win_get_buf(win)), 0 })
     end
   end
+  local uris = vim.tbl_keys(params.edit.changes or {})
+  for _, change in ipairs(params.edit.documentChanges or {}) do
+    if change.textDocument then
+      table.insert(uris, change.textDocument.uri)
+    end
+  end
+  if ok then
+    chat_needs_no_save(uris)
+  end
   if ok and disk_sync then
     -- An agent's change that is on disk already leaves the buffer as if saved.
-    local uris = vim.tbl_keys(params.edit.changes or {})
-    for _, change in ipairs(params.edit.documentChanges or {}) do
-      if change.textDocument then
-        table.insert(uris, change.textDocument.uri)
-      end
-    end
     for _, uri in ipairs(uris) do
       local bufnr = vim.uri_to_bufnr(uri)
       -- A chat is agentls's own: no agent writes it to disk behind the buffer.
