@@ -189,6 +189,19 @@ pub struct Config {
     pub chat: ChatConfig,
     /// How much of the editor's files goes along with a prompt.
     pub context: ContextConfig,
+    /// What the workspace watcher leaves out.
+    pub watch: WatchConfig,
+}
+
+/// What the workspace watcher leaves out beside the built-in folders and the repository's
+/// ignore files: the user's own patterns (gitignore syntax, relative to each workspace folder).
+/// Only the user's config file may set them: what is not watched is an agent's change nobody
+/// reviews.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct WatchConfig {
+    /// Patterns of folders and files not to watch (`generated/`, `*.snap`).
+    pub ignore: Vec<String>,
 }
 
 /// How much of the editor's files goes along with a prompt (mentioned files, the selection or
@@ -577,6 +590,12 @@ fn refuse_from_editor(
             "how much of your files goes to agents can be set",
         );
     }
+    if map.remove("watch").is_some() {
+        refuse(
+            "watch".into(),
+            "what agentls watches for agents' changes can be set",
+        );
+    }
     if let Some(chat) = map.get_mut("chat").and_then(Value::as_object_mut)
         && chat.remove("directory").is_some()
     {
@@ -625,6 +644,9 @@ fn still_loosens(value: &Value) -> Option<String> {
     }
     if config.context != ContextConfig::default() {
         return Some("context".into());
+    }
+    if config.watch != WatchConfig::default() {
+        return Some("watch".into());
     }
     config
         .review
@@ -760,19 +782,24 @@ mod tests {
         );
     }
 
-    /// Where agentls writes its chats and how much of the user's files goes to agents are the
-    /// user's file's to say: from the editor both are refused, the rest of the layer applies.
+    /// Where agentls writes its chats, how much of the user's files goes to agents and what
+    /// the watcher leaves out are the user's file's to say: from the editor they are refused,
+    /// the rest of the layer applies.
     #[test]
     fn editor_cannot_say_where_chats_go_or_how_much_context_goes() {
-        let (_dir, mut layers) =
-            layers_with_file("[context]\nmaxFileBytes = 1000\n[chat]\ndirectory = \"/mine\"\n");
+        let (_dir, mut layers) = layers_with_file(
+            "[context]\nmaxFileBytes = 1000\n[chat]\ndirectory = \"/mine\"\n\
+             [watch]\nignore = [\"generated/\"]\n",
+        );
         layers.set_initialization_options(Some(json!({
             "chat": {"directory": "/tmp/shared", "commentMarker": "ai:"},
             "context": {"maxFileBytes": 100000000},
+            "watch": {"ignore": ["src/"]},
         })));
         let loaded = layers.load();
         let keys: Vec<&str> = loaded.problems.iter().map(|p| p.key.as_str()).collect();
-        assert_eq!(keys, ["context", "chat.directory"]);
+        assert_eq!(keys, ["context", "watch", "chat.directory"]);
+        assert_eq!(loaded.config.watch.ignore, ["generated/"]);
         assert_eq!(
             loaded.config.chat.directory.as_deref(),
             Some(Path::new("/mine"))

@@ -28,23 +28,37 @@ use super::workspace_tree;
 /// How long events are gathered before they are reported.
 const SETTLE: Duration = Duration::from_millis(30);
 
+/// What to watch: the workspace folders, less the user's own patterns (`watch.ignore`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Watched {
+    folders: Vec<PathBuf>,
+    ignore: Vec<String>,
+}
+
 /// The host's handle: which folders to watch.
 #[derive(Debug, Clone)]
 pub struct DiskWatch {
-    folders: watch::Sender<Vec<PathBuf>>,
+    watched: watch::Sender<Watched>,
 }
 
 impl DiskWatch {
     /// Starts watching (no folders yet); changed paths go to `state`.
     pub fn start(state: StateHandle) -> Self {
-        let (folders, folders_rx) = watch::channel(Vec::new());
-        tokio::spawn(run(folders_rx, state));
-        Self { folders }
+        let (watched, watched_rx) = watch::channel(Watched::default());
+        tokio::spawn(run(watched_rx, state));
+        Self { watched }
     }
 
     /// Watches exactly `folders` from now on.
     pub fn set_folders(&self, folders: &[PathBuf]) {
-        self.folders.send_replace(folders.to_vec());
+        self.watched
+            .send_if_modified(|w| std::mem::replace(&mut w.folders, folders.to_vec()) != folders);
+    }
+
+    /// Leaves out what `patterns` (gitignore syntax, `watch.ignore`) name from now on.
+    pub fn set_ignore(&self, patterns: &[String]) {
+        self.watched
+            .send_if_modified(|w| std::mem::replace(&mut w.ignore, patterns.to_vec()) != patterns);
     }
 }
 
@@ -59,16 +73,16 @@ pub struct WatchesRefused {
     pub why: String,
 }
 
-async fn run(mut folders: watch::Receiver<Vec<PathBuf>>, state: StateHandle) {
+async fn run(mut watched: watch::Receiver<Watched>, state: StateHandle) {
     let (events, mut changed) = mpsc::unbounded_channel::<PathBuf>();
     let mut watching: Option<Arc<Mutex<Watching>>> = None;
     loop {
         tokio::select! {
-            update = folders.changed() => {
+            update = watched.changed() => {
                 if update.is_err() {
                     return;
                 }
-                let wanted = folders.borrow_and_update().clone();
+                let wanted = watched.borrow_and_update().clone();
                 drop(watching.take());
                 let events = events.clone();
                 let started = tokio::task::spawn_blocking(move || Watching::start(&wanted, events));
@@ -111,18 +125,20 @@ async fn run(mut folders: watch::Receiver<Vec<PathBuf>>, state: StateHandle) {
     }
 }
 
-/// A watcher and what it refused.
+/// A watcher, and the user's patterns it leaves out.
 struct Watching {
     watcher: notify::RecommendedWatcher,
+    user: Arc<workspace_tree::UserIgnores>,
 }
 
 impl Watching {
     /// A watcher over the reviewable folders of `folders` that sends every changed path to
     /// `events`, and what it could not watch; `None` (logged) when there is no watcher at all.
     fn start(
-        folders: &[PathBuf],
+        wanted: &Watched,
         events: mpsc::UnboundedSender<PathBuf>,
     ) -> Option<(Self, Option<WatchesRefused>)> {
+        let folders = &wanted.folders;
         if folders.is_empty() {
             return None;
         }
@@ -144,7 +160,11 @@ impl Watching {
                 return None;
             }
         };
-        let mut watching = Self { watcher };
+        let user = workspace_tree::UserIgnores::new(folders, &wanted.ignore);
+        let mut watching = Self {
+            watcher,
+            user: Arc::new(user),
+        };
         let mut refused = Refusals::default();
         for folder in folders {
             watching.watch_tree(folder, &mut refused, false);
@@ -161,7 +181,7 @@ impl Watching {
         list_files: bool,
     ) -> Vec<PathBuf> {
         let mut files = Vec::new();
-        for entry in workspace_tree::walk(root).flatten() {
+        for entry in workspace_tree::walk_with(root, Arc::clone(&self.user)).flatten() {
             if entry.file_type().is_some_and(|t| t.is_dir()) {
                 if let Err(e) = self
                     .watcher
@@ -212,11 +232,11 @@ fn with_new_folders_watched(
     for path in batch {
         match std::fs::symlink_metadata(&path) {
             Ok(meta) if meta.is_dir() => {
-                if !workspace_tree::is_reviewable_folder(&path) {
-                    continue;
-                }
                 let Some(watching) = watching else { continue };
                 let mut watching = watching.lock().unwrap_or_else(|e| e.into_inner());
+                if !workspace_tree::is_reviewable_folder(&path, &watching.user) {
+                    continue;
+                }
                 files.extend(watching.watch_tree(&path, &mut refused, true));
             }
             _ => files.push(path),
@@ -253,7 +273,11 @@ mod tests {
         assert_eq!(refused, None);
 
         let (events, _rx) = mpsc::unbounded_channel();
-        let (watching, refused) = Watching::start(&[root.to_owned()], events).unwrap();
+        let wanted = Watched {
+            folders: vec![root.to_owned()],
+            ignore: Vec::new(),
+        };
+        let (watching, refused) = Watching::start(&wanted, events).unwrap();
         assert_eq!(refused, None);
         let watching = Mutex::new(watching);
         let batch = BTreeSet::from([root.join("new"), root.join("old.txt"), root.join("target")]);

@@ -18,6 +18,8 @@ pub enum EditorEvent {
     Encoding(PositionEncoding),
     /// What makes a line comment a comment prompt (`chat.commentMarker`).
     CommentMarker(String),
+    /// What the workspace watcher leaves out (`watch.ignore`, gitignore syntax).
+    WatchIgnore(Vec<String>),
     /// How many lines of a hunk a review shows (`review.maxPreviewLines`).
     PreviewLines(usize),
     /// The editor opened a document.
@@ -65,6 +67,7 @@ impl EditorEvent {
         match self {
             Self::Encoding(_) => "encoding",
             Self::CommentMarker(_) => "comment marker",
+            Self::WatchIgnore(_) => "watch ignore",
             Self::PreviewLines(_) => "preview lines",
             Self::Opened { .. } => "opened",
             Self::DiskAtOpen { .. } => "disk at open",
@@ -85,6 +88,11 @@ impl State {
         match event {
             EditorEvent::Encoding(encoding) => self.encoding = encoding,
             EditorEvent::CommentMarker(marker) => self.comment_marker = marker,
+            EditorEvent::WatchIgnore(patterns) => {
+                if let Some(watch) = &self.disk_watch {
+                    watch.set_ignore(&patterns);
+                }
+            }
             EditorEvent::PreviewLines(lines) => self.review_preview_lines = lines.max(1),
             EditorEvent::Opened {
                 path,

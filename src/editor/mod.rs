@@ -905,6 +905,11 @@ impl EditorFeed {
         self.state.send(EditorEvent::CommentMarker(marker));
     }
 
+    /// The workspace watcher leaves out what `patterns` name (`watch.ignore`).
+    pub fn set_watch_ignore(&self, patterns: Vec<String>) {
+        self.state.send(EditorEvent::WatchIgnore(patterns));
+    }
+
     /// Sets the rules for agents' requests.
     pub fn set_policy(&self, policy: AccessPolicy) {
         let preview_lines = policy.max_preview_lines;

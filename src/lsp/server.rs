@@ -121,6 +121,7 @@ impl Backend {
         });
         self.feed
             .set_comment_marker(config.chat.comment_marker.clone());
+        self.feed.set_watch_ignore(config.watch.ignore.clone());
         self.agent_config.send_replace(loaded.config);
     }
 }
@@ -146,10 +147,12 @@ impl LanguageServer for Backend {
         let features = ClientFeatures::from_capabilities(&params.capabilities);
         self.feed.set_encoding(features.encoding);
         let folders = initial_folders(&params);
-        self.feed.folders_changed(folders, Vec::new());
+        // The config first: the workspace watcher then walks the folders once, with the
+        // user's `watch.ignore`.
         self.reload_config(|layers| {
             layers.set_initialization_options(params.initialization_options)
         });
+        self.feed.folders_changed(folders, Vec::new());
         if self
             .config
             .lock()
