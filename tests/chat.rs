@@ -149,7 +149,7 @@ async fn asking_about_a_selection_quotes_it_in_the_agents_chat() {
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.starts_with("# Chat with demo\n"), "{text:?}");
     assert!(
-        text.ends_with("## You\n\n`notes.txt` line 2:\n\n```text\ntwo\n```\n\n"),
+        text.ends_with("## You\n\n@notes.txt#L2:\n\n```text\ntwo\n```\n\n"),
         "{text:?}"
     );
     let uri = client.open_unsaved(&path, "markdown", &text).await;
@@ -161,6 +161,8 @@ async fn asking_about_a_selection_quotes_it_in_the_agents_chat() {
     client.edit(&uri, end_of(&text), "what is this?").await;
     client.run_code_action(&uri, "Send to demo").await;
     chat_says(&client, &uri, "_demo: end_turn").await;
+    // The quoted lines went to the agent as a context block too.
+    chat_says(&client, &uri, &format!("I was given {notes}: 1 lines")).await;
 
     client
         .run_code_action_at(&notes, range(0, 0, 2, 3), "Ask demo about this")
@@ -168,7 +170,7 @@ async fn asking_about_a_selection_quotes_it_in_the_agents_chat() {
     chat_says(
         &client,
         &uri,
-        "`notes.txt` lines 1–3:\n\n```text\none\ntwo\nthree\n```\n",
+        "@notes.txt#L1-3:\n\n```text\none\ntwo\nthree\n```\n",
     )
     .await;
     assert!(client.shutdown().await.success());
@@ -193,7 +195,7 @@ async fn commands_take_files_and_lines_as_an_editors_command_line_names_them() {
     chat_says(
         &client,
         &uri,
-        "`notes.txt` lines 2–3:\n\n```text\ntwo\nthree\n```\n",
+        "@notes.txt#L2-3:\n\n```text\ntwo\nthree\n```\n",
     )
     .await;
     let quoted = client.document(&uri).text;

@@ -241,7 +241,7 @@ fn helix_session_as_its_readme_describes() {
     helix.keys(&["g", "a"]);
     helix.wait_until("notes.rs again", in_file);
     helix.keys(&["1", "g", "g", "x", "Space", "i", "a"]);
-    helix.wait_for("`notes.rs` line 1:");
+    helix.wait_for("@notes.rs#L1:");
     helix.capture("helix-4-ask-about");
     helix.type_text(":wa");
     helix.keys(&["Enter"]);

@@ -874,15 +874,18 @@ impl State {
             .iter()
             .find_map(|f| path.strip_prefix(f).ok())
             .unwrap_or(path);
-        let place = if first == last {
-            format!("line {}", first + 1)
-        } else {
-            format!("lines {}–{}", first + 1, last + 1)
+        // Named as a mention (`@path#L2-3`) where the path allows: the lines then go to the
+        // agent as a context block too, not only as quoted text.
+        let shown = shown.display().to_string();
+        let head = match (first == last, shown.contains(char::is_whitespace)) {
+            (true, false) => format!("@{shown}#L{}", first + 1),
+            (false, false) => format!("@{shown}#L{}-{}", first + 1, last + 1),
+            (true, true) => format!("`{shown}` line {}", first + 1),
+            (false, true) => format!("`{shown}` lines {}–{}", first + 1, last + 1),
         };
         let fence = if code.contains("```") { "````" } else { "```" };
         Some(format!(
-            "`{}` {place}:\n\n{fence}{}\n{code}{fence}\n\n",
-            shown.display(),
+            "{head}:\n\n{fence}{}\n{code}{fence}\n\n",
             doc.language()
         ))
     }
