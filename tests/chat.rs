@@ -391,6 +391,24 @@ async fn a_chat_completes_slash_commands_and_file_mentions() {
     assert!(client.shutdown().await.success());
 }
 
+/// A fresh chat offers the agent's slash commands before its first message: what the agent
+/// advertised in an earlier run (its session starts only with that message).
+#[tokio::test]
+async fn a_fresh_chat_offers_the_commands_the_agent_advertised_last_time() {
+    let (state, _) = a_chat_of_an_earlier_run().await;
+    let client = TestClient::start(in_state(&state)).await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    let (_, text, uri) = open_chat(&client).await;
+    let line = text.matches('\n').count() as u32;
+    client.edit(&uri, end_of(&text), "/he").await;
+    assert_eq!(completions(&client, &uri, line, 3).await, vec!["/help"]);
+    let status = client.agent_status().await;
+    assert_eq!(status["agents"][0]["state"], "not started", "{status:#}");
+    assert!(client.shutdown().await.success());
+}
+
 /// The first run of a chat reopened after a restart: "my name is Ada" sent and answered, the
 /// document saved. Returns the state dir (shared by both runs) and the chat's path.
 async fn a_chat_of_an_earlier_run() -> (tempfile::TempDir, std::path::PathBuf) {

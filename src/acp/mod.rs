@@ -3,6 +3,7 @@
 //! (`EditorAccess`). It never imports `lsp` or `mcp`: the host wires it in.
 
 mod agent;
+pub mod command_memory;
 mod connection;
 mod context;
 pub mod error;

@@ -156,7 +156,11 @@ fn update_session(
             said.push(Said::Plan(plan.entries.iter().map(plan_step).collect()));
         }
         SessionUpdate::AvailableCommandsUpdate(u) => {
-            s.commands = Some(value(&u.available_commands))
+            let commands = value(&u.available_commands);
+            if s.commands.as_ref() != Some(&commands) {
+                super::command_memory::remember(&link.agent, &commands);
+            }
+            s.commands = Some(commands);
         }
         SessionUpdate::CurrentModeUpdate(u) => s.current_mode = Some(u.current_mode_id.to_string()),
         SessionUpdate::ConfigOptionUpdate(u) => s.config_options = Some(value(&u.config_options)),

@@ -1,5 +1,6 @@
 //! Completion in chat documents: `/` at the start of a line offers the agent's slash commands
-//! (as it advertised them in its session), `@` offers the workspace's files, to mention them.
+//! (as it advertised them in its session, or last time when no session is open yet), `@`
+//! offers the workspace's files, to mention them.
 
 use std::path::{Path, PathBuf};
 
@@ -32,7 +33,18 @@ pub async fn complete(
         end: position,
     };
     let items = if token.word.starts_with('/') && token.starts_line {
-        commands(&backend.agents.current_session(&token.agent), &token, range)
+        let session = backend.agents.current_session(&token.agent);
+        let advertised = match &session["commands"] {
+            Value::Array(_) => session["commands"].clone(),
+            // No session yet (a fresh chat): what the agent advertised last time.
+            _ => {
+                let agent = token.agent.clone();
+                let recalled =
+                    tokio::task::spawn_blocking(move || crate::acp::command_memory::recall(&agent));
+                recalled.await.ok().flatten().unwrap_or(Value::Null)
+            }
+        };
+        commands(&advertised, &token, range)
     } else if let Some(typed) = token.word.strip_prefix('@') {
         let folders = backend.editor.workspace_folders().await;
         let typed = typed.to_owned();
@@ -45,10 +57,10 @@ pub async fn complete(
     Some(CompletionResponse::Array(items))
 }
 
-/// The agent's slash commands that start with what was typed.
-fn commands(session: &Value, token: &ChatToken, range: Range) -> Vec<CompletionItem> {
+/// The agent's slash commands (as it advertised them) that start with what was typed.
+fn commands(advertised: &Value, token: &ChatToken, range: Range) -> Vec<CompletionItem> {
     let typed = &token.word[1..];
-    let commands = session["commands"].as_array();
+    let commands = advertised.as_array();
     commands
         .into_iter()
         .flatten()
