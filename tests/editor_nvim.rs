@@ -321,7 +321,8 @@ fn neovim_holds_a_conversation_in_a_chat_document() {
 
 /// The shipped plugin's user commands, typed as a user does: a chat opened and sent from, a
 /// prompt about two lines of a file answered in the chat, mode and model picked from the
-/// agent's lists, the status told, a pending proposal in the quickfix list,
+/// agent's lists, the status told, a pending proposal in the quickfix list, the first chat
+/// picked again from the workspace's chats after a new one,
 /// `:checkhealth agentls`, and a handler of the user's own for an `agentls/*` notification.
 #[cfg_attr(
     not(feature = "real-peers"),
@@ -360,6 +361,17 @@ fn neovim_user_commands_drive_the_conversation() {
     // One entry per change: the demo agent uppercases both TODO lines.
     assert_eq!(out["reviews"], 2, "{out}\n{ctx}");
     assert_eq!(out["review_file"], json!(notes), "{ctx}");
+    // The chats, most recent first, by their first message; the first one picked again.
+    assert_eq!(out["new_chat_asked_from"], "quickfix", "{ctx}");
+    assert_eq!(out["new_chat_is_another_file"], true, "{ctx}");
+    assert_eq!(
+        out["chats_offered"],
+        json!([
+            "(no message yet) (Chat with demo)",
+            "read notes.txt (Chat with demo)"
+        ]),
+        "{ctx}"
+    );
     let health = out["health"].as_str().unwrap();
     eprintln!("checkhealth agentls:\n{health}");
     assert!(health.contains("agentls 0.1.0 ("), "{health}");

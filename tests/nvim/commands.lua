@@ -2,8 +2,8 @@
 -- Neovim (0.11+), as a user types them: :AgentChat opens a chat, :AgentSend sends what was
 -- written there, :1,2AgentPrompt asks about two lines of a file (the reply goes to the chat),
 -- :AgentMode and :AgentModel pick from the agent's own lists (vim.ui.select answered here),
--- :AgentStatus tells the agents, and :AgentReviews lists a pending proposal in the quickfix
--- list; :checkhealth agentls reports the binary and the agents; a handler of the user's own
+-- :AgentStatus tells the agents, :AgentReviews lists a pending proposal in the quickfix
+-- list, and :AgentChats finds the first chat again after :AgentNewChat; :checkhealth agentls reports the binary and the agents; a handler of the user's own
 -- (`agentls/turnChanged`) gets its notifications. Prints what happened as ONE
 -- JSON line on stdout.
 --
@@ -144,6 +144,21 @@ local ok, err = xpcall(function()
   output.review_file = list[1] and vim.api.nvim_buf_get_name(list[1].bufnr)
   output.chat = helpers.buffer_text(chat)
 
+  -- A new chat (asked for from the quickfix window :AgentReviews left current), then the first
+  -- one found again by its first message.
+  output.new_chat_asked_from = vim.bo.buftype
+  vim.cmd('AgentNewChat')
+  wait_for('the new chat', function()
+    local here = vim.api.nvim_get_current_buf()
+    return here ~= chat and vim.api.nvim_buf_get_name(here):match('%.md$') ~= nil
+  end)
+  output.new_chat_is_another_file = vim.api.nvim_buf_get_name(0) ~= vim.api.nvim_buf_get_name(chat)
+  want = 'read notes.txt'
+  vim.cmd('AgentChats')
+  wait_for('the first chat picked', function()
+    return vim.api.nvim_get_current_buf() == chat
+  end)
+  output.chats_offered = output.picked_from[#output.picked_from]
 end, debug.traceback)
 
 helpers.finish(ok, err, output)

@@ -337,12 +337,28 @@ local function window_is_empty()
     and vim.api.nvim_buf_get_lines(bufnr, 0, 1, false)[1] == ''
 end
 
+--- Moves to a window of this tab holding a file when the current one holds the quickfix list,
+--- help or a terminal: a document shown from there would replace it (and Neovim's handler fails
+--- in some, E348).
+local function leave_special_window()
+  if vim.bo.buftype == '' then
+    return
+  end
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if vim.bo[vim.api.nvim_win_get_buf(win)].buftype == '' then
+      vim.api.nvim_set_current_win(win)
+      return
+    end
+  end
+end
+
 --- `window/showDocument`, placed the way a chat reads best: a document already in a window is
 --- shown there; a chat opens in a split on the right (the code stays in view); a file shown
 --- from a chat (a proposal, a link) goes to the window before, not over the chat. Neovim's own
 --- handler then opens it and moves the cursor.
 local function show_document(err, params, ctx, config)
   if params and params.uri and not params.external and params.takeFocus ~= false then
+    leave_special_window()
     local bufnr = vim.uri_to_bufnr(params.uri)
     if #vim.fn.win_findbuf(bufnr) == 0 and not window_is_empty() then
       local here = vim.api.nvim_get_current_buf()
@@ -361,6 +377,7 @@ local function show_document(err, params, ctx, config)
   end
   return vim.lsp.handlers['window/showDocument'](err, params, ctx, config)
 end
+M.show_document = show_document
 
 --- Whether buffers agentls edited are taken as saved once they match their file (setup's
 --- `disk_sync`).

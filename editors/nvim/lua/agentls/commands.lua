@@ -1,5 +1,5 @@
--- User commands for agentls: the chat, prompts from anywhere, stop, modes and models, status,
--- and the pending reviews as a quickfix list. Each runs one agentls command
+-- User commands for agentls: the chat and a picker of earlier ones, prompts from anywhere, stop,
+-- modes and models, status, and the pending reviews as a quickfix list. Each runs one agentls command
 -- (workspace/executeCommand) through the agentls client of the current buffer, else any agentls
 -- client. agentls itself tells every outcome and error (a message, the chat), so these only add
 -- what Neovim shows better: pickers, the status, the quickfix list.
@@ -13,15 +13,34 @@ local function get_clients(filter)
   return (vim.lsp.get_clients or vim.lsp.get_active_clients)(filter)
 end
 
+--- The agentls client of `bufnr` (0 or nil: the current buffer), else any agentls client; nil,
+--- and the user told, when none runs.
+local function client_for(bufnr)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  local c = get_clients({ bufnr = bufnr, name = NAME })[1] or get_clients({ name = NAME })[1]
+  if not c then
+    vim.notify('agentls is not running for this buffer', vim.log.levels.WARN)
+  end
+  return c, bufnr
+end
+
+--- Sends the LSP request `method` with `params` to `c` (either calling convention).
+local function request(c, method, params, handler, bufnr)
+  if has_011 then
+    c:request(method, params, handler, bufnr)
+  else
+    c.request(method, params, handler, bufnr)
+  end
+end
+
 --- Runs agentls command `command` with `argument` (a table, or nil for none) through the agentls
 --- client of `bufnr` (default: the current buffer, else any agentls client); `on_result` gets
 --- its result. Errors are agentls's to tell (it does, once). Neovim 0.11's `client:exec_cmd`
 --- sends it where it exists (`client.request` on older ones).
 function M.run(command, argument, on_result, bufnr)
-  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
-  local c = get_clients({ bufnr = bufnr, name = NAME })[1] or get_clients({ name = NAME })[1]
+  local c
+  c, bufnr = client_for(bufnr)
   if not c then
-    vim.notify('agentls is not running for this buffer', vim.log.levels.WARN)
     return
   end
   local arguments = argument and { argument } or {}
@@ -32,11 +51,36 @@ function M.run(command, argument, on_result, bufnr)
   end
   if c.exec_cmd then
     c:exec_cmd({ title = command, command = command, arguments = arguments }, { bufnr = bufnr }, handler)
-  elseif has_011 then
-    c:request('workspace/executeCommand', { command = command, arguments = arguments }, handler, bufnr)
   else
-    c.request('workspace/executeCommand', { command = command, arguments = arguments }, handler, bufnr)
+    request(c, 'workspace/executeCommand', { command = command, arguments = arguments }, handler, bufnr)
   end
+end
+
+--- The workspace's chats (agentls lists them as workspace symbols, most recent first), to pick
+--- one and open it.
+local function pick_chat()
+  local c, bufnr = client_for(0)
+  if not c then
+    return
+  end
+  request(c, 'workspace/symbol', { query = '' }, function(err, symbols)
+    if err or not symbols or #symbols == 0 then
+      vim.notify('agentls: no chats in this workspace yet (:AgentChat starts one)')
+      return
+    end
+    vim.ui.select(symbols, {
+      prompt = 'Chat',
+      format_item = function(symbol)
+        return symbol.name .. ' (' .. (symbol.containerName or 'chat') .. ')'
+      end,
+    }, function(symbol)
+      if symbol then
+        -- Placed as agentls's own showDocument of a chat is (a split on the right).
+        local params = { uri = symbol.location.uri, takeFocus = true }
+        require('agentls').show_document(nil, params, { client_id = c.id, method = 'window/showDocument' })
+      end
+    end)
+  end, bufnr)
 end
 
 --- The agent `name` (or the default one) in `agentls.status`, and its current session.
@@ -181,6 +225,7 @@ M.commands = {
       M.run('agentls.openChat', { agent = opts.args ~= '' and opts.args or nil, new = true })
     end,
   },
+  AgentChats = { desc = "Pick one of this workspace's chats, by its first message", run = pick_chat },
   AgentSend = {
     desc = 'Send what you wrote in this chat',
     run = function()
