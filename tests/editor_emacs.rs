@@ -458,6 +458,13 @@ fn conversation(emacs: &Path, block: usize) {
     // The chat, opened again with nothing remembered, went to the same agentls.
     assert_eq!(out["reopened_same_server"], true, "{ctx}");
     assert_eq!(out["agentls_servers_at_end"], 1, "{ctx}");
+    // And found again by its first message.
+    assert_eq!(
+        out["chats_offered"],
+        json!(["read notes.txt (Chat with demo)"]),
+        "{ctx}"
+    );
+    assert_eq!(out["chat_picked"], true, "{ctx}");
 
     // Quitting asked nothing and saved the chat.
     assert_eq!(out["quit_questions"], json!([]), "{ctx}");

@@ -409,6 +409,41 @@ With a prefix arg, ask for the agent.  With NEW, always a new chat (see
   (agentls-chat agent t))
 
 ;;;###autoload
+(defun agentls-chats ()
+  "Pick one of this project's chats, by its first message, and open it.
+agentls lists them (its workspace symbols), most recently active first."
+  (interactive)
+  (let* ((server (agentls--server))
+         (choices (agentls--chat-choices
+                   (jsonrpc-request server :workspace/symbol '(:query "")))))
+    (if (null choices)
+        (message "agentls: no chats in this project yet (%s starts one)"
+                 (substitute-command-keys "\\[agentls-chat]"))
+      (let ((path (cdr (assoc (completing-read "Chat: " choices nil t) choices))))
+        (agentls--learn-chat path server)
+        (with-current-buffer (agentls--show-chat path)
+          (goto-char (point-max))
+          (current-buffer))))))
+
+(defun agentls--chat-choices (symbols)
+  "SYMBOLS, agentls's list of chats, as (LABEL . PATH) in their order.
+Each label is the chat's first message and its agent; the same label
+twice gets a number."
+  (let ((to-path (if (fboundp 'eglot-uri-to-path) 'eglot-uri-to-path 'eglot--uri-to-path))
+        choices)
+    (cl-loop
+     for symbol across symbols do
+     (let* ((label (format "%s (%s)" (plist-get symbol :name)
+                           (plist-get symbol :containerName)))
+            (unique label)
+            (n 1))
+       (while (assoc unique choices)
+         (setq n (1+ n) unique (format "%s <%d>" label n)))
+       (push (cons unique (funcall to-path (plist-get (plist-get symbol :location) :uri)))
+             choices)))
+    (nreverse choices)))
+
+;;;###autoload
 (defun agentls-send ()
   "Send what is under the last \"## You\" heading of this chat to its agent."
   (interactive)
@@ -688,6 +723,7 @@ for the agent too."
   (let ((map (make-sparse-keymap)))
     (define-key map "c" #'agentls-chat)
     (define-key map "n" #'agentls-new-chat)
+    (define-key map "l" #'agentls-chats)
     (define-key map "p" #'agentls-prompt)
     (define-key map "s" #'agentls-send)
     (define-key map "k" #'agentls-cancel)

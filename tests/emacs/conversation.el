@@ -9,7 +9,8 @@
 ;; TODO lines uppercased, and of the two changes proposed the first is accepted and the second
 ;; rejected through `eglot-code-actions', with no y/n question; notes.txt is saved and Emacs
 ;; quits with `save-buffers-kill-emacs' and no question. The chat, killed and opened again
-;; with nothing remembered, attaches to the same agentls (the chat folder's `.workspace').
+;; with nothing remembered, attaches to the same agentls (the chat folder's `.workspace'), and
+;; `agentls-chats' finds it again by its first message.
 ;; `agentls-set-mode' picks a mode from the minibuffer; the mode line shows the agent's state
 ;; and the pending changes. ONE JSON line on stdout (printed as Emacs quits); the Rust side
 ;; makes the assertions and checks agentls's discovery files are gone after the quit.
@@ -241,6 +242,20 @@
                         30)
           ;; Unsaved: quitting saves it without asking.
           (test-put 'chat_modified_before_quit (if (buffer-modified-p) t :json-false))))
+      ;; Found again by its first message: `agentls-chats' from notes.txt, alone in the frame.
+      (let ((chat (cdr (assq 'chat_file test-output)))
+            offered)
+        (switch-to-buffer test-notes-buffer)
+        (delete-other-windows)
+        (cl-letf (((symbol-function 'completing-read)
+                   (lambda (_prompt collection &rest _)
+                     (setq offered (mapcar #'car collection))
+                     (car offered))))
+          (call-interactively #'agentls-chats))
+        (test-put 'chats_offered (vconcat offered))
+        (test-put 'chat_picked (if (equal (buffer-file-name (window-buffer (selected-window))) chat)
+                                   t
+                                 :json-false)))
       (test-put 'agentls_servers_at_end (length (test-agentls-servers)))
       (test-put 'lighters (vconcat (reverse test-lighters)))
       (test-put 'shown_messages (vconcat (reverse test-shown-messages)))
