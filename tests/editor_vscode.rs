@@ -413,7 +413,7 @@ fn leaves(prefix: &str, value: &Value, out: &mut BTreeMap<String, Value>) {
 }
 
 /// The Settings UI lists exactly agentls's config schema (but what only the config file may
-/// set: `agents`, `chat.directory` and `context`) and the extension's own settings, with
+/// set: `agents`, `chat.directory`, `context` and `watch`) and the extension's own settings, with
 /// agentls's defaults (an empty string standing for "not set").
 #[test]
 fn contributed_settings_match_the_config_schema() {
@@ -428,6 +428,7 @@ fn contributed_settings_match_the_config_schema() {
             "agentls.agents",
             "agentls.chat.directory",
             "agentls.context.",
+            "agentls.watch.",
         ]
         .iter()
         .any(|file_only| key.starts_with(file_only))
