@@ -565,7 +565,8 @@ async fn chat_symbols(client: &TestClient, query: &str) -> Vec<(String, String, 
 
 /// Chats are found again: `agentls.openChat` reopens the agent's latest chat (a new one only
 /// with `{"new": true}`), also after a restart, and `workspace/symbol` lists the workspace's
-/// chats by their first message, the most recently active first.
+/// chats by their first message (a prompt sent from elsewhere too), the most recently active
+/// first.
 #[tokio::test]
 async fn chats_are_found_again_by_open_chat_and_workspace_symbols() {
     let state = tempfile::tempdir().unwrap();
@@ -621,6 +622,30 @@ async fn chats_are_found_again_by_open_chat_and_workspace_symbols() {
         .unwrap();
     assert_eq!(latest["path"], new["path"]);
     assert_eq!(chat_symbols(&second, "TOML").await[0].2, uri);
+    // A prompt from elsewhere is answered in the latest chat and names it.
+    second
+        .execute("agentls.prompt", json!({"text": "explain the lexer"}))
+        .await
+        .unwrap();
+    second.take_message("demo: end_turn").await;
+    let listed = chat_symbols(&second, "").await;
+    assert_eq!(listed[0].0, "explain the lexer", "{listed:#?}");
+    // Opened, it shows the message once, the reply under it.
+    let new_path = std::path::PathBuf::from(new["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&new_path).unwrap();
+    let new_uri = second.open_unsaved(&new_path, "markdown", &text).await;
+    let once = || {
+        let text = second.document(&new_uri).text;
+        text.matches("explain the lexer").count() == 1
+            && text.contains("## You\n\nexplain the lexer\n\n## demo\n\nHello")
+    };
+    let shown = support::eventually(once).await;
+    assert!(
+        shown.is_some(),
+        "{}\n---RECORD\n{}",
+        second.document(&new_uri).text,
+        record_of(&new_path)
+    );
     assert!(second.shutdown().await.success());
 }
 

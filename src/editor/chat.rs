@@ -537,6 +537,22 @@ impl State {
         }
     }
 
+    /// agentls puts `message`, the user's (a prompt sent from elsewhere), at the end of the chat
+    /// at `path`: its record has it as sent, as if typed there and sent.
+    pub fn chat_said(&mut self, path: &Path, message: &str) {
+        if !self.chats.docs.contains_key(path) {
+            return;
+        }
+        self.record_pending(path);
+        if let Some(chat) = self.chats.docs.get_mut(path) {
+            chat.push(message);
+            chat.recorded = chat.pending.len();
+        }
+        self.chat_records
+            .append(path, Entry::Sent(message.to_owned()), false);
+        self.schedule_chat_flush(path, FLUSH_EVERY);
+    }
+
     /// Records what waits to go out to the chat at `path` and is not in its record yet.
     fn record_pending(&mut self, path: &Path) {
         let Some(chat) = self.chats.docs.get_mut(path) else {

@@ -27,6 +27,8 @@ pub enum ChatItem {
     Plan(Vec<PlanStep>),
     /// The user sent this message from it ([`State::chat_sent`]).
     Sent(String),
+    /// agentls put this message of the user's in it ([`State::chat_said`]).
+    Said(String),
     /// A message from it went to its agent (`true`), or its answer ended ([`State::chat_turn`]).
     Turn(bool),
 }
@@ -81,6 +83,7 @@ impl State {
             ChatItem::Call(call) => self.chat_tool_call(path, call),
             ChatItem::Plan(steps) => self.chat_plan(path, &steps),
             ChatItem::Sent(message) => self.chat_sent(path, message),
+            ChatItem::Said(message) => self.chat_said(path, &message),
             ChatItem::Turn(running) => self.chat_turn(path, running),
             ChatItem::Opened(agent) => self.chat_opened(path.to_owned(), agent),
             ChatItem::Reopened(agent) => self.chat_reopened(path.to_owned(), agent),

@@ -719,6 +719,12 @@ impl EditorAccess {
         self.to_chat(path, chat_inbox::ChatItem::Sent(message));
     }
 
+    /// Puts `message`, the user's prompt sent from elsewhere, at the end of the chat at `path`,
+    /// recorded as sent ([`State::chat_said`]).
+    pub fn chat_said(&self, path: &Path, message: String) {
+        self.to_chat(path, chat_inbox::ChatItem::Said(message));
+    }
+
     /// The transcript of the chat at `path` from agentls's own record of it, for an agent
     /// that did not see the conversation; `None` when there is none.
     pub async fn chat_transcript(&self, path: &Path) -> Option<String> {

@@ -212,36 +212,52 @@ pub fn describe_prompt(text: &str, context: Option<&PromptContext>, folders: &[P
 }
 
 /// The chat where a prompt sent from elsewhere (`agentls.prompt`) is answered: `agent`'s
-/// latest chat, else a new one, whose place the user is told (it is not shown: a prompt from a
-/// keymap must not take the user away from their code). `said` goes in as the user's message,
-/// under an empty last `## You` heading or a new one (a draft there stays the user's).
+/// latest chat (of this run, else of an earlier one), else a new one, whose place the user is
+/// told (it is not shown: a prompt from a keymap must not take the user away from their code).
+/// `said` goes in as the user's message, recorded as sent, under an empty last `## You` heading
+/// or a new one (a draft there stays the user's).
 pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Result<PathBuf> {
-    let latest = backend
+    let in_use = backend
         .feed
         .latest_chat_end(agent)
         .await
         .map_err(|e| Error::invalid_params(e.to_string()))?;
-    let reply = format!("\n\n## {agent}\n\n");
-    let said = said.trim_end();
-    let Some((chat, text)) = latest else {
-        let path = create(backend, agent, &format!("{said}{reply}")).await?;
-        backend.editor.tell_user(
-            Level::Info,
-            format!("agentls: {agent} answers in {}", path.display()),
-        );
-        return Ok(path);
+    let latest = match in_use {
+        Some(found) => Some(found),
+        // Its latest chat of an earlier run: it goes on there, as from the chat itself.
+        None => super::chat_list::latest(backend, agent).await.map(|path| {
+            backend.feed.chat_reopened(path.clone(), agent.to_owned());
+            (path, None)
+        }),
     };
-    let text = match text {
-        Some(text) => text,
-        None => file_end(&chat).await,
+    let (chat, text) = match latest {
+        Some((chat, Some(text))) => (chat, text),
+        Some((chat, None)) => {
+            let text = file_end(&chat).await;
+            (chat, text)
+        }
+        None => {
+            let path = create(backend, agent, "").await?;
+            backend.editor.tell_user(
+                Level::Info,
+                format!("agentls: {agent} answers in {}", path.display()),
+            );
+            (path, format!("{YOU}\n\n"))
+        }
     };
     let gap = blank_line_after(&text);
-    let section = if text.trim_end().ends_with(YOU) {
-        format!("{gap}{said}{reply}")
+    let heading = if text.trim_end().ends_with(YOU) {
+        gap.to_owned()
     } else {
-        format!("{gap}{YOU}\n\n{said}{reply}")
+        format!("{gap}{YOU}\n\n")
     };
-    backend.editor.append_to_chat(&chat, section);
+    if !heading.is_empty() {
+        backend.editor.append_to_chat(&chat, heading);
+    }
+    backend.editor.chat_said(&chat, said.trim_end().to_owned());
+    backend
+        .editor
+        .append_to_chat(&chat, format!("\n\n## {agent}\n\n"));
     Ok(chat)
 }
 
