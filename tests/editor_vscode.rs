@@ -288,12 +288,14 @@ fn vscode_keeps_one_change_and_undoes_the_other_through_codelens() {
     assert_eq!(session.result["onDisk"], json!(KEPT), "{context}");
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), KEPT, "{context}");
     // The chat was saved as the reply came in: closing it asked nothing, and it is all on disk.
+    // (The other chat is the new one it opened and left empty.)
     let chats = session.dir.path().join("state/agentls/chats");
     let chat = std::fs::read_dir(&chats)
         .unwrap()
         .flat_map(|dir| std::fs::read_dir(dir.unwrap().path()).unwrap())
         .map(|file| file.unwrap().path())
-        .find(|path| path.extension().is_some_and(|e| e == "md"))
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .max_by_key(|path| std::fs::metadata(path).unwrap().len())
         .unwrap_or_else(|| panic!("no chat in {}\n{context}", chats.display()));
     let chat = std::fs::read_to_string(chat).unwrap();
     for expected in [

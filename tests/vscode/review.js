@@ -3,7 +3,8 @@
 // code, list its two proposed changes and see them in the diff editor, keep one and undo the
 // other with the CodeLens, undo a change it made without asking, pick a mode and read the status in quick picks, cancel a turn from
 // its progress notification, bring the chat back from the status bar and send a message typed in
-// an input box, prompt about selected lines, save and close everything without a dialog. Prints the result as
+// an input box, prompt about selected lines, find the first chat again after a new one, save
+// and close everything without a dialog. Prints the result as
 // one JSON line (driver.js).
 const fs = require('fs');
 const { main } = require('./driver');
@@ -122,6 +123,18 @@ main(async (d, config) => {
   await d.waitUntil('the agent got the 3 selected lines', (s) => /notes\.rs: 3 lines[\s\S]*demo: end_turn/.test(s.groups[1].text));
   await d.shot('08-selection-prompt');
 
+  // A new chat, then the first one found again by its first message.
+  await d.palette('agentls: New Chat');
+  await d.waitUntil('a new, empty chat beside the code', (s) =>
+    s.groups.length === 2 && s.groups[1].text.includes('# Chat with demo') && !s.groups[1].text.includes('demo: end_turn'));
+  await d.palette('agentls: Find Chat');
+  const chats = await d.waitUntil('the quick pick lists both chats', (s) =>
+    s.quickInput.includes(config.prompt) && s.quickInput.includes('(no message yet)') && s.quickInput);
+  await d.page.keyboard.type('uppercase');
+  await d.page.keyboard.press('Enter');
+  await d.waitUntil('the first chat is back beside the code, where the new one was', (s) =>
+    s.groups.length === 2 && s.groups[1].text.includes('notes.rs has 7 lines'));
+
   // Save the file (its tab shows it modified) and close everything: no dialog may ask anything.
   await d.focusEditor(0);
   await d.ctrl('KeyS');
@@ -131,5 +144,5 @@ main(async (d, config) => {
   await d.waitUntil('every editor is closed, or a dialog asks', (s) => s.dialog || s.groups.every((g) => g.tabs === 0));
   await d.shot('09-saved-and-closed');
   const { dialog } = await d.snapshot();
-  return { onDisk, dialog, diff, status };
+  return { onDisk, dialog, diff, status, chats };
 });

@@ -21,8 +21,8 @@ function draft(document) {
 let showing = Promise.resolve();
 
 /**
- * Shows the chat `uri` beside the code: where it is already visible, that editor; else a new
- * editor in the column beside the active one. `focus` moves the focus to it; `"if-hidden"` only
+ * Shows the chat `uri` beside the code: where it is already visible, that editor; else in the
+ * column of the chat on screen (chats share one); else in a new column beside the active one. `focus` moves the focus to it; `"if-hidden"` only
  * when it was not visible (agentls's `window/showDocument` must not pull the focus back to a
  * chat the user just left). Calls are serialized, so agentls's call and the extension's own never
  * open it twice.
@@ -30,9 +30,11 @@ let showing = Promise.resolve();
 function showChat(uri, focus) {
   const target = typeof uri === 'string' ? (uri.includes(':') ? vscode.Uri.parse(uri) : vscode.Uri.file(uri)) : uri;
   const next = showing.then(async () => {
-    const visible = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === target.toString());
+    const editors = vscode.window.visibleTextEditors;
+    const visible = editors.find((e) => e.document.uri.toString() === target.toString());
+    const chatShown = editors.find((e) => chatAgent(e.document));
     const document = await vscode.workspace.openTextDocument(target);
-    const viewColumn = visible ? visible.viewColumn : vscode.ViewColumn.Beside;
+    const viewColumn = (visible || chatShown || { viewColumn: vscode.ViewColumn.Beside }).viewColumn;
     const preserveFocus = focus === 'if-hidden' ? !!visible : !focus;
     const editor = await vscode.window.showTextDocument(document, { viewColumn, preserveFocus, preview: false });
     if (!visible) {

@@ -59,8 +59,11 @@ function register(agentls, openPathSetting) {
   const run = (command, argument) => agentls.run(command, argument);
   const status = () => run('agentls.status');
 
-  /** A new chat with an agent (asked for when several are configured). */
-  async function openChat(argument) {
+  /**
+   * A chat with an agent (asked for when several are configured and none is named): a new one,
+   * or with `latest`, the agent's latest chat of the workspace when it has one.
+   */
+  async function openChat(argument, latest) {
     let agent = argument && argument.agent;
     if (!agent) {
       const s = await status();
@@ -74,15 +77,18 @@ function register(agentls, openPathSetting) {
         agent = picked.label;
       }
     }
-    const result = await run('agentls.openChat', agent ? { agent, new: true } : { new: true });
-    if (result && result.uri) {
-      const editor = await showChat(result.uri, true);
-      const chatOf = chatAgent(editor.document);
-      if (chatOf) agentls.chats.set(chatOf, editor.document.uri);
-    }
+    const result = await run('agentls.openChat', { ...(agent ? { agent } : {}), new: !latest });
+    if (result && result.uri) await showChatOf(result.uri);
   }
 
-  /** The status bar item's click: the agent's chat if there is one, else a new one. */
+  /** Shows the chat `uri` and remembers it as its agent's. */
+  async function showChatOf(uri) {
+    const editor = await showChat(uri, true);
+    const chatOf = chatAgent(editor.document);
+    if (chatOf) agentls.chats.set(chatOf, editor.document.uri);
+  }
+
+  /** Open Chat and the status bar item: the agent's chat on screen, else its latest one. */
   async function showOrOpenChat() {
     const s = agentls.status.status;
     const { agent } = agentIn(s);
@@ -91,7 +97,21 @@ function register(agentls, openPathSetting) {
       await showChat(known, true);
       return;
     }
-    await openChat();
+    await openChat(agent ? { agent: agent.name } : undefined, true);
+  }
+
+  /** The workspace's chats (agentls lists them as workspace symbols), picked by first message. */
+  async function pickChat() {
+    const symbols = await agentls.request('workspace/symbol', { query: '' });
+    if (!symbols || symbols.length === 0) {
+      vscode.window.showInformationMessage('agentls: no chats in this workspace yet (agentls: New Chat starts one).');
+      return;
+    }
+    const picked = await vscode.window.showQuickPick(
+      symbols.map((s) => ({ label: s.name, description: s.containerName, uri: s.location.uri })),
+      { title: 'agentls: chats of this workspace', placeHolder: 'First message', matchOnDescription: true },
+    );
+    if (picked) await showChatOf(picked.uri);
   }
 
   async function prompt(argument) {
@@ -236,7 +256,8 @@ function register(agentls, openPathSetting) {
 
   const table = {
     'agentls.client.openChat': showOrOpenChat,
-    'agentls.client.newChat': openChat,
+    'agentls.client.newChat': (argument) => openChat(argument, false),
+    'agentls.client.pickChat': pickChat,
     'agentls.client.prompt': prompt,
     'agentls.client.send': send,
     'agentls.client.cancel': cancel,

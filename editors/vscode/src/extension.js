@@ -163,20 +163,27 @@ class Agentls {
 
   /** Runs agentls command `command` with `argument` (none when undefined); errors are shown. */
   async run(command, argument) {
+    try {
+      return await this.request('workspace/executeCommand', {
+        command,
+        arguments: argument === undefined ? [] : [argument],
+      });
+    } finally {
+      this.refreshSoon();
+    }
+  }
+
+  /** Sends agentls the LSP request `method`; its result, or undefined with the error shown. */
+  async request(method, params) {
     if (!this.client || this.client.state !== State.Running) {
       vscode.window.showWarningMessage('agentls is not running (see the agentls output for why).');
       return undefined;
     }
     try {
-      return await this.client.sendRequest('workspace/executeCommand', {
-        command,
-        arguments: argument === undefined ? [] : [argument],
-      });
+      return await this.client.sendRequest(method, params);
     } catch (error) {
       vscode.window.showErrorMessage(error && error.message ? error.message : String(error));
       return undefined;
-    } finally {
-      this.refreshSoon();
     }
   }
 
