@@ -251,7 +251,7 @@ async fn through_agentls(
         config_toml: config,
         // The default log level, as users run it (the test client asks for `debug`).
         env: vec![("AGENTLS_LOG".into(), "info".into())],
-        workspace: None,
+        ..Options::default()
     })
     .await;
     let options = json!({"pluginEvents": plugin_events});

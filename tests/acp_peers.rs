@@ -43,8 +43,7 @@ fn node_and(var: &str) -> (String, String) {
 async fn started(toml: String, capabilities: Value) -> TestClient {
     let client = TestClient::start(Options {
         config_toml: Some(toml),
-        env: Vec::new(),
-        workspace: None,
+        ..Options::default()
     })
     .await;
     client.initialize(capabilities, None).await;

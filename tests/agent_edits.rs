@@ -396,6 +396,44 @@ async fn a_disk_write_made_without_asking_to_a_closed_file_is_named() {
     assert!(client.shutdown().await.success());
 }
 
+/// Where the system refuses to watch folders (its limit of inotify watches is reached), the user
+/// is told so and how to raise it, and a file an agent changes there without asking is found
+/// when its turn ends, by its time, and named; the files it did not change are not.
+#[tokio::test]
+async fn a_write_in_a_folder_the_system_would_not_watch_is_found_at_the_turns_end() {
+    let workspace = tempfile::tempdir().unwrap();
+    for i in 0..20 {
+        let folder = workspace.path().join(format!("d{i:02}"));
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::write(folder.join("notes.txt"), "keep\n// TODO a\n").unwrap();
+    }
+    // One watch: the workspace folder's own; every folder in it is refused.
+    let client = TestClient::start(support::Options {
+        workspace: Some(workspace.path().to_owned()),
+        inotify_watches: Some(1),
+        ..support::Options::default()
+    })
+    .await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    let told = client.take_message("agentls cannot watch").await;
+    assert!(told.contains("and 19 more"), "{told}");
+    assert!(told.contains("max_user_watches"), "{told}");
+    client
+        .prompt("uppercase d19/notes.txt @diskwrite @unasked")
+        .await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(!summary.contains("changed without asking"), "{summary}");
+    let named = client.take_message("on disk without asking").await;
+    assert!(named.contains("notes.txt"), "{named}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("d19/notes.txt")).unwrap(),
+        "keep\n// TODO A\n"
+    );
+    assert!(client.shutdown().await.success());
+}
+
 /// The agent's change is on a line the user typed and has not saved: accepting it keeps both
 /// (the buffer has the changed line), the disk never gets the unsaved line, and no later edit
 /// turns the buffer back into the disk copy (the defect: ~100 ms after the accept a second

@@ -1244,6 +1244,7 @@ async fn agentls(
         config_toml: Some(toml.to_owned()),
         env: vec![("XDG_STATE_HOME".into(), state.display().to_string())],
         workspace,
+        ..Options::default()
     })
     .await;
     match shape {

@@ -35,7 +35,7 @@ async fn started(env: &[(&str, &str)], more: &str) -> (TestClient, String) {
     let client = TestClient::start(Options {
         config_toml: Some(toml),
         env: all_env,
-        workspace: None,
+        ..Options::default()
     })
     .await;
     client

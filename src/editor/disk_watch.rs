@@ -8,7 +8,8 @@
 //! per reviewable folder, not per folder. A folder that appears is watched when its batch is
 //! due, and walked: the files written into it before its watch are reported with the rest.
 //! When the system refuses a watch (its limit is reached), the user is told what is not
-//! watched and how to raise the limit.
+//! watched and how to raise the limit, and at the end of each agent's turn the files directly
+//! in those folders that changed during the turn are reported as if watched.
 //!
 //! The watcher's own thread only forwards paths; setting watches up (which walks the folders)
 //! runs on a blocking thread, never on the state task.
@@ -16,7 +17,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
@@ -39,14 +40,22 @@ struct Watched {
 #[derive(Debug, Clone)]
 pub struct DiskWatch {
     watched: watch::Sender<Watched>,
+    checks: mpsc::UnboundedSender<SystemTime>,
 }
 
 impl DiskWatch {
     /// Starts watching (no folders yet); changed paths go to `state`.
     pub fn start(state: StateHandle) -> Self {
         let (watched, watched_rx) = watch::channel(Watched::default());
-        tokio::spawn(run(watched_rx, state));
-        Self { watched }
+        let (checks, checks_rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(watched_rx, checks_rx, state));
+        Self { watched, checks }
+    }
+
+    /// Reports the files directly in the folders the system refused to watch that changed
+    /// since `since` (an agent's turn began), as the watcher would have.
+    pub fn check_unwatched(&self, since: SystemTime) {
+        let _ = self.checks.send(since);
     }
 
     /// Watches exactly `folders` from now on.
@@ -73,7 +82,11 @@ pub struct WatchesRefused {
     pub why: String,
 }
 
-async fn run(mut watched: watch::Receiver<Watched>, state: StateHandle) {
+async fn run(
+    mut watched: watch::Receiver<Watched>,
+    mut checks: mpsc::UnboundedReceiver<SystemTime>,
+    state: StateHandle,
+) {
     let (events, mut changed) = mpsc::unbounded_channel::<PathBuf>();
     let mut watching: Option<Arc<Mutex<Watching>>> = None;
     loop {
@@ -94,6 +107,20 @@ async fn run(mut watched: watch::Receiver<Watched>, state: StateHandle) {
                 }
                 // The walk's memory and code need not stay resident.
                 crate::memory::give_back_soon();
+            }
+            Some(since) = checks.recv() => {
+                let Some(watching) = watching.clone() else { continue };
+                let unwatched = watching.lock().unwrap_or_else(|e| e.into_inner()).unwatched.clone();
+                if unwatched.is_empty() {
+                    continue;
+                }
+                let state = state.clone();
+                tokio::task::spawn_blocking(move || {
+                    let paths = changed_since(&unwatched, since);
+                    if !paths.is_empty() {
+                        state.report(Report::FilesChangedOnDisk(paths));
+                    }
+                });
             }
             first = changed.recv() => {
                 let Some(first) = first else { return };
@@ -125,10 +152,11 @@ async fn run(mut watched: watch::Receiver<Watched>, state: StateHandle) {
     }
 }
 
-/// A watcher, and the user's patterns it leaves out.
+/// A watcher, the user's patterns it leaves out, and the folders the system refused to watch.
 struct Watching {
     watcher: notify::RecommendedWatcher,
     user: Arc<workspace_tree::UserIgnores>,
+    unwatched: Vec<PathBuf>,
 }
 
 impl Watching {
@@ -164,6 +192,7 @@ impl Watching {
         let mut watching = Self {
             watcher,
             user: Arc::new(user),
+            unwatched: Vec::new(),
         };
         let mut refused = Refusals::default();
         for folder in folders {
@@ -188,6 +217,7 @@ impl Watching {
                     .watch(entry.path(), RecursiveMode::NonRecursive)
                 {
                     refused.add(entry.path(), &e);
+                    self.unwatched.push(entry.into_path());
                 }
             } else if list_files && !workspace_tree::is_scratch(entry.path()) {
                 files.push(entry.into_path());
@@ -247,9 +277,54 @@ fn with_new_folders_watched(
     (files, refused.into_report())
 }
 
+/// The files directly in `folders` modified at `since` or later (not following links). Blocking.
+fn changed_since(folders: &[PathBuf], since: SystemTime) -> Vec<PathBuf> {
+    let mut changed = Vec::new();
+    for folder in folders {
+        let Ok(entries) = std::fs::read_dir(folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            let fresh = meta.modified().is_ok_and(|modified| modified >= since);
+            let path = entry.path();
+            if meta.is_file() && fresh && !workspace_tree::is_scratch(&path) {
+                changed.push(path);
+            }
+        }
+    }
+    changed.sort();
+    changed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unwatched_folders_are_checked_for_files_changed_since_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(a.join("sub")).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::write(a.join("old.txt"), "old").unwrap();
+        let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(a.join("old.txt"))
+            .unwrap()
+            .set_modified(an_hour_ago)
+            .unwrap();
+        let since = SystemTime::now() - Duration::from_secs(60);
+        std::fs::write(a.join("new.txt"), "new").unwrap();
+        std::fs::write(a.join("sub/deeper.txt"), "not this folder's").unwrap();
+        std::fs::write(b.join("other.txt"), "new").unwrap();
+        let missing = dir.path().join("gone");
+        assert_eq!(
+            changed_since(&[a.clone(), b.clone(), missing], since),
+            vec![a.join("new.txt"), b.join("other.txt")]
+        );
+    }
 
     #[test]
     fn a_new_folder_is_reported_as_the_files_under_it() {

@@ -103,12 +103,16 @@ impl State {
     }
 
     /// `origin`'s turn ended: the files it changed on disk without asking, as seen so far (what
-    /// is seen later is told on its own).
+    /// is seen later is told on its own, such as what the watcher checks now in the folders
+    /// the system refused to watch).
     pub fn turn_ended(&mut self, origin: &Origin) -> BTreeSet<PathBuf> {
         let now = Instant::now();
         for turn in &mut self.unasked.turns {
             if turn.origin == *origin {
                 turn.ended = Some(now);
+                if let Some(watch) = &self.disk_watch {
+                    watch.check_unwatched(turn.began);
+                }
             }
         }
         self.unasked.changed.remove(&origin.key).unwrap_or_default()
@@ -132,7 +136,8 @@ impl State {
     }
 
     /// The system refused to watch some folders of the workspace: the user hears which and how
-    /// to raise the limit (what an agent changes there without asking is not seen).
+    /// to raise the limit (what an agent changes there without asking is seen only when its
+    /// turn ends, by a look at the files' times).
     pub(super) fn watches_refused(&mut self, refused: &super::disk_watch::WatchesRefused) {
         let more = match refused.count {
             1 => String::new(),
@@ -142,8 +147,9 @@ impl State {
             Level::Warning,
             format!(
                 "agentls cannot watch {}{more} for changes agents make without asking ({}): the \
-                 system's limit of inotify watches is reached. Raise it, e.g. `sudo sysctl \
-                 fs.inotify.max_user_watches=524288`, and restart agentls",
+                 system's limit of inotify watches is reached, so it looks there only when a \
+                 turn ends. Raise it, e.g. `sudo sysctl fs.inotify.max_user_watches=524288`, \
+                 and restart agentls",
                 refused.first.display(),
                 refused.why
             ),

@@ -65,6 +65,9 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// The workspace folder (that of an earlier run, say); a new one in the home when `None`.
     pub workspace: Option<PathBuf>,
+    /// The most inotify watches the server may hold: it runs in a user namespace of its own
+    /// (`unshare`) whose limit is set so, as a system whose limit is reached would refuse.
+    pub inotify_watches: Option<u32>,
 }
 
 /// A document as the test client holds it.
@@ -158,7 +161,18 @@ impl TestClient {
         // Discovery files under $TMPDIR stay inside this test's home.
         let tmp = home.path().join("tmp");
         std::fs::create_dir_all(&tmp).unwrap();
-        let mut command = Command::new(agentls_binary());
+        let mut command = match options.inotify_watches {
+            None => Command::new(agentls_binary()),
+            Some(limit) => {
+                let mut unshare = Command::new("unshare");
+                let set =
+                    format!("echo {limit} > /proc/sys/user/max_inotify_watches && exec \"$0\"");
+                unshare
+                    .args(["--user", "--map-root-user", "sh", "-c", &set])
+                    .arg(agentls_binary());
+                unshare
+            }
+        };
         command
             .env("HOME", home.path())
             .env("XDG_CONFIG_HOME", &config_dir)
