@@ -627,6 +627,9 @@ async fn chats_are_found_again_by_open_chat_and_workspace_symbols() {
         .execute("agentls.prompt", json!({"text": "explain the lexer"}))
         .await
         .unwrap();
+    // It is not open in the editor: the user is told where the answer is.
+    let told = second.take_message("demo answers in its chat").await;
+    assert!(told.contains(new["path"].as_str().unwrap()), "{told}");
     second.take_message("demo: end_turn").await;
     let listed = chat_symbols(&second, "").await;
     assert_eq!(listed[0].0, "explain the lexer", "{listed:#?}");

@@ -212,8 +212,9 @@ pub fn describe_prompt(text: &str, context: Option<&PromptContext>, folders: &[P
 }
 
 /// The chat where a prompt sent from elsewhere (`agentls.prompt`) is answered: `agent`'s
-/// latest chat (of this run, else of an earlier one), else a new one, whose place the user is
-/// told (it is not shown: a prompt from a keymap must not take the user away from their code).
+/// latest chat (of this run, else of an earlier one), else a new one. A chat not used yet in
+/// this run is not shown (a prompt from a keymap must not take the user away from their code):
+/// the user is told where it is.
 /// `said` goes in as the user's message, recorded as sent, under an empty last `## You` heading
 /// or a new one (a draft there stays the user's).
 pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Result<PathBuf> {
@@ -224,9 +225,17 @@ pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Resu
         .map_err(|e| Error::invalid_params(e.to_string()))?;
     let latest = match in_use {
         Some(found) => Some(found),
-        // Its latest chat of an earlier run: it goes on there, as from the chat itself.
+        // Its latest chat of an earlier run: it goes on there, as from the chat itself, and
+        // the user hears where (once: from now on it is the chat in use).
         None => super::chat_list::latest(backend, agent).await.map(|path| {
             backend.feed.chat_reopened(path.clone(), agent.to_owned());
+            backend.editor.tell_user(
+                Level::Info,
+                format!(
+                    "agentls: {agent} answers in its chat {} (agentls.openChat opens it)",
+                    path.display()
+                ),
+            );
             (path, None)
         }),
     };
