@@ -419,7 +419,11 @@ impl Layers {
         for (source, value) in layers {
             let from_file = matches!(source, Source::File(_));
             let mut value = value.clone();
-            if !from_file {
+            if from_file {
+                for (key, message) in expand_uses(&mut value) {
+                    problems.push(problem(source.clone(), &key, message));
+                }
+            } else {
                 if !value.is_object() {
                     let message = "the settings must be an object; this source is ignored".into();
                     problems.push(problem(source, "", message));
@@ -703,6 +707,44 @@ fn merge(base: &mut Value, over: Value) {
     }
 }
 
+/// Replaces each `agents.<name>.use` in a config layer by the known agent it names
+/// (`known_agents`), the layer's own keys over it (`env` key by key). Returns the problems, as
+/// (key, message): an id not in the table (that agent is left out).
+fn expand_uses(layer: &mut Value) -> Vec<(String, String)> {
+    let Some(agents) = layer.get_mut("agents").and_then(Value::as_object_mut) else {
+        return Vec::new();
+    };
+    let known = crate::known_agents::all();
+    let mut problems = Vec::new();
+    let mut unknown = Vec::new();
+    for (name, spec) in agents.iter_mut() {
+        let Some(id) = spec.as_object_mut().and_then(|s| s.remove("use")) else {
+            continue;
+        };
+        match id.as_str().and_then(|id| known.get(id)) {
+            Some(entry) => {
+                let mut expanded = entry.as_config();
+                merge(&mut expanded, std::mem::take(spec));
+                *spec = expanded;
+            }
+            None => {
+                let ids: Vec<&str> = known.keys().map(String::as_str).collect();
+                let message = format!(
+                    "{id} is not a known agent (known: {}; `agentls agents` lists them); this \
+                     agent is left out",
+                    ids.join(", ")
+                );
+                problems.push((format!("agents.{name}.use"), message));
+                unknown.push(name.clone());
+            }
+        }
+    }
+    for name in unknown {
+        agents.remove(&name);
+    }
+    problems
+}
+
 fn problem(source: Source, key: &str, message: String) -> Problem {
     Problem {
         source,
@@ -713,6 +755,32 @@ fn problem(source: Source, key: &str, message: String) -> Problem {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn use_takes_a_known_agent_and_the_files_own_keys_win() {
+        let mut layer = serde_json::json!({"agents": {
+            "claude": {"use": "claude-acp", "env": {"ANTHROPIC_API_KEY": "k"}, "mode": "plan"},
+            "mine": {"command": "my-agent"},
+            "typo": {"use": "no-such-agent"},
+        }});
+        let problems = expand_uses(&mut layer);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].0, "agents.typo.use");
+        assert!(problems[0].1.contains("claude-acp"), "{problems:?}");
+        let claude: AgentSpec = serde_json::from_value(layer["agents"]["claude"].clone()).unwrap();
+        assert_eq!(claude.command, "npx");
+        assert_eq!(claude.args, ["-y", "@agentclientprotocol/claude-agent-acp"]);
+        assert_eq!(claude.mode.as_deref(), Some("plan"));
+        assert_eq!(
+            claude.env.keys().collect::<Vec<_>>(),
+            ["ANTHROPIC_API_KEY", "ENABLE_TOOL_SEARCH"]
+        );
+        assert_eq!(
+            layer["agents"]["mine"],
+            serde_json::json!({"command": "my-agent"})
+        );
+        assert!(layer["agents"].get("typo").is_none());
+    }
+
     use serde_json::json;
 
     use super::*;

@@ -2,6 +2,7 @@
 //! read and from where, the problems in it, whether each agent's command can be found, and the
 //! discovery files terminal agents would find (ours and other IDEs', with whether their process
 //! is alive). It exits non-zero when something would stop agentls from working as configured.
+//! `agentls agents` lists the agents agentls knows by name.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,39 @@ pub struct Report {
     pub text: String,
     /// How many things are wrong: config problems, and the default agent's command not found.
     pub troubles: usize,
+}
+
+/// `agentls agents`: the agents agentls knows by name, which the config uses (under which
+/// name), whether the program that starts each is on this machine, and how to get the rest.
+pub fn known_agents_report() -> String {
+    let config = Layers::user().load().config;
+    let mut out = String::from(
+        "Agents agentls knows; `[agents.<name>] use = \"<id>\"` in the config file takes one.\n",
+    );
+    for (id, agent) in crate::known_agents::all() {
+        let configured: Vec<&str> = config
+            .agents
+            .iter()
+            .filter(|(_, spec)| spec.command == agent.command && spec.args == agent.args)
+            .map(|(name, _)| name.as_str())
+            .collect();
+        let configured = match configured.as_slice() {
+            [] => String::from("not configured"),
+            names => format!("configured as {}", names.join(", ")),
+        };
+        let found = match find_command(&agent.command) {
+            Some(_) => format!("{} found", agent.command),
+            None => format!("{} NOT FOUND; needs {}", agent.command, agent.install),
+        };
+        let _ = writeln!(out, "{id}: {} — {configured}; {found}", agent.name);
+        let _ = writeln!(out, "  runs: {} {}", agent.command, agent.args.join(" "));
+        let asks = agent.mode.as_deref().unwrap_or("the one it starts in");
+        let _ = writeln!(out, "  mode that asks before editing: {asks}");
+        if let Some(hint) = &agent.tools_hint {
+            let _ = writeln!(out, "  editor tools: {hint}");
+        }
+    }
+    out
 }
 
 /// Looks at the config, the agents' commands and the discovery files.

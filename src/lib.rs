@@ -11,6 +11,7 @@ pub mod doctor;
 pub mod editor;
 pub mod file_uri;
 pub mod guard;
+pub mod known_agents;
 pub mod lsp;
 pub mod mcp;
 pub mod memory;

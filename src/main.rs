@@ -1,4 +1,4 @@
-//! The `agentls` command line: serve LSP on stdio (the default), `doctor`, `demo`,
+//! The `agentls` command line: serve LSP on stdio (the default), `doctor`, `agents`, `demo`,
 //! `demo-agent`, `mcp-bridge`, or `guard`.
 
 use std::path::PathBuf;
@@ -30,6 +30,9 @@ enum Command {
     Serve,
     /// Print the config agentls loads, where from, and whether each agent can be started.
     Doctor,
+    /// List the agents agentls knows by name: which the config uses, which are on this machine,
+    /// how to get the rest.
+    Agents,
     /// Speak ACP on stdin/stdout as a small offline demo agent (the default agent when none is
     /// configured; see README for its prompt language).
     DemoAgent,
@@ -69,6 +72,10 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     match cli.command.unwrap_or(Command::Serve) {
+        Command::Agents => {
+            print!("{}", agentls::doctor::known_agents_report());
+            ExitCode::SUCCESS
+        }
         Command::Doctor => {
             let report = agentls::doctor::report();
             print!("{}", report.text);

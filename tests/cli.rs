@@ -1,4 +1,4 @@
-//! The command line: `--version`, `--help`, and `doctor` against a real config file.
+//! The command line: `--version`, `--help`, `doctor` and `agents` against a real config file.
 
 use std::process::Command;
 
@@ -82,6 +82,46 @@ fn doctor_reports_the_file_agents_on_path_and_problems() {
         "{out}"
     );
     assert!(out.contains("default agent: ghost"), "{out}");
+}
+
+/// An agent by name: `use` takes the known agent's command, arguments, mode that asks and
+/// environment, the file's own keys over them; `agentls agents` lists it as configured, and an
+/// unknown id is a problem naming the known ones.
+#[test]
+fn an_agent_taken_by_name_runs_as_the_table_says() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("config/agentls");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        "defaultAgent = \"claude\"\n\
+         [agents.claude]\nuse = \"claude-acp\"\nenv = { ANTHROPIC_API_KEY = \"s3cret\" }\n\
+         [agents.typo]\nuse = \"claude\"\n",
+    )
+    .unwrap();
+    let (_, out) = agentls(home.path(), &["doctor"]);
+    assert!(
+        out.contains("agent claude: npx [\"-y\", \"@agentclientprotocol/claude-agent-acp\"]"),
+        "{out}"
+    );
+    assert!(out.contains("env ENABLE_TOOL_SEARCH=false"), "{out}");
+    assert!(out.contains("env ANTHROPIC_API_KEY=<redacted>"), "{out}");
+    assert!(
+        out.contains("problem: ") && out.contains("agents.typo.use") && out.contains("claude-acp"),
+        "{out}"
+    );
+    assert!(!out.contains("agent typo"), "{out}");
+    let (ok, listed) = agentls(home.path(), &["agents"]);
+    assert!(ok, "{listed}");
+    assert!(
+        listed.contains("claude-acp: Claude (claude-agent-acp) — configured as claude;"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("gemini: Gemini CLI — not configured;"),
+        "{listed}"
+    );
+    assert!(listed.contains("trusts"), "{listed}");
 }
 
 #[test]
