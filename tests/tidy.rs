@@ -163,3 +163,28 @@ fn no_closure_crosses_into_the_state_task_from_outside_editor() {
         offenders.join("\n")
     );
 }
+
+/// README's table of agents' modes says what the shipped table of known agents does: the row of
+/// each known agent (by its `use` id) names the entry's mode as the one that asks, or, where the
+/// entry sets none, no mode other than the one the agent starts in.
+#[test]
+fn readme_modes_match_the_known_agents() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    for (id, agent) in agentls::known_agents::all() {
+        let tag = format!("(`{id}`,");
+        let row = readme
+            .lines()
+            .find(|line| line.starts_with("| ") && line.contains(&tag))
+            .unwrap_or_else(|| panic!("README's mode table has no row for {id}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (starts, asks) = (cells[2], cells[3]);
+        match &agent.mode {
+            Some(mode) => assert!(asks.starts_with(&format!("`{mode}`")), "{id}: {row}"),
+            None => assert!(
+                !asks.starts_with('`') || asks == starts,
+                "{id} sets no mode, yet README names one: {row}"
+            ),
+        }
+    }
+}
