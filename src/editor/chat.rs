@@ -457,7 +457,16 @@ impl State {
         let (me, records) = (self.me.clone(), self.chat_records.clone());
         tokio::spawn(async move {
             let record = records.read(&path).await;
-            me.report(Report::ChatRecordRead { path, record });
+            // Rebuilt here, off the state task: a long chat's record is megabytes.
+            let conversation = match record {
+                Some(record) => {
+                    tokio::task::spawn_blocking(move || super::chat_record::conversation(&record))
+                        .await
+                        .ok()
+                }
+                None => None,
+            };
+            me.report(Report::ChatRecordRead { path, conversation });
         });
     }
 
@@ -465,11 +474,14 @@ impl State {
     /// document lacks of it (the editor quit before saving, or was killed) is put back at its
     /// end, and a turn that never ended (agentls stopped mid-reply) is marked so, with a new
     /// `## You` heading: the next message never takes the old one along.
-    pub(super) fn chat_record_read(&mut self, path: &Path, record: Option<Vec<u8>>) {
-        let (Some(record), Some(doc)) = (record, self.documents.get(path)) else {
+    pub(super) fn chat_record_read(
+        &mut self,
+        path: &Path,
+        recorded: Option<super::chat_record::Conversation>,
+    ) {
+        let (Some(recorded), Some(doc)) = (recorded, self.documents.get(path)) else {
             return;
         };
-        let recorded = super::chat_record::conversation(&record);
         let missing = super::chat_record::missing_tail(&recorded.text, &doc.text());
         let missing = missing.map(str::to_owned);
         let Some(chat) = self.chats.docs.get_mut(path) else {

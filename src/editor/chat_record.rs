@@ -235,6 +235,9 @@ pub fn conversation(record: &[u8]) -> Conversation {
 /// missing, or when the document went its own way (the user rewrote it) and no place can be
 /// told for sure.
 pub fn missing_tail<'r>(recorded: &'r str, document: &str) -> Option<&'r str> {
+    if ends_alike(recorded, document) {
+        return None; // the usual case, told from the last few KB of each
+    }
     let document = squeezed(document.trim_end());
     if document.is_empty() {
         return None;
@@ -260,6 +263,27 @@ pub fn missing_tail<'r>(recorded: &'r str, document: &str) -> Option<&'r str> {
     };
     let rest = &recorded[unsqueezed_offset(recorded, end)..];
     (!rest.trim().is_empty()).then_some(rest)
+}
+
+/// Whether `recorded` and `document` end with the same [`TAIL_PROBE`] bytes (white space runs
+/// counted as one space, white space at the end ignored): then the document lacks nothing.
+fn ends_alike(recorded: &str, document: &str) -> bool {
+    let window = |text: &str| squeezed(last_bytes(text.trim_end(), 4 * TAIL_PROBE));
+    let (recorded, document) = (window(recorded), window(document));
+    let probe = last_bytes(&document, TAIL_PROBE);
+    !probe.trim().is_empty() && recorded.ends_with(probe)
+}
+
+/// How much of a document's end tells that a record ends the same way.
+const TAIL_PROBE: usize = 1024;
+
+/// The last `bytes` of `text` or a little fewer (it starts on a char).
+fn last_bytes(text: &str, bytes: usize) -> &str {
+    let start = text.len().saturating_sub(bytes);
+    let start = (start..=text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(text.len());
+    &text[start..]
 }
 
 /// `text` with each run of white space as one space.
@@ -514,6 +538,17 @@ mod tests {
             [("demo", Some("hello")), ("other", None)],
             "{listed:#?}"
         );
+    }
+
+    #[test]
+    fn a_document_that_ends_as_its_record_lacks_nothing_however_often_its_end_recurs() {
+        let turn = "## You\n\nagain?\n\n## demo\n\nYes.\n\n";
+        let record = turn.repeat(2_000);
+        // Typed line ends and spaces differ; the same words end both.
+        let document = format!("{}\n\n\n", record.replace("Yes.\n\n", "Yes.  \n"));
+        assert_eq!(missing_tail(&record, &document), None);
+        let cut = &record[..record.len() - turn.len()];
+        assert_eq!(missing_tail(&record, cut), None, "ambiguous: nothing told");
     }
 
     #[test]

@@ -30,10 +30,11 @@ pub enum Report {
         sent_version: i32,
         result: Result<(), EffectError>,
     },
-    /// agentls's record of the reopened chat at `path` was read (`None`: it has none).
+    /// agentls's record of the reopened chat at `path` was read, and the conversation it holds
+    /// rebuilt (`None`: it has none).
     ChatRecordRead {
         path: PathBuf,
-        record: Option<Vec<u8>>,
+        conversation: Option<super::chat_record::Conversation>,
     },
     /// Items wait in the chats' inbox.
     ChatItemsWaiting(ChatInbox),
@@ -140,7 +141,9 @@ impl State {
                 sent_version,
                 result,
             } => self.chat_edit_applied(&path, text, sent_version, result),
-            Report::ChatRecordRead { path, record } => self.chat_record_read(&path, record),
+            Report::ChatRecordRead { path, conversation } => {
+                self.chat_record_read(&path, conversation);
+            }
             Report::ChatItemsWaiting(inbox) => {
                 for (path, item) in inbox.take() {
                     self.chat_item(&path, item);
