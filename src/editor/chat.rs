@@ -445,7 +445,7 @@ impl State {
     /// `path`, a chat with `agent` from an earlier run, was opened again: its next message
     /// tells the agent the conversation so far.
     /// What its document lacks of agentls's record of it is put back (see
-    /// `chat_record_read`).
+    /// `chat_record_compared`).
     pub fn chat_reopened(&mut self, path: PathBuf, agent: String) {
         if self.chats.docs.contains_key(&path) {
             return;
@@ -457,16 +457,26 @@ impl State {
         let (me, records) = (self.me.clone(), self.chat_records.clone());
         tokio::spawn(async move {
             let record = records.read(&path).await;
-            // Rebuilt here, off the state task: a long chat's record is megabytes.
-            let conversation = match record {
-                Some(record) => {
-                    tokio::task::spawn_blocking(move || super::chat_record::conversation(&record))
-                        .await
-                        .ok()
-                }
-                None => None,
-            };
-            me.report(Report::ChatRecordRead { path, conversation });
+            me.report(Report::ChatRecordRead { path, record });
+        });
+    }
+
+    /// agentls's record of the reopened chat at `path` was read (`None`: it has none): it is
+    /// compared with the document as it is now off the state task (a long chat's record is
+    /// megabytes), whatever the user types meanwhile.
+    pub(super) fn compare_chat_record(&mut self, path: PathBuf, record: Option<Vec<u8>>) {
+        let (Some(record), Some(doc)) = (record, self.documents.get(&path)) else {
+            return;
+        };
+        let document = doc.text();
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            let compared = tokio::task::spawn_blocking(move || {
+                super::chat_record::restore(&record, &document)
+            });
+            if let Ok(restore) = compared.await {
+                me.report(Report::ChatRecordCompared { path, restore });
+            }
         });
     }
 
@@ -474,16 +484,18 @@ impl State {
     /// document lacks of it (the editor quit before saving, or was killed) is put back at its
     /// end, and a turn that never ended (agentls stopped mid-reply) is marked so, with a new
     /// `## You` heading: the next message never takes the old one along.
-    pub(super) fn chat_record_read(
+    pub(super) fn chat_record_compared(
         &mut self,
         path: &Path,
-        recorded: Option<super::chat_record::Conversation>,
+        restore: super::chat_record::Restore,
     ) {
-        let (Some(recorded), Some(doc)) = (recorded, self.documents.get(path)) else {
+        let super::chat_record::Restore {
+            missing,
+            interrupted,
+        } = restore;
+        if self.documents.get(path).is_none() {
             return;
-        };
-        let missing = super::chat_record::missing_tail(&recorded.text, &doc.text());
-        let missing = missing.map(str::to_owned);
+        }
         let Some(chat) = self.chats.docs.get_mut(path) else {
             return;
         };
@@ -495,7 +507,7 @@ impl State {
             chat.push_raw(missing);
             chat.recorded = chat.pending.len();
         }
-        if recorded.interrupted {
+        if interrupted {
             let agent = chat.agent.clone();
             chat.push(&format!(
                 "\n\n_interrupted: agentls stopped before {agent} ended this turn_\n\n{YOU}\n\n"

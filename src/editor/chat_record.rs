@@ -228,6 +228,25 @@ pub fn conversation(record: &[u8]) -> Conversation {
     conversation
 }
 
+/// What a reopened chat's document lacks of agentls's record of it, and how its last turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restore {
+    /// The record's text after the point where the document ends (see [`missing_tail`]).
+    pub missing: Option<String>,
+    /// Its last turn never ended: agentls stopped while the agent answered.
+    pub interrupted: bool,
+}
+
+/// What `document`, a reopened chat's text, needs from `record` to be whole. Blocking: a long
+/// chat's record is megabytes.
+pub fn restore(record: &[u8], document: &str) -> Restore {
+    let recorded = conversation(record);
+    Restore {
+        missing: missing_tail(&recorded.text, document).map(str::to_owned),
+        interrupted: recorded.interrupted,
+    }
+}
+
 /// What `document` (a reopened chat's text) lacks of `recorded` (its conversation rebuilt from
 /// agentls's record): the recorded text after the point where the document ends, when that
 /// end is found in it exactly once. Runs of white space count as one space when looking (the

@@ -30,11 +30,15 @@ pub enum Report {
         sent_version: i32,
         result: Result<(), EffectError>,
     },
-    /// agentls's record of the reopened chat at `path` was read, and the conversation it holds
-    /// rebuilt (`None`: it has none).
+    /// agentls's record of the reopened chat at `path` was read (`None`: it has none).
     ChatRecordRead {
         path: PathBuf,
-        conversation: Option<super::chat_record::Conversation>,
+        record: Option<Vec<u8>>,
+    },
+    /// ... and compared with its document: what it lacks, and whether its last turn ended.
+    ChatRecordCompared {
+        path: PathBuf,
+        restore: super::chat_record::Restore,
     },
     /// Items wait in the chats' inbox.
     ChatItemsWaiting(ChatInbox),
@@ -107,6 +111,7 @@ impl Report {
             Self::ChatFileAppended { .. } => "chat file appended",
             Self::ChatEditApplied { .. } => "chat edit applied",
             Self::ChatRecordRead { .. } => "chat record read",
+            Self::ChatRecordCompared { .. } => "chat record compared",
             Self::ChatItemsWaiting(_) => "chat items waiting",
             Self::CommentRemovalRefused { .. } => "comment removal refused",
             Self::CommentScanDue(_) => "comment scan due",
@@ -141,8 +146,9 @@ impl State {
                 sent_version,
                 result,
             } => self.chat_edit_applied(&path, text, sent_version, result),
-            Report::ChatRecordRead { path, conversation } => {
-                self.chat_record_read(&path, conversation);
+            Report::ChatRecordRead { path, record } => self.compare_chat_record(path, record),
+            Report::ChatRecordCompared { path, restore } => {
+                self.chat_record_compared(&path, restore);
             }
             Report::ChatItemsWaiting(inbox) => {
                 for (path, item) in inbox.take() {
