@@ -231,7 +231,11 @@
           (test-wait-for "eglot to manage the chat again" #'eglot-managed-p)
           (test-put 'reopened_same_server
                     (if (eq (eglot-current-server) test-server) t :json-false))
-          ;; A second message from the reopened chat, with the key in the chat.
+          ;; Whole again (the end of the prompt's turn may have come after the save, from
+          ;; agentls's record) and under a new "## You": a second message, with the key.
+          (test-wait-in "the reopened chat to end under a new heading" (current-buffer)
+                        (lambda () (string-suffix-p "## You" (string-trim-right (test-buffer-text))))
+                        20)
           (goto-char (point-max))
           (insert "read notes.txt again")
           (execute-kbd-macro (kbd "C-c C-c"))
