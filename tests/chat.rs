@@ -524,6 +524,83 @@ async fn a_chat_never_saved_gets_its_conversation_back_when_reopened() {
     assert!(second.shutdown().await.success());
 }
 
+/// A message sent from a reopened chat at once, before agentls has made it whole again from
+/// its record, never takes the old request along: the send waits until the interrupted turn is
+/// marked under a new `## You` (then there is nothing to send yet, and the user is told so),
+/// and the agent gets nothing until the user writes a new message.
+#[tokio::test]
+async fn a_send_from_a_chat_being_made_whole_again_waits_for_it() {
+    let state = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let options = || support::Options {
+        workspace: Some(workspace.path().to_owned()),
+        ..in_state(&state)
+    };
+    let first = TestClient::start(options()).await;
+    first.initialize(capabilities_without_dialogs(), None).await;
+    let (path, template, uri) = open_chat(&first).await;
+    first.edit(&uri, end_of(&template), "@hang").await;
+    first.run_code_action(&uri, "Send to demo").await;
+    chat_says(&first, &uri, "Waiting until you cancel").await;
+    support::eventually(|| record_of(&path).contains("Waiting until you cancel"))
+        .await
+        .expect("the reply in the record");
+    // The editor saved the chat mid-reply and quit; agentls is killed.
+    let saved = first.document(&uri).text;
+    std::fs::write(&path, &saved).unwrap();
+    drop(first);
+
+    let second = TestClient::start(options()).await;
+    second
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    let uri = second.open_unsaved(&path, "markdown", &saved).await;
+    let send = loop {
+        // No pause between asks: the send must go out as soon as the chat is known.
+        let actions = second
+            .code_actions_at(&uri, support::range(0, 0, 0, 0))
+            .await;
+        let send = actions.into_iter().find(|a| {
+            a["title"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("Send to demo")
+        });
+        if let Some(send) = send {
+            break send["command"].clone();
+        }
+    };
+    let sent = second
+        .request(
+            "workspace/executeCommand",
+            json!({"command": send["command"], "arguments": send["arguments"]}),
+        )
+        .await;
+    let refused = sent.expect_err("nothing new to send");
+    assert!(
+        refused
+            .to_string()
+            .contains("write your message under the last"),
+        "{refused}"
+    );
+    let text = second.document(&uri).text;
+    assert!(
+        text.contains("_interrupted: agentls stopped before demo ended this turn_"),
+        "{text}"
+    );
+    assert_eq!(record_of(&path).matches(r#""sent""#).count(), 1);
+    second.edit(&uri, end_of(&text), "read it").await;
+    second.run_code_action(&uri, "Send to demo").await;
+    turns_ended(&second, &uri, 1).await;
+    let sent: Vec<String> = record_of(&path)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|entry| entry["sent"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(sent, ["@hang", "read it"]);
+    assert!(second.shutdown().await.success());
+}
+
 /// A chat closed without saving keeps in its file what its buffer added (the reply agentls
 /// streamed into it), so it opens again whole in the same run.
 #[tokio::test]

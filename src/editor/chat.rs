@@ -53,6 +53,11 @@ struct Chat {
     used: u64,
     /// Opened again from an earlier run: its next message takes the transcript along.
     resumed: bool,
+    /// Whether its document shows all agentls's record holds of it (sending waits until it
+    /// does, see [`State::chat_restoring`]).
+    wholeness: Wholeness,
+    /// Who waits for it to be whole again.
+    restored: Vec<oneshot::Sender<()>>,
     /// The line each tool call of the running turn last got, by call id.
     calls: HashMap<String, String>,
     /// The agent's thoughts are being quoted: a `> ` is due before the next thought text
@@ -74,6 +79,19 @@ enum Flush {
     Waiting(u64),
     /// An append is on its way (to the editor or the file).
     Appending,
+}
+
+/// Whether a chat's document shows all agentls's record holds of it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+enum Wholeness {
+    /// It does (or it was opened in this run, or its record cannot tell).
+    #[default]
+    Whole,
+    /// Opened again from an earlier run: its record is being read and compared with it.
+    Comparing,
+    /// What it lacked is on its way into it: it is whole once its text ends so (the last
+    /// few hundred bytes of what was put back).
+    Appending { end: String },
 }
 
 /// How the text appended to a chat so far ends.
@@ -398,6 +416,9 @@ pub struct Mention {
     pub lines: Option<(u32, u32)>,
 }
 
+/// How much of the end of what a reopened chat got back tells that its document shows it.
+const WHOLE_END: usize = 256;
+
 /// The most files one message takes along.
 pub const MAX_MENTIONS: usize = 10;
 
@@ -453,6 +474,7 @@ impl State {
         self.chat_opened(path.clone(), agent);
         if let Some(chat) = self.chats.docs.get_mut(&path) {
             chat.resumed = true;
+            chat.wholeness = Wholeness::Comparing;
         }
         let (me, records) = (self.me.clone(), self.chat_records.clone());
         tokio::spawn(async move {
@@ -466,6 +488,7 @@ impl State {
     /// megabytes), whatever the user types meanwhile.
     pub(super) fn compare_chat_record(&mut self, path: PathBuf, record: Option<Vec<u8>>) {
         let (Some(record), Some(doc)) = (record, self.documents.get(&path)) else {
+            self.chat_restored(&path);
             return;
         };
         let document = doc.text();
@@ -474,10 +497,55 @@ impl State {
             let compared = tokio::task::spawn_blocking(move || {
                 super::chat_record::restore(&record, &document)
             });
-            if let Ok(restore) = compared.await {
-                me.report(Report::ChatRecordCompared { path, restore });
-            }
+            // A comparison that failed puts nothing back, and sending waits no longer.
+            let restore = compared.await.unwrap_or(super::chat_record::Restore {
+                missing: None,
+                interrupted: false,
+            });
+            me.report(Report::ChatRecordCompared { path, restore });
         });
+    }
+
+    /// Whether the chat at `path` is being made whole again after a reopen: then the
+    /// receiver tells when it is (or gave up). A message read from it before would take along
+    /// what the document lacks, the text under the previous heading.
+    pub fn chat_restoring(&mut self, path: &Path) -> Option<oneshot::Receiver<()>> {
+        let chat = self.chats.docs.get_mut(path)?;
+        if chat.wholeness == Wholeness::Whole {
+            return None;
+        }
+        let (tell, told) = oneshot::channel();
+        chat.restored.push(tell);
+        Some(told)
+    }
+
+    /// The document of the reopened chat at `path` changed, or an append to it went in: it is
+    /// whole again once everything put back went out and its text ends so (the editor may say
+    /// an edit was applied before its change arrives).
+    pub(super) fn chat_whole_yet(&mut self, path: &Path) {
+        let Some(chat) = self.chats.docs.get(path) else {
+            return;
+        };
+        let Wholeness::Appending { end } = &chat.wholeness else {
+            return;
+        };
+        let shown = chat.pending.is_empty()
+            && self
+                .chat_end(path)
+                .is_some_and(|text| text.trim_end().ends_with(end.as_str()));
+        if shown {
+            self.chat_restored(path);
+        }
+    }
+
+    /// The reopened chat at `path` is whole again (or will not be made so): sending goes on.
+    fn chat_restored(&mut self, path: &Path) {
+        if let Some(chat) = self.chats.docs.get_mut(path) {
+            chat.wholeness = Wholeness::Whole;
+            for waiting in chat.restored.drain(..) {
+                let _ = waiting.send(());
+            }
+        }
     }
 
     /// agentls's record of the chat at `path`, reopened (`None`: it has none). What the
@@ -493,14 +561,17 @@ impl State {
             missing,
             interrupted,
         } = restore;
-        if self.documents.get(path).is_none() {
+        if self.documents.get(path).is_none() || missing.is_none() && !interrupted {
+            self.chat_restored(path);
             return;
         }
         let Some(chat) = self.chats.docs.get_mut(path) else {
             return;
         };
         if chat.turn_running || !chat.pending.is_empty() {
-            return; // the chat went on already: what it shows is newer than the record
+            // The chat went on already: what it shows is newer than the record.
+            self.chat_restored(path);
+            return;
         }
         if let Some(missing) = &missing {
             // In the record already: it goes out without being recorded again.
@@ -513,6 +584,14 @@ impl State {
                 "\n\n_interrupted: agentls stopped before {agent} ended this turn_\n\n{YOU}\n\n"
             ));
             self.chat_records.append(path, Entry::Ended, true);
+        }
+        if let Some(chat) = self.chats.docs.get_mut(path) {
+            let start = chat.pending.len().saturating_sub(WHOLE_END);
+            let start = (start..chat.pending.len())
+                .find(|&i| chat.pending.is_char_boundary(i))
+                .unwrap_or(start);
+            let end = chat.pending[start..].trim_end().to_owned();
+            chat.wholeness = Wholeness::Appending { end };
         }
         if let Some(missing) = missing {
             self.effects.message(
@@ -845,6 +924,7 @@ impl State {
             Ok(()) => {
                 chat.refused = 0;
                 chat.refused_at = None;
+                self.chat_whole_yet(path);
                 FLUSH_EVERY
             }
             Err(e) if typed_meanwhile => {

@@ -3,6 +3,7 @@
 //! the state task (`EditorFeed::query` is for tests).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -24,7 +25,14 @@ pub struct ChatToSend {
     pub text: Option<String>,
     /// Reopened from an earlier run and sending now: the message takes the transcript along.
     pub resumed: bool,
+    /// Reopened and still not whole after [`RESTORE_WAIT`]: its text is not what the user
+    /// sees once it is, and nothing is sent from it.
+    pub restoring: bool,
 }
+
+/// How long sending from a reopened chat waits for agentls to put back what its document
+/// lacks of its record.
+pub const RESTORE_WAIT: Duration = Duration::from_secs(3);
 
 impl EditorFeed {
     /// What the server believes, as JSON (`agentls.debug.state`).
@@ -101,8 +109,21 @@ impl EditorFeed {
 
     /// What sending from the chat at `path` needs; a chat reopened from an earlier run is
     /// marked as having sent its transcript when its message goes now.
+    /// A chat being made whole again is waited for first (at most [`RESTORE_WAIT`]).
     pub async fn chat_to_send(&self, path: &Path) -> Result<ChatToSend, StateGone> {
         let path = path.to_owned();
+        let restoring = self.state.query({
+            let path = path.clone();
+            move |s| s.chat_restoring(&path)
+        });
+        if let Some(restored) = restoring.await?
+            && tokio::time::timeout(RESTORE_WAIT, restored).await.is_err()
+        {
+            return Ok(ChatToSend {
+                restoring: true,
+                ..ChatToSend::default()
+            });
+        }
         self.state
             .query(move |s| {
                 let agent = s.chat_agent(&path).map(str::to_owned);
@@ -114,6 +135,7 @@ impl EditorFeed {
                     agent,
                     text,
                     resumed,
+                    restoring: false,
                 }
             })
             .await

@@ -164,6 +164,7 @@ impl State {
                     self.landings_follow_change(path);
                 }
                 self.comment_hints_due(path);
+                self.chat_whole_yet(path);
             }
             None => self.effects.log(
                 super::Level::Warning,

@@ -357,11 +357,20 @@ async fn send(backend: &Backend, path: Option<PathBuf>) -> Result<Option<LSPAny>
         agent,
         text,
         resumed,
+        restoring,
     } = backend
         .feed
         .chat_to_send(&path)
         .await
         .map_err(|e| Error::invalid_params(e.to_string()))?;
+    if restoring {
+        let why = format!(
+            "agentls: {} is still getting back the end it lacks from its record; \
+             send again once it ends under a new `{YOU}`",
+            file_name(&path)
+        );
+        return Err(refuse(&why));
+    }
     let Some(agent) = agent else {
         let why = format!("agentls.send: {} is not a chat document", file_name(&path));
         return Err(refuse(&why));
