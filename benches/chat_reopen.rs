@@ -87,9 +87,11 @@ async fn measure(bytes: usize) -> Vec<Times> {
     let (text, record) = grow(&path, bytes);
     let mut times = Vec::new();
     for _ in 0..RUNS {
-        // Each run starts from the same conversation (the last one's reply is not kept).
+        // Each run starts from the same conversation (the last one's reply is not kept, nor
+        // the demo agent's memory of its session).
         std::fs::write(&path, &text).unwrap();
         std::fs::write(record_of(&path), &record).unwrap();
+        let _ = std::fs::remove_dir_all(state.path().join("agentls/demo-agent"));
         times.push(reopen(options(), &path, &text).await);
     }
     times

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -40,11 +41,14 @@ pub struct KnownAgent {
     pub tools_hint: Option<String>,
 }
 
-/// The known agents by id, in id order.
-pub fn all() -> BTreeMap<String, KnownAgent> {
-    toml::from_str(TABLE).unwrap_or_else(|e| {
-        tracing::error!("the table of known agents does not parse: {e}");
-        BTreeMap::new()
+/// The known agents by id, in id order (the table is read once).
+pub fn all() -> &'static BTreeMap<String, KnownAgent> {
+    static KNOWN: OnceLock<BTreeMap<String, KnownAgent>> = OnceLock::new();
+    KNOWN.get_or_init(|| {
+        toml::from_str(TABLE).unwrap_or_else(|e| {
+            tracing::error!("the table of known agents does not parse: {e}");
+            BTreeMap::new()
+        })
     })
 }
 
@@ -79,7 +83,7 @@ mod tests {
     fn the_shipped_table_parses_and_every_entry_can_be_started() {
         let known = all();
         assert!(known.len() >= 8, "{known:#?}");
-        for (id, agent) in &known {
+        for (id, agent) in known {
             assert!(!agent.command.is_empty(), "{id}");
             assert!(!agent.install.is_empty(), "{id}");
         }

@@ -353,13 +353,7 @@ fn helix_holds_a_conversation_in_a_chat_document() {
     helix.keys(&["Enter"]);
     let screen = helix.wait_for("written");
     assert!(!screen.contains("use :w! to overwrite"), "{screen}");
-    let chats = sandbox.root.join("home/.local/state/agentls/chats");
-    let chat = std::fs::read_dir(&chats)
-        .unwrap()
-        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
-        .map(|f| f.unwrap().path())
-        .find(|path| path.extension().is_some_and(|e| e == "md"))
-        .expect("the chat file");
+    let chat = chat_file(&sandbox);
     let saved = std::fs::read_to_string(&chat).unwrap();
     assert!(
         saved.contains("## You\nread notes.rs\n")
@@ -391,6 +385,102 @@ fn helix_holds_a_conversation_in_a_chat_document() {
     eprintln!("the chat in Helix after a restart:\n{screen}");
     assert!(screen.contains("read notes.rs again"), "{screen}");
     helix.type_text(":wq");
+    helix.keys(&["Enter"]);
+}
+
+/// The chat file agentls made in the sandbox (the only one).
+fn chat_file(sandbox: &Sandbox) -> PathBuf {
+    let chats = sandbox.root.join("home/.local/state/agentls/chats");
+    std::fs::read_dir(&chats)
+        .unwrap()
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().path())
+        .find(|path| path.extension().is_some_and(|e| e == "md"))
+        .expect("the chat file")
+}
+
+/// The messages agentls's record of the chat at `path` says the user sent, in order.
+fn sent_messages(path: &Path) -> Vec<String> {
+    let name = path.file_name().unwrap().to_str().unwrap();
+    let record = std::fs::read_to_string(path.with_file_name(format!(".{name}.chat"))).unwrap();
+    record
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|entry| entry["sent"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// `:qa!` never loses a conversation: quit mid-reply, and again while a proposal waits for
+/// review, Helix opened on the never-saved chat shows everything said (each interrupted turn
+/// marked), the proposal never reached the disk, and the next message goes alone.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
+#[test]
+fn helix_quit_without_saving_mid_reply_and_mid_review_loses_nothing() {
+    let InChat {
+        hx,
+        tmux,
+        sandbox,
+        helix,
+    } = in_a_new_chat();
+    send_from_chat(&helix, "read notes.rs");
+    helix.wait_for("_demo: end_turn");
+    send_from_chat(&helix, "@hang");
+    helix.wait_for("Waiting until you cancel");
+    helix.type_text(":qa!");
+    helix.keys(&["Enter"]);
+    helix.screen.wait_exit();
+    drop(helix);
+    let chat = chat_file(&sandbox);
+    assert!(!std::fs::read_to_string(&chat).unwrap().contains("## demo"));
+
+    // Reopened: the conversation is back, the interrupted reply marked, under a new heading.
+    let helix = Helix::start(&tmux, &hx, &sandbox, chat.to_str().unwrap());
+    helix.wait_until("the conversation put back", |screen| {
+        screen.contains("notes.rs has 8 lines.")
+            && screen.contains("Waiting until you cancel")
+            && screen.contains("_interrupted: agentls stopped before demo ended this turn_")
+    });
+    send_from_chat(&helix, "uppercase notes.rs");
+    helix.wait_until("notes.rs shown with the proposal", |screen| {
+        screen.contains("1  keep") && !screen.contains("# Chat with demo")
+    });
+    helix.type_text(":qa!");
+    helix.keys(&["Enter"]);
+    helix.screen.wait_exit();
+    drop(helix);
+
+    let helix = Helix::start(&tmux, &hx, &sandbox, chat.to_str().unwrap());
+    helix.wait_until("the reviewed turn put back", |screen| {
+        screen.contains("uppercase notes.rs")
+            && screen.contains("demo proposes** changes to `notes.rs`")
+            && screen
+                .matches("_interrupted: agentls stopped before demo ended this turn_")
+                .count()
+                == 2
+    });
+    send_from_chat(&helix, "read notes.rs again");
+    let screen = helix.wait_until("the next reply's end", |screen| {
+        screen.matches("  _demo: end_turn").count() == 2
+    });
+    helix.capture("helix-quit-and-reopen");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.workspace.join("notes.rs")).unwrap(),
+        NOTES,
+        "{screen}"
+    );
+    assert_eq!(
+        sent_messages(&chat),
+        [
+            "read notes.rs",
+            "@hang",
+            "uppercase notes.rs",
+            "read notes.rs again"
+        ]
+    );
+    helix.type_text(":qa!");
     helix.keys(&["Enter"]);
 }
 

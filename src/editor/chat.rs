@@ -115,13 +115,18 @@ impl Chat {
         self.push_raw(text);
     }
 
-    /// Replaces the last `old` of what has not gone out yet with `new`; whether it was there.
-    fn replace_pending(&mut self, old: &str, new: &str) -> bool {
-        let Some(at) = self.pending.rfind(old) else {
-            return false;
-        };
+    /// Replaces the last `old` of what has not gone out yet with `new`: `None` when it is not
+    /// there, else whether the chat's record has `old` already (then the record must be told).
+    fn replace_pending(&mut self, old: &str, new: &str) -> Option<bool> {
+        let at = self.pending.rfind(old)?;
         self.pending.replace_range(at..at + old.len(), new);
-        true
+        let recorded = at < self.recorded;
+        if recorded {
+            self.recorded = (self.recorded + new.len())
+                .saturating_sub(old.len())
+                .max(at + new.len());
+        }
+        Some(recorded)
     }
 
     /// Appends `line` as a paragraph of its own.
@@ -626,7 +631,7 @@ impl State {
         if running {
             self.chats.touch(path);
         } else {
-            self.record_pending(path);
+            self.record_pending(path, false);
             self.chat_records.append(path, Entry::Ended, true);
         }
     }
@@ -635,7 +640,7 @@ impl State {
     /// put in the document before it (recorded now, though it may not have gone out yet).
     pub fn chat_sent(&mut self, path: &Path, message: String) {
         if self.chats.docs.contains_key(path) {
-            self.record_pending(path);
+            self.record_pending(path, false);
             self.chat_records.append(path, Entry::Sent(message), false);
         }
     }
@@ -646,7 +651,7 @@ impl State {
         if !self.chats.docs.contains_key(path) {
             return;
         }
-        self.record_pending(path);
+        self.record_pending(path, false);
         if let Some(chat) = self.chats.docs.get_mut(path) {
             chat.push(message);
             chat.recorded = chat.pending.len();
@@ -657,16 +662,26 @@ impl State {
     }
 
     /// Records what waits to go out to the chat at `path` and is not in its record yet.
-    fn record_pending(&mut self, path: &Path) {
+    fn record_pending(&mut self, path: &Path, sync: bool) {
         let Some(chat) = self.chats.docs.get_mut(path) else {
             return;
         };
         let fresh = &chat.pending[chat.recorded.min(chat.pending.len())..];
         if !fresh.is_empty() {
             self.chat_records
-                .append(path, Entry::Out(fresh.to_owned()), false);
+                .append(path, Entry::Out(fresh.to_owned()), sync);
         }
         chat.recorded = chat.pending.len();
+    }
+
+    /// agentls is about to stop: every chat's record gets what its document has not got yet
+    /// (on disk once the returned recorder is [`done`](super::chat_record::Recorder::done)).
+    pub fn keep_chats(&mut self) -> super::chat_record::Recorder {
+        let paths: Vec<PathBuf> = self.chats.docs.keys().cloned().collect();
+        for path in &paths {
+            self.record_pending(path, true);
+        }
+        self.chat_records.clone()
     }
 
     /// `text` left the front of the chat's pending text for the document: its record gets
@@ -710,14 +725,21 @@ impl State {
         };
         let (mark, line) = (call.mark, format!("{} {}", call.mark.glyph(), call.title));
         let last = chat.calls.get(&call.id).cloned();
-        match last {
-            Some(last) if last == line => return,
-            Some(last) if chat.replace_pending(&last, &line) => {}
-            // Its line is out; a new title alone is not worth another.
-            Some(_) if mark == CallMark::Running => return,
-            _ => chat.push_line(&line),
+        if last.as_ref() == Some(&line) {
+            return;
         }
-        chat.calls.insert(call.id, line);
+        let replaced = last.as_deref().and_then(|l| chat.replace_pending(l, &line));
+        match (replaced, &last) {
+            (Some(_), _) => {}
+            // Its line is out; a new title alone is not worth another.
+            (None, Some(_)) if mark == CallMark::Running => return,
+            (None, _) => chat.push_line(&line),
+        }
+        chat.calls.insert(call.id, line.clone());
+        if let (Some(true), Some(old)) = (replaced, last) {
+            self.chat_records
+                .append(path, Entry::Replaced { old, new: line }, false);
+        }
         self.schedule_chat_flush(path, FLUSH_EVERY);
     }
 
@@ -734,16 +756,33 @@ impl State {
         if last == list {
             return;
         }
-        if last.is_empty() || !chat.replace_pending(&last, &list) {
+        let replaced = match last.is_empty() {
+            true => None,
+            false => chat.replace_pending(&last, &list),
+        };
+        if replaced.is_none() {
             chat.push_line(&list);
         }
-        chat.plan = Some(list);
+        chat.plan = Some(list.clone());
+        if replaced == Some(true) {
+            self.chat_records.append(
+                path,
+                Entry::Replaced {
+                    old: last,
+                    new: list,
+                },
+                false,
+            );
+        }
         self.schedule_chat_flush(path, FLUSH_EVERY);
     }
 
     /// Flushes the chat at `path` after `wait`, unless a flush is on its way already; at once
     /// when it is not open and [`FILE_APPEND_AT`] bytes wait (unless the file refused the last).
+    /// What waits is recorded now: an editor may kill agentls at any moment (Helix does on
+    /// `:qa!`), and the record must hold everything the agent said.
     fn schedule_chat_flush(&mut self, path: &Path, wait: Duration) {
+        self.record_pending(path, false);
         let open = self.documents.get(path).is_some();
         let Some(chat) = self.chats.docs.get_mut(path) else {
             return;

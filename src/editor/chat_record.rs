@@ -42,6 +42,14 @@ pub enum Entry {
     Sent(String),
     /// A turn ended (how is in the text agentls put out for it).
     Ended,
+    /// The last `old` of the text put out so far became `new` before it reached the document
+    /// (a tool call's line or a plan, changed in place).
+    Replaced {
+        /// The text as recorded.
+        old: String,
+        /// What it became.
+        new: String,
+    },
 }
 
 /// The record's file name for the chat file `name`.
@@ -171,17 +179,7 @@ pub fn adopt(root: &Path, path: &Path, agent: &str) -> Result<(), PrivateError> 
 /// to its last (where the next message goes): the end of it (at most [`MAX_TRANSCRIPT`]
 /// bytes), for an agent that did not see it. `None` when there is none yet.
 fn transcript(record: &[u8]) -> Option<String> {
-    let mut text = String::new();
-    for entry in record
-        .split(|b| *b == b'\n')
-        .filter_map(|l| serde_json::from_slice::<Entry>(l).ok())
-    {
-        match entry {
-            Entry::Out(out) => text.push_str(&out),
-            Entry::Sent(message) => text.push_str(message.trim()),
-            Entry::Chat { .. } | Entry::Ended => {}
-        }
-    }
+    let text = conversation(record).text;
     let you = format!("\n{}\n", super::chat::YOU);
     let (first, last) = (text.find(&you)?, text.rfind(&you)?);
     let conversation = text[first..last].trim();
@@ -222,6 +220,11 @@ pub fn conversation(record: &[u8]) -> Conversation {
                 conversation.interrupted = true;
             }
             Entry::Ended => conversation.interrupted = false,
+            Entry::Replaced { old, new } => {
+                if let Some(at) = conversation.text.rfind(&old) {
+                    conversation.text.replace_range(at..at + old.len(), &new);
+                }
+            }
             Entry::Chat { .. } => {}
         }
     }
@@ -364,6 +367,8 @@ enum Job {
         chat: PathBuf,
         reply: oneshot::Sender<Option<Vec<u8>>>,
     },
+    /// Answer once everything asked before is done.
+    Done(oneshot::Sender<()>),
 }
 
 /// Writes chats' records, in order, on a thread of its own (which ends when the last clone is
@@ -376,6 +381,7 @@ impl std::fmt::Debug for Job {
         match self {
             Self::Append { chat, .. } => write!(f, "Append({})", chat.display()),
             Self::Read { chat, .. } => write!(f, "Read({})", chat.display()),
+            Self::Done(_) => write!(f, "Done"),
         }
     }
 }
@@ -408,6 +414,14 @@ impl Recorder {
     /// written; `None` when it has none (or sent nothing yet).
     pub async fn transcript(&self, chat: &Path) -> Option<String> {
         transcript(&self.read(chat).await?)
+    }
+
+    /// Once everything asked before is done (appends asked with `sync` are on disk).
+    pub async fn done(&self) {
+        let (reply, answer) = oneshot::channel();
+        if self.0.send(Job::Done(reply)).is_ok() {
+            let _ = answer.await;
+        }
     }
 
     /// The record of the chat at `chat`, once everything asked before is written; `None` when
@@ -444,18 +458,39 @@ fn record_of<'f>(
     Ok((dir, name))
 }
 
-/// The writer thread: does each job in turn, with the chats' folders kept open.
+/// The writer thread: does each job in turn, with the chats' folders kept open. Text put out
+/// to one chat in a burst (a streamed reply's chunks, queued meanwhile) is written as one line.
 fn write_records(queue: &mpsc::Receiver<Job>) {
     let mut folders = HashMap::new();
-    while let Ok(job) = queue.recv() {
+    let mut next = None;
+    while let Some(job) = next.take().or_else(|| queue.recv().ok()) {
         match job {
-            Job::Append { chat, entry, sync } => {
-                let written = record_of(&mut folders, &chat)
-                    .and_then(|(dir, name)| dir.append(&name, line(&entry).as_bytes(), sync));
-                if let Err(e) = written {
-                    tracing::warn!(chat = %chat.display(), "chat record not written: {e}");
+            Job::Append {
+                chat,
+                entry: Entry::Out(mut out),
+                mut sync,
+            } => {
+                // The burst: what is queued already, while it is more text for the same chat.
+                loop {
+                    match queue.try_recv() {
+                        Ok(Job::Append {
+                            chat: same,
+                            entry: Entry::Out(more),
+                            sync: also,
+                        }) if same == chat => {
+                            out.push_str(&more);
+                            sync |= also;
+                        }
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
                 }
+                append(&mut folders, &chat, &Entry::Out(out), sync);
             }
+            Job::Append { chat, entry, sync } => append(&mut folders, &chat, &entry, sync),
             Job::Read { chat, reply } => {
                 let record = record_of(&mut folders, &chat)
                     .and_then(|(dir, name)| dir.read(&name, RECORD_READ))
@@ -463,7 +498,20 @@ fn write_records(queue: &mpsc::Receiver<Job>) {
                     .flatten();
                 let _ = reply.send(record);
             }
+            Job::Done(reply) => {
+                let _ = reply.send(());
+            }
         }
+    }
+}
+
+/// Appends `entry` to the record of the chat at `chat` (on disk before this returns with
+/// `sync`).
+fn append(folders: &mut HashMap<PathBuf, PrivateDir>, chat: &Path, entry: &Entry, sync: bool) {
+    let written = record_of(folders, chat)
+        .and_then(|(dir, name)| dir.append(&name, line(entry).as_bytes(), sync));
+    if let Err(e) = written {
+        tracing::warn!(chat = %chat.display(), "chat record not written: {e}");
     }
 }
 
@@ -557,6 +605,28 @@ mod tests {
             [("demo", Some("hello")), ("other", None)],
             "{listed:#?}"
         );
+    }
+
+    #[tokio::test]
+    async fn pieces_put_out_and_a_line_changed_in_place_make_the_conversation() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = PrivateDir::open(base.path()).unwrap();
+        create(&dir, "demo-1.md", "demo", "# Chat\n").unwrap();
+        let chat = base.path().join("demo-1.md");
+        let recorder = Recorder::default();
+        recorder.append(&chat, Entry::Sent("go".into()), false);
+        for piece in ["\n## demo\n\n", "◐ Read", " a.rs\n\n", "Done."] {
+            recorder.append(&chat, Entry::Out(piece.into()), false);
+        }
+        let replaced = Entry::Replaced {
+            old: "◐ Read a.rs".into(),
+            new: "✓ Read a.rs".into(),
+        };
+        recorder.append(&chat, replaced, false);
+        let record = recorder.read(&chat).await.unwrap();
+        let recorded = conversation(&record);
+        assert_eq!(recorded.text, "# Chat\ngo\n## demo\n\n✓ Read a.rs\n\nDone.");
+        assert!(recorded.interrupted);
     }
 
     #[test]

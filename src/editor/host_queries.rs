@@ -35,6 +35,14 @@ pub struct ChatToSend {
 pub const RESTORE_WAIT: Duration = Duration::from_secs(3);
 
 impl EditorFeed {
+    /// agentls is about to stop: what each chat's document has not got yet goes into its
+    /// record, on disk when this returns.
+    pub async fn keep_chats(&self) {
+        if let Ok(records) = self.state.query(|s| s.keep_chats()).await {
+            records.done().await;
+        }
+    }
+
     /// What the server believes, as JSON (`agentls.debug.state`).
     pub async fn describe(&self) -> Result<Value, StateGone> {
         self.state.query(|s| s.describe()).await

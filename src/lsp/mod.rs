@@ -49,6 +49,9 @@ pub enum Ending {
 /// Frames waiting for the client before their writers wait.
 const OUTPUT_QUEUE: usize = 16;
 
+/// How long writing the chats' records may hold up the exit.
+const CHATS_KEPT_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How long stopping the agents may hold up the exit.
 const AGENTS_STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -61,6 +64,7 @@ pub async fn serve(
     output_unread: Option<UnreadProbe>,
 ) -> Ending {
     let (editor, feed, effect_queue) = crate::editor::start();
+    let feed_at_end = feed.clone();
     let session_tools = session_tools::SessionTools::install(&editor);
     let shutdown_requested = Arc::new(AtomicBool::new(false));
     let (ready, ready_rx) = watch::channel(None);
@@ -124,6 +128,13 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("agents were still stopping when agentls exited");
+    }
+    // What the agents said that no chat document has got yet is kept in the chats' records.
+    if tokio::time::timeout(CHATS_KEPT_LIMIT, feed_at_end.keep_chats())
+        .await
+        .is_err()
+    {
+        tracing::warn!("the chats' records were still being written when agentls exited");
     }
     if shutdown_requested.load(Ordering::SeqCst) && !terminated {
         Ending::Clean

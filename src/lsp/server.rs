@@ -186,6 +186,9 @@ impl LanguageServer for Backend {
 
     async fn shutdown(&self) -> Result<()> {
         self.shutdown_requested.store(true, Ordering::SeqCst);
+        // An editor may kill its servers soon after asking this (Helix does, once its wait
+        // is over): the chats' records get what their documents have not got yet, first.
+        self.feed.keep_chats().await;
         self.mcp.stop();
         self.agents.shutdown().await;
         Ok(())
