@@ -34,6 +34,12 @@ fn context(session: &Session) -> String {
 /// Runs `tests/nvim/<script>` with the plugin dir, the agentls binary and its log file, then
 /// `args`, in an isolated Neovim whose working directory is the sandbox's workspace.
 fn run_script(nvim: &Path, script: &str, sandbox: Sandbox, args: &[&Path]) -> Session {
+    let mut command = nvim_command(nvim, script, &sandbox, args);
+    sandbox.run(&mut command, "nvim", TIMEOUT)
+}
+
+/// The command [`run_script`] runs.
+fn nvim_command(nvim: &Path, script: &str, sandbox: &Sandbox, args: &[&Path]) -> Command {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut command = Command::new(nvim);
     command
@@ -63,7 +69,7 @@ fn run_script(nvim: &Path, script: &str, sandbox: Sandbox, args: &[&Path]) -> Se
         .env_remove("VIMINIT")
         .env_remove("VIMRUNTIME")
         .env_remove("VIM");
-    sandbox.run(&mut command, "nvim", TIMEOUT)
+    command
 }
 
 /// Runs `tests/nvim/edits_and_selection.lua` in a fresh, isolated Neovim against agentls.
@@ -317,6 +323,82 @@ fn neovim_holds_a_conversation_in_a_chat_document() {
     assert!(chat.trim_end().ends_with("\n## You"), "{chat:?}");
     assert_eq!(out["modified_after_reply"], false, "{ctx}");
     assert_eq!(out["modified_with_draft"], true, "{ctx}");
+}
+
+/// `:qa!` never loses a conversation in Neovim: quit mid-reply, then (reopened, everything
+/// back, the cut reply marked) quit again while a proposal waits; opened a third time, both
+/// turns are there, marked, the proposal never reached the file, and the next message goes
+/// alone. Each Neovim quits with `:qa!` (the script's own watchdog bounds it).
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
+#[test]
+fn neovim_quit_without_saving_mid_reply_and_mid_review_loses_nothing() {
+    let nvim = peers::binary("AGENTLS_TEST_NVIM", "Neovim");
+    let sandbox = Sandbox::create();
+    let notes = sandbox.workspace.join("notes.txt");
+    std::fs::write(&notes, NOTES).unwrap();
+    let log = sandbox.root.join("agentls.log");
+    let quit = |phase: &str, chat: Option<&Path>| -> Value {
+        let mut args = vec![notes.as_path(), Path::new(phase)];
+        args.extend(chat);
+        let ran = nvim_command(&nvim, "quit_and_reopen.lua", &sandbox, &args)
+            .output()
+            .unwrap();
+        let result = String::from_utf8_lossy(&ran.stdout)
+            .lines()
+            .rev()
+            .find_map(|line| serde_json::from_str::<Value>(line).ok())
+            .unwrap_or(Value::Null);
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        let context = format!(
+            "{}\n--- agentls.log ---\n{}",
+            String::from_utf8_lossy(&ran.stderr),
+            &log[log.len().saturating_sub(4000)..]
+        );
+        assert_eq!(
+            result["error"],
+            Value::Null,
+            "{phase}: {}\n{context}",
+            result["reopened"]
+        );
+        assert!(ran.status.success(), "{phase}: {}\n{context}", ran.status);
+        result
+    };
+    let first = quit("stream", None);
+    let chat = PathBuf::from(first["chat_path"].as_str().unwrap());
+    let second = quit("review", Some(&chat));
+    let reopened = second["reopened"].as_str().unwrap();
+    assert!(reopened.contains("Waiting until you cancel"), "{reopened}");
+    let third = quit("continue", Some(&chat));
+    let text = third["chat"].as_str().unwrap();
+    for said in [
+        "\nread notes.txt\n",
+        "Waiting until you cancel",
+        "uppercase notes.txt",
+        "proposes** changes to `notes.txt`",
+        "read notes.txt again",
+    ] {
+        assert_eq!(text.matches(said).count(), 1, "{said:?} in:\n{text}");
+    }
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), NOTES);
+    let name = chat.file_name().unwrap().to_str().unwrap();
+    let record = std::fs::read_to_string(chat.with_file_name(format!(".{name}.chat"))).unwrap();
+    let sent: Vec<String> = record
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|entry| entry["sent"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            "read notes.txt",
+            "@hang",
+            "uppercase notes.txt",
+            "read notes.txt again"
+        ]
+    );
 }
 
 /// The shipped plugin's user commands, typed as a user does: a chat opened and sent from, a

@@ -27,6 +27,10 @@ pub const YOU: &str = "## You";
 #[derive(Debug, Default)]
 pub struct Chats {
     docs: HashMap<PathBuf, Chat>,
+    /// agentls is stopping and its chats' records are kept as they were: what the agents say
+    /// while they are stopped (a turn failing as its agent dies) is not the conversation, and
+    /// a turn cut short so is marked interrupted when its chat is opened again.
+    stopping: bool,
 }
 
 #[derive(Debug, Default)]
@@ -275,6 +279,14 @@ const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
 const FILE_APPEND_AT: usize = 256 * 1024;
 
 impl Chats {
+    /// The chat at `path`, to say more in (`None` once agentls is stopping).
+    fn live(&mut self, path: &Path) -> Option<&mut Chat> {
+        if self.stopping {
+            return None;
+        }
+        self.docs.get_mut(path)
+    }
+
     /// The agent of the chat document at `path`.
     pub fn agent_of(&self, path: &Path) -> Option<&str> {
         self.docs.get(path).map(|c| c.agent.as_str())
@@ -623,6 +635,9 @@ impl State {
     /// A message from the chat at `path` went to its agent (`running`), or its answer ended:
     /// then its record has the turn's end on disk.
     pub fn chat_turn(&mut self, path: &Path, running: bool) {
+        if self.chats.stopping {
+            return;
+        }
         if let Some(chat) = self.chats.docs.get_mut(path) {
             chat.turn_running = running;
             chat.calls.clear();
@@ -675,8 +690,10 @@ impl State {
     }
 
     /// agentls is about to stop: every chat's record gets what its document has not got yet
-    /// (on disk once the returned recorder is [`done`](super::chat_record::Recorder::done)).
+    /// (on disk once the returned recorder is [`done`](super::chat_record::Recorder::done)),
+    /// and nothing more is said in the chats.
     pub fn keep_chats(&mut self) -> super::chat_record::Recorder {
+        self.chats.stopping = true;
         let paths: Vec<PathBuf> = self.chats.docs.keys().cloned().collect();
         for path in &paths {
             self.record_pending(path, true);
@@ -700,7 +717,7 @@ impl State {
 
     /// Appends `text` to the chat at `path` soon (coalesced).
     pub fn append_to_chat(&mut self, path: &Path, text: &str) {
-        let Some(chat) = self.chats.docs.get_mut(path) else {
+        let Some(chat) = self.chats.live(path) else {
             return;
         };
         chat.push(text);
@@ -709,7 +726,7 @@ impl State {
 
     /// Appends the agent's thought `text` to the chat at `path` soon, quoted.
     pub fn append_thought_to_chat(&mut self, path: &Path, text: &str) {
-        let Some(chat) = self.chats.docs.get_mut(path) else {
+        let Some(chat) = self.chats.live(path) else {
             return;
         };
         chat.push_thought(text);
@@ -720,7 +737,7 @@ impl State {
     /// not in the document yet changes in place; one already there is followed by a line of
     /// how it ended.
     pub fn chat_tool_call(&mut self, path: &Path, call: ToolCallLine) {
-        let Some(chat) = self.chats.docs.get_mut(path) else {
+        let Some(chat) = self.chats.live(path) else {
             return;
         };
         let (mark, line) = (call.mark, format!("{} {}", call.mark.glyph(), call.title));
@@ -747,7 +764,7 @@ impl State {
     /// chat at `path`, changed in place until it goes out, then shown again below when it
     /// changes.
     pub fn chat_plan(&mut self, path: &Path, steps: &[PlanStep]) {
-        let Some(chat) = self.chats.docs.get_mut(path) else {
+        let Some(chat) = self.chats.live(path) else {
             return;
         };
         let list: String = steps.iter().map(PlanStep::line).collect();

@@ -54,6 +54,19 @@ function M.edit_attached(path, wait_for)
   return bufnr, client
 end
 
+--- Runs workspace command `command` of `client` with `arguments` for `bufnr`, and waits (with
+--- `wait_for`) for its answer, which must not be an error.
+function M.exec(client, command, arguments, bufnr, wait_for)
+  local done
+  client:exec_cmd({ title = command, command = command, arguments = arguments }, { bufnr = bufnr }, function(e)
+    done = { err = e }
+  end)
+  wait_for('command ' .. command, function()
+    return done ~= nil
+  end)
+  assert(not done.err, vim.inspect(done.err))
+end
+
 --- Ends a script: records a script error in `output`, stops every client (agentls gets
 --- shutdown + exit), prints `output` as one JSON line on stdout, and quits with status 0 only
 --- when the script and the stop both succeeded.
