@@ -536,6 +536,126 @@ fn helix_answers_stops_and_follows_a_proposal_from_a_chat() {
     helix.keys(&["Enter"]);
 }
 
+/// Helix moves a chat's version on without telling when a completion's preview is undone (Tab
+/// to an item, then `C-c`): the reply that follows is not held back. While a proposal waits,
+/// the user starts a slash command in the chat and cancels its completion; accepting the
+/// proposal from the chat lets the agent go on, and its reply lands with no keystroke to
+/// unstick it.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
+#[test]
+fn helix_cancelled_completion_does_not_hold_the_reply_back() {
+    let InChat {
+        helix,
+        sandbox: _sandbox,
+        ..
+    } = in_a_new_chat();
+    send_from_chat(&helix, "read notes.rs");
+    helix.wait_for("_demo: end_turn");
+    send_from_chat(&helix, "uppercase notes.rs");
+    helix.wait_until("notes.rs shown with the proposal", |screen| {
+        screen.contains("1  keep") && !screen.contains("# Chat with demo")
+    });
+    helix.keys(&["g", "a"]);
+    helix.wait_for("demo proposes** changes to `notes.rs`");
+    // A slash command begun on a line of its own, its completion taken, then cancelled.
+    helix.keys(&["g", "e", "o"]);
+    helix.wait_for(" INS ");
+    helix.type_text("/he");
+    helix.wait_until("the completion menu", |screen| {
+        screen
+            .lines()
+            .any(|line| line.contains("/help") && !line.contains("/he "))
+    });
+    helix.keys(&["Tab"]);
+    helix.wait_until("the item previewed", |screen| {
+        screen
+            .lines()
+            .any(|line| line.trim_end().ends_with("/help"))
+    });
+    helix.keys(&["C-c"]);
+    helix.capture("helix-completion-cancelled");
+    helix.to_normal_mode();
+    run_action(&helix, "Accept all changes (2)", 3);
+    let accepted = Instant::now();
+    let screen = helix.wait_until("the reply's end", |screen| {
+        screen.matches("_demo: end_turn · ").count() == 2
+    });
+    let waited = accepted.elapsed();
+    eprintln!("the reply's end landed {waited:?} after the accept, with no key pressed");
+    helix.capture("helix-completion-reply");
+    // Helix did refuse an append as outdated (the sequence moved its version), and the reply
+    // went on without the user's help.
+    assert!(screen.contains("outdated workspace edit"), "{screen}");
+    assert!(!screen.contains("refuses to append"), "{screen}");
+    helix.type_text(":qa!");
+    helix.keys(&["Enter"]);
+}
+
+/// A reply streams in while the user keeps typing in the chat (a key every 30 ms, lines of
+/// twenty near its top): the reply's end lands while the typing goes on, and every key typed is
+/// in the buffer.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
+#[test]
+fn helix_typing_all_along_does_not_hold_the_reply_back() {
+    let InChat {
+        helix,
+        sandbox: _sandbox,
+        ..
+    } = in_a_new_chat();
+    // Two seconds of reply, short enough that the whole chat stays on the screen.
+    send_from_chat(&helix, "@flood 20 @pace 100");
+    helix.keys(&["g", "g", "o"]);
+    helix.wait_for(" INS ");
+    let started = Instant::now();
+    let mut lines = vec![String::new()];
+    let ended = loop {
+        let line = lines.last_mut().unwrap();
+        if line.len() == 20 {
+            helix.keys(&["Enter"]);
+            lines.push(String::new());
+            continue;
+        }
+        let letter = char::from(b'a' + line.len() as u8);
+        helix.type_text(&letter.to_string());
+        line.push(letter);
+        std::thread::sleep(Duration::from_millis(30));
+        if line.len() % 5 == 0 && helix.screen().contains("_demo: end_turn") {
+            break true;
+        }
+        if started.elapsed() > SCREEN_WAIT {
+            break false;
+        }
+    };
+    let screen = helix.capture("helix-typing-along");
+    assert!(
+        ended,
+        "the reply's end never landed while the user typed:\n{screen}"
+    );
+    eprintln!(
+        "the reply's end landed {:?} after the typing began, {} keys typed meanwhile",
+        started.elapsed(),
+        lines.concat().len() + lines.len() - 1
+    );
+    for line in &lines {
+        assert!(
+            screen
+                .lines()
+                .any(|l| l.trim_end().ends_with(&format!("  {line}"))),
+            "{line:?} not typed whole:\n{screen}"
+        );
+    }
+    assert!(screen.contains("chunk 19"), "{screen}");
+    helix.to_normal_mode();
+    helix.type_text(":qa!");
+    helix.keys(&["Enter"]);
+}
+
 /// An agent that outlives agentls unless something ends it: the demo agent inside a shell deaf
 /// to SIGTERM and SIGHUP, which starts a daemon with `setsid` and one by a double fork, writes
 /// the three pids to `<name>.pid` in the workspace, and sleeps on once the demo agent ends.
@@ -574,7 +694,8 @@ fn quitting_helix_leaves_no_agent_running() {
     helix.wait_for_server();
     helix.type_text(r#":lsp-workspace-command agentls.prompt {"text": "hello"}"#);
     helix.keys(&["Enter"]);
-    helix.wait_for("demo: end_turn");
+    // Not the turn's end on the status line: the note of the files the agent wrote without
+    // asking (its pid files) may replace it before the screen is read.
     let pid_of = |name: &str| {
         std::fs::read_to_string(sandbox.workspace.join(format!("{name}.pid")))
             .ok()?

@@ -420,6 +420,9 @@ async fn run_turn(
             .map_err(Error::into_internal_error)?;
     }
     for i in 0..script.flood {
+        if i > 0 && !script.pace.is_zero() {
+            tokio::time::sleep(script.pace).await;
+        }
         turn.say(&script::flood_chunk(i, script.chunk_bytes))?;
     }
     if let Some(wait) = script.ask_after_cancel {

@@ -1,6 +1,7 @@
 //! The demo agent's prompt language, with no I/O: which file a prompt is about, what to do to
 //! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@deaf`, `@crash`, `@ask`,
-//! `@run COMMAND…`, `@cwd DIR`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@also FILE`,
+//! `@run COMMAND…`, `@cwd DIR`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@pace MS`,
+//! `@also FILE`,
 //! `@late`, `@snippet`, `@askaftercancel [MS]`, `@diffearlier`, `@diskwrite`, `@unasked`,
 //! `@writemore`, `@blind`, `@tools`, `@timed`).
 //!
@@ -73,6 +74,8 @@ pub struct Script {
     pub withdraw_after: Option<std::time::Duration>,
     /// The size of each flood chunk in bytes (0: just `chunk <n>\n`).
     pub chunk_bytes: usize,
+    /// The pause before each flood chunk after the first (a reply that streams for a while).
+    pub pace: std::time::Duration,
     /// Call each of the editor's tools the session was offered (over MCP) and say what they
     /// answered, instead of editing.
     pub tools: bool,
@@ -209,6 +212,10 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
             "@chunk" => {
                 script.chunk_bytes = words.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(0);
             }
+            "@pace" => {
+                let ms = words.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(100);
+                script.pace = std::time::Duration::from_millis(ms);
+            }
             _ => {
                 if script.path.is_none() && (bare.contains('/') || bare.contains('.')) {
                     let candidate = cwd.join(bare);
@@ -318,7 +325,8 @@ mod tests {
         assert_eq!(script.path, Some(PathBuf::from("/ws/a b.rs")));
         assert_eq!((script.action, script.flood), (Action::Sort, 5));
         assert_eq!(parse("missing.txt", &[], dir.path()).path, None);
-        let script = parse("@flood 3 @chunk 100", &[], dir.path());
+        let script = parse("@flood 3 @chunk 100 @pace 50", &[], dir.path());
+        assert_eq!(script.pace, std::time::Duration::from_millis(50));
         assert_eq!((script.flood, script.chunk_bytes), (3, 100));
         assert_eq!(flood_chunk(7, 0), "chunk 7\n");
         let script = parse("uppercase @also b.txt notes.txt @late", &[], dir.path());
