@@ -307,6 +307,7 @@ fn vscode_keeps_one_change_and_undoes_the_other_through_codelens() {
         "demo: cancelled",
         "_about notes.rs lines 1–3_",
         "notes.rs: 3 lines",
+        "chunk 79",
     ] {
         assert!(
             chat.contains(expected),
@@ -314,7 +315,16 @@ fn vscode_keeps_one_change_and_undoes_the_other_through_codelens() {
         );
     }
     let shots = session.result["screenshots"].as_array().unwrap();
-    assert_eq!(shots.len(), 9, "{context}");
+    assert_eq!(shots.len(), 10, "{context}");
+    // A turn leaves no notification of its own; its summary went to the status bar.
+    assert_eq!(session.result["turnNotifications"], json!([]), "{context}");
+    let status_bar = session.result["statusBar"].as_array().unwrap();
+    assert!(
+        status_bar
+            .iter()
+            .any(|item| item.as_str().unwrap_or_default().contains("demo: end_turn")),
+        "{status_bar:?}\n{context}"
+    );
     assert!(
         session.result["status"]
             .as_str()

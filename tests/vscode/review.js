@@ -135,6 +135,18 @@ main(async (d, config) => {
   await d.waitUntil('the first chat is back beside the code, where the new one was', (s) =>
     s.groups.length === 2 && s.groups[1].text.includes('notes.rs has 7 lines'));
 
+  // With the panel open below (the chat's view gets shorter), a long reply is followed to its
+  // end, and the turn leaves no notification of its own: its summary is on the status bar.
+  await d.palette('View: Toggle Panel Visibility');
+  await d.waitFor('the panel open', () => !!document.querySelector('.part.panel') && document.querySelector('.part.panel').offsetHeight > 0);
+  await d.palette('agentls: Send Chat Message');
+  await d.answerInput('agentls: message to demo', '@flood 80');
+  const followed = await d.waitUntil('the long reply followed to its end, its summary on the status bar', (s) =>
+    /chunk 79[\s\S]*demo: end_turn/.test(s.groups[1].text) && s.statusBar.some((t) => t.includes('demo: end_turn')) && s);
+  await d.shot('09-followed-with-panel');
+  const turnNotifications = followed.notifications.filter((n) => n.includes('end_turn') || n.includes('chunk'));
+  await d.palette('View: Toggle Panel Visibility');
+
   // Save the file (its tab shows it modified) and close everything: no dialog may ask anything.
   await d.focusEditor(0);
   await d.ctrl('KeyS');
@@ -142,7 +154,7 @@ main(async (d, config) => {
   const onDisk = fs.readFileSync(file, 'utf8');
   await d.palette('View: Close All Editors');
   await d.waitUntil('every editor is closed, or a dialog asks', (s) => s.dialog || s.groups.every((g) => g.tabs === 0));
-  await d.shot('09-saved-and-closed');
+  await d.shot('10-saved-and-closed');
   const { dialog } = await d.snapshot();
-  return { onDisk, dialog, diff, status, chats };
+  return { onDisk, dialog, diff, status, chats, turnNotifications, statusBar: followed.statusBar };
 });

@@ -37,6 +37,8 @@ class Agentls {
     this.restartTimer = undefined;
     /** Chat editor → whether its view follows the end (see `followChat`). */
     this.following = new WeakMap();
+    /** Chat editor → the first line its view showed last (see `trackScroll`). */
+    this.viewTops = new WeakMap();
     /** Chat URI → its save in progress. */
     this.chatSaves = new Map();
   }
@@ -135,6 +137,7 @@ class Agentls {
     }
     const subscriptions = [
       client.onNotification('agentls/reviewChanged', (params) => this.reviews.update(params)),
+      client.onNotification('window/showMessage', (params) => this.showMessage(params)),
       trackProgress(client, this.status, (agent) => this.run('agentls.cancel', { agent }), () => this.refreshSoon()),
     ];
     this.clientSubscriptions = subscriptions;
@@ -266,11 +269,37 @@ class Agentls {
     }
   }
 
-  /** Notes whether a chat editor's view shows the chat's end (see `followChat`). */
+  /**
+   * Notes whether a chat editor's view follows the chat's end (see `followChat`): at the end it
+   * does; scrolled up (its first line moved up) it stops. A view that only got shorter (a panel
+   * opened below it) keeps following, and shows the end again.
+   */
   trackScroll(editor, visibleRanges) {
     if (!chatAgent(editor.document) || !visibleRanges.length) return;
+    const first = visibleRanges[0].start.line;
     const last = visibleRanges[visibleRanges.length - 1].end.line;
-    this.following.set(editor, last >= editor.document.lineCount - 2);
+    const before = this.viewTops.get(editor);
+    this.viewTops.set(editor, first);
+    if (last >= editor.document.lineCount - 2) {
+      this.following.set(editor, true);
+    } else if (before !== undefined && first < before) {
+      this.following.set(editor, false);
+    } else if (this.following.get(editor) !== false) {
+      const end = editor.document.lineAt(editor.document.lineCount - 1).range.end;
+      editor.revealRange(new vscode.Range(end, end), vscode.TextEditorRevealType.Default);
+    }
+  }
+
+  /**
+   * agentls's `window/showMessage`: errors and warnings as notifications; information (a turn's
+   * summary, which the chat shows as well) on the status bar for a while and in the output, so
+   * that a turn leaves no pile of notifications over the chat.
+   */
+  showMessage({ type, message }) {
+    this.output.appendLine(message);
+    if (type === 1) vscode.window.showErrorMessage(message);
+    else if (type === 2) vscode.window.showWarningMessage(message);
+    else if (type === 3) vscode.window.setStatusBarMessage(`$(info) ${message}`, 10000);
   }
 
   trackEditor(editor) {
