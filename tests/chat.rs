@@ -821,8 +821,9 @@ async fn a_chat_whose_session_is_gone_tells_the_agent_the_conversation() {
 }
 
 /// `agentls.prompt` from a keymap, with the selection as context: the reply goes to a new chat
-/// (not shown: the user stays in their code, and is told where it is); the next prompt goes to
-/// that chat, open now, under a new `## You` heading after the user's draft, which stays.
+/// (not shown: the user stays in their code, and is told where it is, and offered a code action
+/// that opens it); the next prompt goes to that chat, open now, under a new `## You` heading
+/// after the user's draft, which stays.
 #[tokio::test]
 async fn a_prompt_from_elsewhere_is_answered_in_the_agents_chat() {
     let client = TestClient::started(capabilities_without_dialogs()).await;
@@ -849,9 +850,30 @@ async fn a_prompt_from_elsewhere_is_answered_in_the_agents_chat() {
     // The agent had the selection.
     assert!(text.contains("notes.txt"), "{text}");
     assert!(client.received("window/showDocument").is_empty());
+    // The way there, in the file the prompt came from: a code action opening the chat.
+    let name = path.file_name().unwrap().to_str().unwrap();
+    let open_it = format!("Open demo's chat ({name})");
+    client
+        .run_code_action_at(&notes, range(0, 0, 0, 0), &open_it)
+        .await;
+    support::eventually(|| !client.received("window/showDocument").is_empty())
+        .await
+        .expect("the chat shown");
+    let shown = &client.received("window/showDocument")[0];
+    assert_eq!(
+        shown["params"]["uri"].as_str(),
+        Some(support::file_uri(&path).as_str())
+    );
 
-    // Open now, with a draft under its last heading.
+    // Open now, with a draft under its last heading; the action has done its job.
     let uri = client.open_unsaved(&path, "markdown", &text).await;
+    let titles: Vec<String> = client
+        .code_actions_at(&notes, range(0, 0, 0, 0))
+        .await
+        .iter()
+        .map(|a| a["title"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(!titles.contains(&open_it), "{titles:?}");
     client.edit(&uri, end_of(&text), "my draft").await;
     client
         .execute("agentls.prompt", json!({"text": "read notes.txt"}))
@@ -1114,7 +1136,8 @@ async fn a_comment_prompt_is_sent_and_goes_once_its_change_is_in() {
         )
         .await;
     let told = client.take_message("demo answers in").await;
-    let chat = std::path::PathBuf::from(told.rsplit("answers in ").next().unwrap().trim());
+    let (_, named) = told.split_once("answers in ").unwrap();
+    let chat = std::path::PathBuf::from(named.split(" (the code action").next().unwrap());
     client
         .run_code_action_at(&notes, range(3, 0, 3, 0), "Accept")
         .await;

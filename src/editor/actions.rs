@@ -46,6 +46,11 @@ pub enum ActionCommand {
         /// The comment's line (0-based).
         line: usize,
     },
+    /// Open the agent's latest chat.
+    OpenChat {
+        /// The agent.
+        agent: String,
+    },
     /// Quote lines of a file in the agent's chat, for a question about them.
     AskAbout {
         /// The agent.
@@ -91,6 +96,25 @@ impl State {
         actions.extend(self.review_actions(path, range));
         actions.extend(self.question_actions());
         actions
+    }
+
+    /// *Open `agent`'s chat*, in a file that is not a chat, for each chat answering a prompt
+    /// from elsewhere that the user has not opened since it got text: the way to the answer
+    /// in every editor (the prompt's message names the file; this goes there).
+    pub fn open_chat_actions(&self, path: &Path) -> Vec<UserAction> {
+        if self.chats.agent_of(path).is_some() {
+            return Vec::new();
+        }
+        self.chats
+            .unread()
+            .filter(|(chat, _)| self.documents.get(chat).is_none())
+            .map(|(chat, agent)| UserAction {
+                title: format!("Open {agent}'s chat ({})", file_name(chat)),
+                command: ActionCommand::OpenChat {
+                    agent: agent.to_owned(),
+                },
+            })
+            .collect()
     }
 
     /// *Ask `agent` about this*, on a selection (a range that is not empty: Helix's always

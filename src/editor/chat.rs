@@ -62,6 +62,8 @@ struct Chat {
     wholeness: Wholeness,
     /// Who waits for it to be whole again.
     restored: Vec<oneshot::Sender<()>>,
+    /// It got text while not open in the editor, and has not been opened since.
+    unread: bool,
     /// The line each tool call of the running turn last got, by call id.
     calls: HashMap<String, String>,
     /// The agent's thoughts are being quoted: a `> ` is due before the next thought text
@@ -285,6 +287,21 @@ impl Chats {
             return None;
         }
         self.docs.get_mut(path)
+    }
+
+    /// The chats that got text while not open and were not opened since, with their agents.
+    pub fn unread(&self) -> impl Iterator<Item = (&Path, &str)> {
+        self.docs
+            .iter()
+            .filter(|(_, chat)| chat.unread)
+            .map(|(path, chat)| (path.as_path(), chat.agent.as_str()))
+    }
+
+    /// The document at `path` was opened: a chat's text is seen.
+    pub fn opened(&mut self, path: &Path) {
+        if let Some(chat) = self.docs.get_mut(path) {
+            chat.unread = false;
+        }
     }
 
     /// The agent of the chat document at `path`.
@@ -846,6 +863,7 @@ impl State {
         chat.flush = Flush::Appending;
         if self.documents.get(path).is_none() {
             let text = std::mem::take(&mut chat.pending);
+            chat.unread = true;
             self.record_out(path, &text);
             // Not open: the file gets it.
             let (me, owned) = (self.me.clone(), path.to_owned());

@@ -161,6 +161,7 @@ impl EditorFeed {
         self.state
             .query(move |s| {
                 let mut actions = s.actions(&path, range);
+                actions.extend(s.open_chat_actions(&path));
                 if let Some(agent) = &agent {
                     actions.extend(s.comment_action(&path, range, agent));
                     actions.extend(s.ask_action(&path, range, agent));

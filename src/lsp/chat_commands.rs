@@ -232,7 +232,8 @@ pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Resu
             backend.editor.tell_user(
                 Level::Info,
                 format!(
-                    "agentls: {agent} answers in its chat {} (agentls.openChat opens it)",
+                    "agentls: {agent} answers in its chat {} (the code action *Open {agent}'s chat* \
+                     or agentls.openChat opens it)",
                     path.display()
                 ),
             );
@@ -249,7 +250,11 @@ pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Resu
             let path = create(backend, agent, "").await?;
             backend.editor.tell_user(
                 Level::Info,
-                format!("agentls: {agent} answers in {}", path.display()),
+                format!(
+                    "agentls: {agent} answers in {} (the code action *Open {agent}'s chat* or \
+                     agentls.openChat opens it)",
+                    path.display()
+                ),
             );
             (path, format!("{YOU}\n\n"))
         }

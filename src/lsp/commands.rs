@@ -37,6 +37,7 @@ pub fn code_action(action: UserAction) -> CodeActionOrCommand {
             CommandId::PromptComment,
             json!({"agent": agent, "uri": crate::file_uri::from_path(path), "line": line}),
         ),
+        ActionCommand::OpenChat { agent } => (CommandId::OpenChat, json!({"agent": agent})),
         ActionCommand::AskAbout { agent, path, range } => (
             CommandId::AskAbout,
             json!({"agent": agent, "uri": crate::file_uri::from_path(path),
