@@ -1,20 +1,26 @@
 //! `agentls doctor`: what agentls would run with, in words a user can check — the config file it
 //! read and from where, the problems in it, whether each agent's command can be found, and the
 //! discovery files terminal agents would find (ours and other IDEs', with whether their process
-//! is alive). It exits non-zero when something would stop agentls from working as configured.
+//! is alive), and what each agent does when started (`agent_probe`). It exits non-zero when
+//! something would stop agentls from working as configured.
 //! `agentls agents` lists the agents agentls knows by name.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::config::{self, Layers};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::agent_probe::{Probe, probe};
+use crate::config::{self, AgentSpec, Layers};
 
 /// What the doctor found.
 #[derive(Debug, Clone)]
 pub struct Report {
     /// The report, as text for a terminal.
     pub text: String,
-    /// How many things are wrong: config problems, and the default agent's command not found.
+    /// How many things are wrong: config problems, and the default agent not found or not
+    /// working when started.
     pub troubles: usize,
 }
 
@@ -85,7 +91,9 @@ pub fn report() -> Report {
         "fs.allowOutsideWorkspace: {}",
         config.fs.allow_outside_workspace
     );
-    for (name, spec) in config.effective_agents() {
+    let agents = config.effective_agents();
+    let probes = probe_all(&agents);
+    for (name, spec) in agents {
         let found = match find_command(&spec.command) {
             Some(path) => format!("found at {}", path.display()),
             None if name == default_agent => {
@@ -113,6 +121,11 @@ pub fn report() -> Report {
             "off (editorTools = false)"
         };
         let _ = writeln!(out, "  editor tools: {tools}");
+        if let Some(probe) = probes.get(&name) {
+            let (line, trouble) = describe_probe(probe, &spec);
+            let _ = writeln!(out, "  started: {line}");
+            troubles += usize::from(trouble && name == default_agent);
+        }
     }
     if let Some(dir) = crate::editor::tool_grants::record_dir() {
         write_tool_records(&mut out, &crate::editor::tool_grants::read_records(&dir));
@@ -130,6 +143,81 @@ pub fn report() -> Report {
         text: out,
         troubles,
     }
+}
+
+/// How long the doctor waits for each of an agent's answers (npx may fetch it first).
+const PROBE_LIMIT: Duration = Duration::from_secs(30);
+
+/// Each agent whose command is found, started and asked (all at once, each on a thread).
+fn probe_all(agents: &BTreeMap<String, AgentSpec>) -> BTreeMap<String, Probe> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    std::thread::scope(|scope| {
+        let started: Vec<_> = agents
+            .iter()
+            .filter(|(_, spec)| find_command(&spec.command).is_some())
+            .map(|(name, spec)| {
+                let cwd = &cwd;
+                (name, scope.spawn(move || probe(spec, cwd, PROBE_LIMIT)))
+            })
+            .collect();
+        started
+            .into_iter()
+            .filter_map(|(name, probing)| Some((name.clone(), probing.join().ok()?)))
+            .collect()
+    })
+}
+
+/// What a probe found, in a line, and whether it is a trouble (the agent would not work).
+fn describe_probe(probe: &Probe, spec: &AgentSpec) -> (String, bool) {
+    let login = known_entry(spec)
+        .map(|known| format!(" ({})", known.install))
+        .unwrap_or_default();
+    match probe {
+        Probe::NotStarted(why) => (format!("NOT STARTED: {why}"), true),
+        Probe::NoAnswer(why) => (
+            format!(
+                "started, but NO ANSWER to initialize: {why}; is it an ACP agent (its ACP flag)?"
+            ),
+            true,
+        ),
+        Probe::NoSession { agent, why } => (
+            format!("{agent} answers, but opened NO SESSION: {why}{login}"),
+            true,
+        ),
+        Probe::Session {
+            agent,
+            modes,
+            current,
+        } => {
+            let modes_said = match (modes.is_empty(), current) {
+                (true, _) => "no modes".to_owned(),
+                (false, Some(current)) => {
+                    format!("modes {} (starts in {current})", modes.join(", "))
+                }
+                (false, None) => format!("modes {}", modes.join(", ")),
+            };
+            match &spec.mode {
+                Some(mode) if !modes.contains(mode) => (
+                    format!(
+                        "{agent} opens a session with {modes_said}: the configured mode {mode:?} is NOT one of them"
+                    ),
+                    true,
+                ),
+                Some(mode) => (
+                    format!("{agent} opens a session with {modes_said}; mode {mode:?} is set"),
+                    false,
+                ),
+                None => (format!("{agent} opens a session with {modes_said}"), false),
+            }
+        }
+    }
+}
+
+/// The known agent `spec` runs, when it is one.
+fn known_entry(spec: &AgentSpec) -> Option<&'static crate::known_agents::KnownAgent> {
+    crate::known_agents::all()
+        .values()
+        .find(|known| known.command == spec.command && known.args == spec.args)
 }
 
 /// Which agents each agentls process offered its editor tools to, and which used them.

@@ -5,6 +5,7 @@
 //! repository for the shape and its reasons.
 
 pub mod acp;
+pub mod agent_probe;
 pub mod config;
 pub mod demo_agent;
 pub mod doctor;

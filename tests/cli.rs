@@ -136,6 +136,45 @@ fn doctor_without_a_config_file_says_so() {
     assert!(out.contains("[\"demo-agent\"] (found at "), "{out}");
 }
 
+/// `doctor` starts each agent as agentls would and says what it answered: the built-in demo
+/// agent opens a session with its modes; an agent configured with a mode it does not have is
+/// told so (and, being the default, is a problem); a program that is no ACP agent is told
+/// apart.
+#[test]
+fn doctor_starts_each_agent_and_checks_its_mode() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("config/agentls");
+    std::fs::create_dir_all(&dir).unwrap();
+    let demo = env!("CARGO_BIN_EXE_agentls");
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "defaultAgent = \"careful\"\n\
+             [agents.careful]\ncommand = {demo:?}\nargs = [\"demo-agent\"]\nmode = \"cautious\"\n\
+             [agents.mute]\ncommand = \"sh\"\nargs = [\"-c\", \"sleep 0\"]\n"
+        ),
+    )
+    .unwrap();
+    let (ok, out) = agentls(home.path(), &["doctor"]);
+    assert!(!ok, "the default agent's mode does not exist:\n{out}");
+    assert!(
+        out.contains(&format!(
+            "started: agentls-demo {} opens a session with modes ask, read-only (starts in ask)\n",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("the configured mode \"cautious\" is NOT one of them"),
+        "{out}"
+    );
+    assert!(
+        out.contains("started, but NO ANSWER to initialize"),
+        "{out}"
+    );
+    assert!(out.ends_with("1 problem found\n"), "{out}");
+}
+
 #[test]
 fn a_broken_config_is_a_problem_not_a_crash() {
     let home = tempfile::tempdir().unwrap();

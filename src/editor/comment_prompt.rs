@@ -264,11 +264,14 @@ impl super::state::State {
     }
 
     /// Looks `path` through; when its comment prompts changed, its diagnostics go out again.
+    /// A chat (known as one since the scan was due: a reopened chat is) has none.
     pub(super) fn scan_comment_prompts(&mut self, path: &std::path::Path) {
         self.comment_hints.due.remove(path);
         let found = match self.documents.get(path) {
-            Some(doc) => find_all(doc.rope(), &self.comment_marker),
-            None => Vec::new(),
+            Some(doc) if self.chats.agent_of(path).is_none() => {
+                find_all(doc.rope(), &self.comment_marker)
+            }
+            _ => Vec::new(),
         };
         let before = self
             .comment_hints
