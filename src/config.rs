@@ -43,6 +43,10 @@ pub struct AgentSpec {
     /// the editor's diagnostics, open files, selection, folders, and opening a file.
     #[serde(default)]
     pub editor_tools: Option<bool>,
+    /// Why it may not connect to the editor tools, said once when a turn of it ends without it
+    /// having connected (`toolsHint`; a known agent's comes from agentls's table).
+    #[serde(default)]
+    pub tools_hint: Option<String>,
 }
 
 impl AgentSpec {

@@ -71,6 +71,9 @@ impl KnownAgent {
             .iter()
             .map(|p| Value::from(p.display().to_string()));
         spec.insert("ownFiles".into(), Value::Array(own.collect()));
+        if let Some(hint) = &self.tools_hint {
+            spec.insert("toolsHint".into(), Value::from(hint.clone()));
+        }
         Value::Object(spec)
     }
 }

@@ -178,6 +178,47 @@ async fn an_agent_that_takes_http_uses_every_tool_and_the_user_is_told() {
     assert!(client.shutdown().await.success());
 }
 
+/// An agent offered the editor tools that ends a turn without having reached them is told
+/// about once, with its `toolsHint` (a known agent's comes from agentls's table); one that
+/// reached them hears nothing.
+#[tokio::test]
+async fn an_agent_that_never_reaches_the_tools_is_told_why_once() {
+    let hint = "toolsHint = \"it trusts no folder\"\n";
+    let told = |client: &TestClient| {
+        client
+            .received("window/showMessage")
+            .iter()
+            .map(|m| {
+                m["params"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let (client, _) = started(&[], hint).await;
+    for _ in 0..2 {
+        client.prompt("hello").await;
+        client.take_message("demo: end_turn").await;
+    }
+    let shown = told(&client);
+    assert_eq!(shown.matches("it trusts no folder").count(), 1, "{shown}");
+    assert!(
+        shown.contains("agentls: demo has not connected to agentls's editor tools"),
+        "{shown}"
+    );
+    assert!(client.shutdown().await.success());
+
+    let (client, _) = started(&[], hint).await;
+    uses_every_tool(&client).await;
+    client.prompt("hello").await;
+    client.take_message("demo: end_turn").await;
+    let shown = told(&client);
+    assert!(!shown.contains("it trusts no folder"), "{shown}");
+    assert!(client.shutdown().await.success());
+}
+
 #[tokio::test]
 async fn an_agent_that_takes_only_stdio_gets_the_bridge() {
     let (client, _uri) = started(&[("AGENTLS_DEMO_MCP", "stdio")], "").await;

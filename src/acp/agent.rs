@@ -65,6 +65,8 @@ pub struct AgentInfo {
 struct Turns {
     running: usize,
     death_reported: bool,
+    /// The user was told why it may not use the editor tools (`toolsHint`).
+    tools_hint_told: bool,
 }
 
 /// A started, initialized agent.
@@ -122,6 +124,14 @@ impl RunningAgent {
 
     fn lock_turns(&self) -> std::sync::MutexGuard<'_, Turns> {
         self.turns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Why it may not use the editor tools (`agents.<name>.toolsHint`), the first time this is
+    /// asked; `None` after that, or when nothing is known.
+    pub fn tools_hint_once(&self) -> Option<&str> {
+        let hint = self.spec.tools_hint.as_deref()?;
+        let told = std::mem::replace(&mut self.lock_turns().tools_hint_told, true);
+        (!told).then_some(hint)
     }
 
     /// The folders where it keeps its own state (`agents.<name>.ownFiles`), under `cwd`.

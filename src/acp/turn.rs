@@ -130,6 +130,18 @@ pub async fn run(
         turn.unasked.extend(unasked);
         turn.editor_tools = tools.take_uses(&origin.key);
     }
+    if tools.never_connected(&origin.key)
+        && let Some(hint) = agent.tools_hint_once()
+    {
+        agent.link.editor.tell_user(
+            Level::Warning,
+            format!(
+                "agentls: {} has not connected to agentls's editor tools (diagnostics, open \
+                 files, selection): {hint}",
+                agent.name()
+            ),
+        );
+    }
     let cancelled = cancel.is_cancelled();
     let end =
         match answer {

@@ -56,6 +56,8 @@ struct Live {
     holder: Holder,
     /// Calls since the last [`ToolGrants::take_uses`], by tool.
     uses: BTreeMap<String, u64>,
+    /// The agent presented the token at least once.
+    connected: bool,
 }
 
 /// Whose a token is.
@@ -226,6 +228,7 @@ impl ToolGrants {
                     origin,
                 },
                 uses: BTreeMap::new(),
+                connected: false,
             });
             let used = state.agents.entry(agent.to_owned()).or_default();
             used.transport = transport.as_str().to_owned();
@@ -251,6 +254,25 @@ impl ToolGrants {
             }
         }
         found
+    }
+
+    /// `holder`'s agent presented its token: it reached the editor tools.
+    pub fn connected(&self, holder: &Holder) {
+        let mut state = self.lock();
+        if let Some(live) = state.live.iter_mut().find(|l| l.holder.id == holder.id) {
+            live.connected = true;
+        }
+    }
+
+    /// Whether session `origin_key` was offered the tools and its agent never reached them.
+    pub fn never_connected(&self, origin_key: &str) -> bool {
+        let state = self.lock();
+        let mut offered = state
+            .live
+            .iter()
+            .filter(|l| l.holder.origin.key == origin_key)
+            .peekable();
+        offered.peek().is_some() && offered.all(|l| !l.connected)
     }
 
     /// Whether grant `id` still lives.

@@ -84,6 +84,7 @@ async fn check(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
     });
     match checked.and_then(|holder| super::http::admit(&request).map(|()| holder)) {
         Ok(holder) => {
+            grants.connected(&holder);
             request.extensions_mut().insert(holder);
             next.run(request).await
         }
