@@ -217,7 +217,7 @@ fn bodies(chunks: &[&[u8]]) -> Vec<Vec<u8>> {
 
 /// A body is passed on as a JSON-RPC 2.0 object, or refused with the spec's error answer.
 fn checked_as_the_spec_says(body: &[u8]) {
-    match check(body, &mut 0) {
+    match check(body.to_vec(), &mut 0) {
         Checked::Valid(passed) => {
             let value: Value = serde_json::from_slice(&passed).expect("passed on as JSON");
             assert_eq!(value["jsonrpc"], "2.0", "{value}");

@@ -212,3 +212,38 @@ async fn a_lone_surrogate_in_did_change_is_read_as_a_replacement_character() {
     assert_eq!(document["text"], "ax\u{fffd}!y\u{fffd}z😀b\n");
     assert!(client.shutdown().await.success());
 }
+
+/// A key twice in a message (at its top, which tower-lsp's decoder refuses, or inside its
+/// params, which it reads into maps) is read with the last one winning, and serving goes on:
+/// bodies pass as they came unless mended, and these must still reach the server whole.
+#[tokio::test]
+async fn keys_given_twice_are_read_and_serving_goes_on() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let uri = client.open("twice.txt", "text", "ab\n").await;
+    let change = |text: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"textDocument/didChange","params":{{"textDocument":{{"uri":"{uri}","version":2,"version":3}},"contentChanges":[{{"range":{},"text":"{text}","text":"{text}!"}}]}}}}"#,
+            range(0, 0, 0, 0)
+        )
+    };
+    client
+        .send_raw(&framed(HEADER, change("x").as_bytes()))
+        .await;
+    let twice_at_top = format!(
+        r#"{{"jsonrpc":"2.0","method":"nothing/here","method":"textDocument/didChange","params":{}}}"#,
+        serde_json::from_str::<Value>(&change("y")).unwrap()["params"]
+    );
+    client
+        .send_raw(&framed(HEADER, twice_at_top.as_bytes()))
+        .await;
+    let state = raw_request(&client, HEADER, "after").await;
+    let path = support::file_uri_to_path(&uri);
+    let document = state["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["path"] == path)
+        .unwrap_or_else(|| panic!("{path} is not open: {state}"));
+    assert_eq!(document["text"], "y!x!ab\n");
+    assert!(client.shutdown().await.success());
+}

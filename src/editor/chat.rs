@@ -525,11 +525,12 @@ impl State {
             self.chat_restored(&path);
             return;
         };
-        let document = doc.text();
+        // A snapshot (ropes share their text): the copy is made off the state task.
+        let document = doc.rope().clone();
         let me = self.me.clone();
         tokio::spawn(async move {
             let compared = tokio::task::spawn_blocking(move || {
-                super::chat_record::restore(&record, &document)
+                super::chat_record::restore(&record, &document.to_string())
             });
             // A comparison that failed puts nothing back, and sending waits no longer.
             let restore = compared.await.unwrap_or(super::chat_record::Restore {

@@ -309,8 +309,12 @@ impl<R> Filtered<R> {
     fn take_bodies(&mut self) {
         while let Some(body) = self.framer.next_body() {
             let repaired = self.repaired;
-            match message_check::check(&body, &mut self.repaired) {
-                Checked::Valid(message) => self.ready.extend(frame(&message)),
+            match message_check::check(body, &mut self.repaired) {
+                Checked::Valid(message) => {
+                    let header = format!("Content-Length: {}\r\n\r\n", message.len());
+                    self.ready.extend_from_slice(header.as_bytes());
+                    self.ready.extend_from_slice(&message);
+                }
                 Checked::Refused { answer, reason } => {
                     tracing::warn!(
                         code = answer["error"]["code"].as_i64(),
@@ -590,7 +594,7 @@ mod tests {
         ) {
             let delivered = bodies(&input, piece);
             for body in delivered {
-                let _ = message_check::check(&body, &mut 0);
+                let _ = message_check::check(body, &mut 0);
             }
         }
 
@@ -604,7 +608,7 @@ mod tests {
             let stream = [garbage.as_slice(), b"\r\n\r\n", &frame(REQUEST)].concat();
             let delivered = bodies(&stream, piece);
             prop_assert_eq!(delivered.last(), Some(&REQUEST.to_vec()));
-            let checked = message_check::check(delivered.last().unwrap(), &mut 0);
+            let checked = message_check::check(delivered.last().unwrap().clone(), &mut 0);
             prop_assert!(matches!(checked, Checked::Valid(_)));
         }
     }

@@ -5,8 +5,9 @@
 //! tower-lsp ends its input at the first body it cannot decode, so nothing may reach it that it
 //! would refuse: a body passes only once it is an object with `"jsonrpc": "2.0"`, an `id` that is
 //! absent, null, an integer or a string, a string `method` when there is one, and nothing that
-//! would make a request look like a response. It passes re-serialized, so that duplicate keys
-//! (which tower-lsp's decoder refuses) are gone. A lone UTF-16 surrogate escape (`"\ud83d"`, what
+//! would make a request look like a response. It passes as it came, or re-serialized when a
+//! key of the message comes twice (tower-lsp's decoder refuses that). A lone UTF-16 surrogate
+//! escape (`"\ud83d"`, what
 //! clients that cut text at UTF-16 code units send) is repaired to U+FFFD rather than refused:
 //! the text keeps its length in UTF-16 code units, so positions after it stay right.
 
@@ -37,15 +38,15 @@ pub enum Checked {
 }
 
 /// Checks `body` (see the module doc); `repaired` counts the lone surrogates replaced.
-pub fn check(body: &[u8], repaired: &mut usize) -> Checked {
-    let text = match std::str::from_utf8(body) {
+pub fn check(body: Vec<u8>, repaired: &mut usize) -> Checked {
+    let text = match std::str::from_utf8(&body) {
         Ok(text) => text,
         Err(e) => return refused(PARSE_ERROR, Value::Null, format!("not UTF-8: {e}")),
     };
     let (text, lone) = repair_lone_surrogates(text);
     *repaired += lone;
-    let value: Value = match serde_json::from_str(&text) {
-        Ok(value) => value,
+    let (value, duplicate) = match parse(&text) {
+        Ok(parsed) => parsed,
         Err(e) => return refused(PARSE_ERROR, Value::Null, format!("not JSON: {e}")),
     };
     let map = match &value {
@@ -67,9 +68,50 @@ pub fn check(body: &[u8], repaired: &mut usize) -> Checked {
     {
         return Checked::Dropped(reason);
     }
+    if !duplicate && lone == 0 {
+        // As it came: re-encoding a document of megabytes costs more than reading it.
+        return Checked::Valid(body);
+    }
     match serde_json::to_vec(&value) {
         Ok(body) => Checked::Valid(body),
         Err(e) => refused(PARSE_ERROR, Value::Null, format!("cannot re-encode: {e}")),
+    }
+}
+
+/// `text` as JSON, and whether an object at its top has a key twice (tower-lsp's decoder
+/// refuses that; nested objects it reads into maps, where the last one wins).
+fn parse(text: &str) -> serde_json::Result<(Value, bool)> {
+    if !text.trim_start().starts_with('{') {
+        return serde_json::from_str(text).map(|value| (value, false));
+    }
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let top = serde::Deserializer::deserialize_map(&mut deserializer, TopLevel)?;
+    deserializer.end()?;
+    Ok(top)
+}
+
+/// Reads the top-level object into a map, noting a key that comes twice (the last one wins,
+/// as in a `Value`).
+struct TopLevel;
+
+impl<'de> serde::de::Visitor<'de> for TopLevel {
+    type Value = (Value, bool);
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut access: A,
+    ) -> Result<Self::Value, A::Error> {
+        let mut map = Map::new();
+        let mut duplicate = false;
+        while let Some(key) = access.next_key::<String>()? {
+            let value: Value = access.next_value()?;
+            duplicate |= map.insert(key, value).is_some();
+        }
+        Ok((Value::Object(map), duplicate))
     }
 }
 
@@ -228,7 +270,7 @@ mod tests {
     use super::*;
 
     fn checked(body: &[u8]) -> Checked {
-        check(body, &mut 0)
+        check(body.to_vec(), &mut 0)
     }
 
     /// The code and id of a refusal.
@@ -250,7 +292,7 @@ mod tests {
     }
 
     #[test]
-    fn messages_pass_re_serialized() {
+    fn messages_pass_as_they_came_unless_mended() {
         let bodies: [&[u8]; 6] = [
             br#"{"jsonrpc":"2.0","id":1,"method":"shutdown"}"#,
             br#"{"jsonrpc":"2.0","id":"a","method":"x","params":[1,{"b":null}]}"#,
@@ -260,11 +302,7 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":4,"error":{"code":-1,"message":"no","data":[]}}"#,
         ];
         for body in bodies {
-            let value: Value = serde_json::from_slice(body).unwrap();
-            assert_eq!(
-                checked(body),
-                Checked::Valid(serde_json::to_vec(&value).unwrap())
-            );
+            assert_eq!(checked(body), Checked::Valid(body.to_vec()));
         }
         // Duplicate keys (refused by tower-lsp's decoder) are gone; key order stays.
         let twice = br#" {"jsonrpc":"2.0","method":"a","id":1,"method":"b"} "#;
@@ -364,7 +402,7 @@ mod tests {
         }
         let body = br#"{"jsonrpc":"2.0","method":"m","params":{"text":"a\ud83db"}}"#;
         let mut repaired = 0;
-        let Checked::Valid(passed) = check(body, &mut repaired) else {
+        let Checked::Valid(passed) = check(body.to_vec(), &mut repaired) else {
             panic!("refused")
         };
         let value: Value = serde_json::from_slice(&passed).unwrap();
