@@ -183,8 +183,10 @@ struct Recipe {
     needs: &'static [&'static str],
     /// Its model's wire.
     wire: Wire,
-    /// More lines of its `[agents.<name>]` table (the mode that asks before editing).
-    table: &'static str,
+    /// Its entry in agentls's table of known agents (`use = "<id>"`): the mode that asks
+    /// before editing, the env the editor tools need, its own files. The matrix starts it
+    /// from where the test installed it, so only `command` and `args` are its own.
+    known: &'static str,
     /// The lines that instead select its mode that edits without asking (`None`: it has none).
     /// Its launch sees [`Launch::auto`] too, for agents whose config file says it.
     auto: Option<&'static str>,
@@ -218,7 +220,7 @@ fn recipes() -> Vec<Recipe> {
             needs: &["AGENTLS_TEST_NODE", "AGENTLS_TEST_CLAUDE_ACP"],
             wire: Wire::Messages,
             // It starts in `auto`, which edits without asking.
-            table: "mode = \"default\"\n",
+            known: "claude-acp",
             auto: Some("mode = \"acceptEdits\"\n"),
             launch: |l| Launched {
                 argv: vec![
@@ -233,8 +235,7 @@ fn recipes() -> Vec<Recipe> {
                     ("DISABLE_TELEMETRY", "1"),
                     // As root it refuses to run without this.
                     ("IS_SANDBOX", "1"),
-                    // Else MCP tools (agentls's editor tools) hide behind its ToolSearch.
-                    ("ENABLE_TOOL_SEARCH", "false"),
+                    // (ENABLE_TOOL_SEARCH=false, for the editor tools, is its table entry's.)
                 ]),
                 ..Launched::default()
             },
@@ -270,7 +271,7 @@ fn recipes() -> Vec<Recipe> {
             needs: &["AGENTLS_TEST_NODE", "AGENTLS_TEST_GEMINI"],
             wire: Wire::GenerateContent,
             // Its initial mode, `default`, asks.
-            table: "",
+            known: "gemini",
             auto: Some("mode = \"autoEdit\"\n"),
             launch: |l| {
                 l.write(
@@ -332,7 +333,7 @@ fn recipes() -> Vec<Recipe> {
             needs: &["AGENTLS_TEST_OPENCODE"],
             wire: Wire::ChatCompletions,
             // Its `build` mode asks when the project config says `"edit": "ask"`.
-            table: "",
+            known: "opencode",
             auto: Some(""),
             launch: |l| {
                 let config = json!({
@@ -390,7 +391,7 @@ fn recipes() -> Vec<Recipe> {
             needs: &["AGENTLS_TEST_CODEX_ACP", "AGENTLS_TEST_BWRAP"],
             wire: Wire::Responses,
             // Its initial mode, `read-only`, asks before editing.
-            table: "",
+            known: "codex-acp",
             auto: Some("mode = \"auto\"\n"),
             launch: |l| {
                 let codex_home = l.home(".codex");
@@ -470,7 +471,7 @@ fn recipes() -> Vec<Recipe> {
             needs: &["AGENTLS_TEST_NODE22", "AGENTLS_TEST_QWEN"],
             wire: Wire::ChatCompletions,
             // It starts in `auto`, which edits without asking.
-            table: "mode = \"default\"\n",
+            known: "qwen",
             auto: Some("mode = \"auto-edit\"\n"),
             launch: |l| {
                 let node = l.installed("AGENTLS_TEST_NODE22");
@@ -533,7 +534,7 @@ fn recipes() -> Vec<Recipe> {
             needs: &["AGENTLS_TEST_FAST_AGENT"],
             wire: Wire::ChatCompletions,
             // One mode, `agent`, which asks for every tool, reads included (answered "Allow").
-            table: "ownFiles = [\".fast-agent\"]\n",
+            known: "fast-agent",
             auto: Some("ownFiles = [\".fast-agent\"]\n"),
             launch: |l| Launched {
                 argv: [
@@ -582,7 +583,7 @@ fn recipes() -> Vec<Recipe> {
             needs: &["AGENTLS_TEST_VIBE"],
             wire: Wire::ChatCompletions,
             // It starts in `accept-edits`, which edits without asking.
-            table: "mode = \"ask\"\n",
+            known: "vibe",
             auto: Some("mode = \"accept-edits\"\n"),
             launch: |l| {
                 let vibe_home = l.home(".vibe");
@@ -636,7 +637,7 @@ fn recipes() -> Vec<Recipe> {
             needs: &["AGENTLS_TEST_KIMI_PYTHON"],
             wire: Wire::ChatCompletions,
             // One mode, `default`, which asks before every edit or write.
-            table: "",
+            known: "kimi",
             auto: None,
             launch: |l| {
                 let share = l.home(".kimi");
@@ -848,11 +849,12 @@ impl<'r> Run<'r> {
             .collect();
         let argv_refs: Vec<&str> = launched.argv.iter().map(String::as_str).collect();
         let wire_name = format!("{}-{}", recipe.name, scenario.slug());
-        let table = match recipe.auto {
-            Some(table) if auto => table,
-            _ => recipe.table,
-        };
-        let toml = agent_toml(recipe.name, &wire_name, &argv_refs, &env_refs, table);
+        let table = format!(
+            "use = {:?}\n{}",
+            recipe.known,
+            recipe.auto.filter(|_| auto).unwrap_or_default()
+        );
+        let toml = agent_toml(recipe.name, &wire_name, &argv_refs, &env_refs, &table);
         let client = agentls(&toml, shape, None, &home.path().join("agentls-state")).await;
         for (relative, text) in &launched.workspace {
             std::fs::write(client.workspace.join(relative), text).unwrap();
