@@ -213,7 +213,7 @@ async fn cancel_ends_a_hanging_turn_and_withdraws_a_pending_permission() {
     client.wait_for_review(&uri).await;
     client.execute("agentls.cancel", Value::Null).await.unwrap();
     client.take_message("demo: cancelled").await;
-    assert!(client.code_actions(&uri).await.is_empty());
+    assert!(client.decision_actions(&uri).await.is_empty());
     assert_eq!(
         std::fs::read_to_string(path_of(&uri)).unwrap(),
         "TODO fix\n"
@@ -329,7 +329,7 @@ async fn asks_after_the_cancel(prompt: &str) {
         .shown_until("After the cancel my question was answered")
         .await;
     assert!(log.contains("answered Cancelled"), "{log}");
-    assert!(client.code_actions(&uri).await.is_empty());
+    assert!(client.decision_actions(&uri).await.is_empty());
     assert!(client.shutdown().await.success());
 }
 
@@ -350,7 +350,7 @@ async fn a_killed_agent_withdraws_its_question_tells_once_and_restarts() {
         told,
         "demo: turn failed: process died (killed by signal 9 (SIGKILL)) (2 tool calls)"
     );
-    assert!(client.code_actions(&uri).await.is_empty());
+    assert!(client.decision_actions(&uri).await.is_empty());
     let status = client.agent_status().await;
     assert_eq!(status["agents"][0]["state"], "failed");
     // The next prompt starts it again.
@@ -931,7 +931,7 @@ async fn a_proposal_the_agent_takes_back_is_withdrawn() {
         })
         .await;
     client.take_message("demo: end_turn").await;
-    assert!(client.code_actions(&uri).await.is_empty());
+    assert!(client.decision_actions(&uri).await.is_empty());
     assert_eq!(
         std::fs::read_to_string(path_of(&uri)).unwrap(),
         "TODO fix\n"

@@ -207,7 +207,7 @@ async fn example_agent_permission_answered_through_code_actions() {
         started.elapsed().as_secs_f64(),
     );
     assert!(summary.starts_with("example: end_turn"), "{summary}");
-    assert!(client.code_actions(&uri).await.is_empty());
+    assert!(client.decision_actions(&uri).await.is_empty());
 
     let started = Instant::now();
     client.prompt("improve the project again").await;
@@ -389,7 +389,7 @@ async fn gemini_edit_of_an_open_file_is_reviewed_accepted_and_written() {
             p["uri"] == uri.as_str() && p["diagnostics"] == json!([])
         })
         .await;
-    assert!(client.code_actions(&uri).await.is_empty());
+    assert!(client.decision_actions(&uri).await.is_empty());
     eprintln!("gemini/accept wire: {}", run.permission_log());
     run.finish().await;
 }

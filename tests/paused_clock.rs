@@ -66,7 +66,7 @@ async fn a_question_asked_after_the_cancel_grace_is_answered_cancelled() {
         .shown_until("After the cancel my question was answered")
         .await;
     assert!(log.contains("answered Cancelled"), "{log}");
-    assert!(client.code_actions(&uri).await.is_empty());
+    assert!(client.decision_actions(&uri).await.is_empty());
     assert!(client.shutdown().await.success());
 }
 

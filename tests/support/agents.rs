@@ -244,6 +244,14 @@ impl TestClient {
         self.code_actions_at(uri, super::range(0, 0, 0, 0)).await
     }
 
+    /// The code actions at the start of `uri` that decide something (a review, a question):
+    /// all but *Open <agent>'s chat*, which a prompt answered in an unopened chat adds.
+    pub async fn decision_actions(&self, uri: &str) -> Vec<Value> {
+        let mut actions = self.code_actions(uri).await;
+        actions.retain(|a| a["command"]["command"] != "agentls.openChat");
+        actions
+    }
+
     /// The code actions offered for `range` of `uri`.
     pub async fn code_actions_at(&self, uri: &str, range: Value) -> Vec<Value> {
         let params = json!({"textDocument": {"uri": uri}, "range": range,
