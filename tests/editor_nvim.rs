@@ -421,6 +421,11 @@ fn neovim_user_commands_drive_the_conversation() {
         chat.contains("what are these lines?\n\n_about notes.txt lines 1–2_"),
         "{chat}"
     );
+    // So did the one after lines 3–4 were selected and visual mode was left.
+    assert!(
+        chat.contains("and these?\n\n_about notes.txt lines 3–4_"),
+        "{chat}"
+    );
     assert!(chat.contains("I was given file://"), "{chat}");
     assert_eq!(
         out["picked_from"][0],
@@ -432,7 +437,7 @@ fn neovim_user_commands_drive_the_conversation() {
     // the user's handler heard the first turn begin and end.
     assert_eq!(
         out["plugin_events"],
-        json!(["reviewChanged", "turnChanged"]),
+        json!(["diskInBuffer", "reviewChanged", "turnChanged"]),
         "{ctx}"
     );
     assert_eq!(out["turns"][0], true, "{out}");
@@ -581,6 +586,14 @@ fn neovim_shows_a_proposal_inline_and_decides_it_with_keys() {
     );
     assert_eq!(landed["highlighted"][0]["hl"], "AgentlsReviewNew", "{out}");
     assert_eq!(out["landed_buffer"], "keep\nTODO LATER\n", "{out}");
+    // The agent's own disk write under an unsaved edit: in the buffer with the edit kept, the
+    // buffer still modified, and :w then wrote it without asking (W12 would have stopped it).
+    let merged = &out["disk_in_buffer"];
+    assert_eq!(merged["buffer"], "mine\nTODO LATER\n", "{out}");
+    assert_eq!(merged["disk"], "keep\nTODO LATER", "{out}");
+    assert_eq!(merged["modified"], true, "{out}");
+    assert_eq!(merged["written"], "mine\nTODO LATER", "{out}");
+    assert_eq!(merged["modified_after_write"], false, "{out}");
 }
 
 /// The README's code blocks, run as written: the lazy.nvim spec set up the way lazy.nvim does it

@@ -203,8 +203,12 @@ async fn watch(
         let Ok(disk) = files::read(&path).await else {
             continue;
         };
-        seen = (now, disk.clone());
+        let before = std::mem::replace(&mut seen, (now, disk.clone()));
         if disk == target {
+            if before.1 != target {
+                // The agent wrote what the user accepted; the buffer has it already.
+                effects.disk_in_buffer(&path, &disk);
+            }
             continue;
         }
         if disk == expectation.proposal {
@@ -213,6 +217,7 @@ async fn watch(
             }
             if me.write_file(&path, &target).await.is_ok() {
                 seen = (stamp(&path), target.clone());
+                effects.disk_in_buffer(&path, &target);
                 effects.message(
                     Level::Info,
                     format!(

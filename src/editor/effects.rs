@@ -1,10 +1,11 @@
 //! Effects: what the port asks of the editor. The host (`lsp/`) turns each one into LSP, gated on
 //! what the client advertised; effects that need an answer carry a oneshot for it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 
@@ -187,11 +188,20 @@ pub enum PluginEvent {
     /// An agent's first turn began, or its last one ended (`agentls/turnChanged`): what a
     /// status line needs, without the stream.
     TurnChanged,
+    /// An open file's disk copy, written by an agent, is in its buffer already, under the
+    /// user's unsaved edits (`agentls/diskInBuffer`, with the SHA-256 of that copy): the editor
+    /// may take the file as read again, and not ask about it on the next save.
+    DiskInBuffer,
 }
 
 impl PluginEvent {
     /// Every event, in the order of their bits in [`PluginEvents`].
-    pub const ALL: [Self; 3] = [Self::SessionUpdate, Self::ReviewChanged, Self::TurnChanged];
+    pub const ALL: [Self; 4] = [
+        Self::SessionUpdate,
+        Self::ReviewChanged,
+        Self::TurnChanged,
+        Self::DiskInBuffer,
+    ];
 
     /// The event's name, as clients ask for it and as its method ends.
     pub fn name(self) -> &'static str {
@@ -199,6 +209,7 @@ impl PluginEvent {
             Self::SessionUpdate => "sessionUpdate",
             Self::ReviewChanged => "reviewChanged",
             Self::TurnChanged => "turnChanged",
+            Self::DiskInBuffer => "diskInBuffer",
         }
     }
 
@@ -283,6 +294,19 @@ impl EffectSender {
                 payload: payload(),
             });
         }
+    }
+
+    /// Tells plugins that `disk`, what `path` holds on disk now, is in its open buffer already
+    /// ([`PluginEvent::DiskInBuffer`]).
+    pub fn disk_in_buffer(&self, path: &Path, disk: &str) {
+        self.notify_plugins(PluginEvent::DiskInBuffer, || {
+            let digest = Sha256::digest(disk.as_bytes());
+            let sha256: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+            serde_json::json!({
+                "uri": crate::file_uri::from_path(path),
+                "sha256": sha256,
+            })
+        });
     }
 
     /// Queues an effect that answers, and waits for the answer.

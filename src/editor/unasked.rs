@@ -296,8 +296,10 @@ impl State {
             let (reply, applied) = tokio::sync::oneshot::channel();
             self.effects.send(super::Effect::ApplyEdit { edit, reply });
             let (me, owned, who) = (self.me.clone(), path.clone(), origin.label.clone());
+            let effects = self.effects.clone();
             tokio::spawn(async move {
                 if matches!(applied.await, Ok(Ok(()))) {
+                    effects.disk_in_buffer(&owned, &disk);
                     return;
                 }
                 me.report(Report::LandingRefused {

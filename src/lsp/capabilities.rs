@@ -122,7 +122,12 @@ mod tests {
         assert!(events.contains(PluginEvent::ReviewChanged));
         assert!(!events.contains(PluginEvent::SessionUpdate));
         assert_eq!(unknown, ["\"bogus\"", "3"]);
-        let every = json!(["sessionUpdate", "reviewChanged", "turnChanged"]);
+        let every = json!([
+            "sessionUpdate",
+            "reviewChanged",
+            "turnChanged",
+            "diskInBuffer"
+        ]);
         assert_eq!(plugin_events(Some(&every)), (PluginEvents::all(), vec![]));
         assert_eq!(
             plugin_events(Some(&json!(true))),

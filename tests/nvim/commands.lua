@@ -1,6 +1,7 @@
 -- Driven by tests/editor_nvim.rs: the user commands of the shipped editors/nvim plugin in a real
 -- Neovim (0.11+), as a user types them: :AgentChat opens a chat, :AgentSend sends what was
 -- written there, :1,2AgentPrompt asks about two lines of a file (the reply goes to the chat),
+-- :AgentPrompt after lines selected and <Esc> asks about those,
 -- :AgentMode and :AgentModel pick from the agent's own lists (vim.ui.select answered here),
 -- :AgentStatus tells the agents, :AgentReviews lists a pending proposal in the quickfix
 -- list, and :AgentChats finds the first chat again after :AgentNewChat; :checkhealth agentls reports the binary and the agents; a handler of the user's own
@@ -76,6 +77,16 @@ local ok, err = xpcall(function()
   vim.cmd('1,2AgentPrompt what are these lines?')
   wait_for('the reply to the prompt from the file', function()
     return count('_demo: end_turn') == 2
+  end)
+
+  -- Lines 3-4 selected, visual mode left with <Esc>, then :AgentPrompt without a range: the
+  -- selection just left (the cursor still in it) is the context.
+  vim.api.nvim_set_current_buf(notes_buf)
+  vim.api.nvim_win_set_cursor(0, { 3, 0 })
+  vim.cmd('normal! Vj\27')
+  vim.cmd('AgentPrompt and these?')
+  wait_for('the reply to the prompt about the selection', function()
+    return count('_demo: end_turn') == 3
   end)
 
   -- The demo agent's current session, as agentls.status has it.

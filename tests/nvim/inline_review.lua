@@ -2,7 +2,9 @@
 -- inline (the old lines highlighted, the new ones as virtual lines under them, a label with the
 -- keys), `]e` goes from one change to the next, :AgentDiff shows the proposal beside the buffer
 -- in diff mode, and the plugin's keys accept the first change and reject the second as a user
--- types them; then the marks and the keys are gone. Prints what happened as ONE JSON line.
+-- types them; then the marks and the keys are gone. An agent's change that lands unasked is
+-- undone with the same keys, and one written to disk under an unsaved edit is saved by :w
+-- without W12. Prints what happened as ONE JSON line.
 --
 --   nvim --headless --clean -l inline_review.lua <plugin dir> <agentls binary> <log file> <notes file>
 
@@ -135,6 +137,33 @@ local ok, err = xpcall(function()
     return #reviews.pending(other_buf) == 0
       and vim.api.nvim_buf_get_lines(other_buf, 1, 2, true)[1] == 'TODO later'
   end)
+
+  -- An accepted change the agent then writes to disk itself, under an unsaved edit of yours
+  -- made while it waited: the buffer has both, the plugin has Neovim read the file again with
+  -- your edit kept, and :w writes without asking whether to overwrite a changed file (W12).
+  local third = vim.fs.joinpath(vim.fs.dirname(notes), 'third.txt')
+  vim.fn.writefile({ 'keep', 'TODO later' }, third)
+  local third_buf = helpers.edit_attached(third, wait_for)
+  vim.cmd('AgentPrompt uppercase third.txt @diskwrite')
+  wait_for('the proposal drawn', function()
+    return #reviews.pending(third_buf) == 1
+  end)
+  vim.api.nvim_set_current_buf(third_buf)
+  vim.api.nvim_buf_set_lines(third_buf, 0, 1, true, { 'mine' })
+  vim.api.nvim_win_set_cursor(0, { 2, 0 })
+  vim.api.nvim_feedkeys('\\aa', 'xt', false)
+  wait_for('the file read again under the edit', function()
+    return vim.b[third_buf].agentls_disk_in_buffer ~= nil
+  end)
+  output.disk_in_buffer = {
+    buffer = helpers.buffer_text(third_buf),
+    modified = vim.bo[third_buf].modified,
+    disk = table.concat(vim.fn.readfile(third), '\n'),
+  }
+  vim.api.nvim_set_current_buf(third_buf)
+  vim.cmd('write')
+  output.disk_in_buffer.written = table.concat(vim.fn.readfile(third), '\n')
+  output.disk_in_buffer.modified_after_write = vim.bo[third_buf].modified
 end, debug.traceback)
 
 helpers.finish(ok, err, output)

@@ -37,7 +37,8 @@ M.defaults = {
   -- The user commands (:AgentChat, :AgentPrompt, …; see README.md): false leaves them out.
   commands = true,
   -- A buffer whose text is what its file holds (an agent wrote the file, agentls brought the
-  -- buffer in line) is taken as saved: no 'modified', no "changed since reading it" at :w.
+  -- buffer in line) is taken as saved: no 'modified', no "changed since reading it" at :w; one
+  -- whose file an agent wrote under your unsaved edits keeps them, without that question.
   disk_sync = true,
   -- Agents' pending changes shown inline, with keys to accept or reject them (see
   -- lua/agentls/reviews.lua for the keys' defaults): false leaves only agentls's diagnostics.
@@ -634,6 +635,9 @@ function M.setup(opts)
     ['window/showMessage'] = show_message,
     ['textDocument/inlayHint'] = inlay_hints,
   }
+  if disk_sync then
+    plugin_handlers['agentls/diskInBuffer'] = require('agentls.disk').on_disk_in_buffer
+  end
   if opts.reviews ~= false then
     plugin_handlers = vim.tbl_extend('force', plugin_handlers, require('agentls.reviews').setup(opts.reviews))
   end

@@ -128,18 +128,36 @@ local function model_choices(session)
   end
 end
 
+--- The lines of the visual selection just left in the current buffer, while the cursor is still
+--- in them: `first, last` (1-based), else nil. Leaving visual mode to type `:AgentPrompt` (with
+--- <Esc>, or after `y`) keeps meaning those lines; once the cursor moves away it does not.
+local function last_selection()
+  local first, last = vim.fn.line("'<"), vim.fn.line("'>")
+  local cursor = vim.fn.line('.')
+  if first == 0 or last == 0 or cursor < first or cursor > last then
+    return nil
+  end
+  return first, last
+end
+
 local function prompt(opts)
+  local first, last
+  if opts.range > 0 then
+    first, last = opts.line1, opts.line2
+  elseif vim.bo.buftype == '' and vim.api.nvim_buf_get_name(0) ~= '' then
+    first, last = last_selection()
+  end
   local function send(text)
     if not text or text == '' then
       return
     end
     local argument = { text = text }
-    if opts.range > 0 then
+    if first then
       -- The lines of the range, whole, as the context.
       argument.uri = vim.uri_from_bufnr(0)
       argument.range = {
-        start = { line = opts.line1 - 1, character = 0 },
-        ['end'] = { line = opts.line2, character = 0 },
+        start = { line = first - 1, character = 0 },
+        ['end'] = { line = last, character = 0 },
       }
     end
     M.run('agentls.prompt', argument)
@@ -233,7 +251,7 @@ M.commands = {
     end,
   },
   AgentPrompt = {
-    desc = 'Ask the agent (the range is the context); without text, asks for it',
+    desc = 'Ask the agent (the range, or the selection just left, is the context); without text, asks for it',
     nargs = '*',
     range = true,
     run = prompt,

@@ -5,7 +5,10 @@
 -- changed since reading it!!!", `:q` says E37, `:checktime` warns W12. Such a buffer is taken as
 -- unmodified and reloaded the way 'autoread' reloads (Neovim's record of the file is renewed;
 -- the text, the cursor and the undo history stay). Only ever when the text is byte for byte what
--- the file holds; any other change on disk gets Neovim's usual question.
+-- the file holds, or when agentls says the buffer holds the file's text under your unsaved edits
+-- (`agentls/diskInBuffer`, with the file's SHA-256): then the file is read again and your edits
+-- put back on top, so `:w` does not ask (W12). Any other change on disk gets Neovim's usual
+-- question.
 
 local M = {}
 
@@ -61,6 +64,74 @@ end
 
 --- bufnr -> true once its FileChangedShell autocmd is set.
 local guarded = {}
+
+--- bufnr -> the SHA-256 of the disk text agentls says the buffer holds under unsaved edits.
+local in_buffer = {}
+--- bufnr -> the text (lines) and window views to put back once the file is read again.
+local put_back = {}
+
+--- Whether `bufnr`'s file holds what agentls said the buffer holds already.
+local function disk_in_buffer(bufnr)
+  local sha = in_buffer[bufnr]
+  if not sha then
+    return false
+  end
+  local text = read_file(vim.api.nvim_buf_get_name(bufnr))
+  return text ~= nil and vim.fn.sha256(text) == sha
+end
+
+--- Keeps `bufnr`'s lines and its windows' views for [`restore`] after Neovim reloads the file.
+local function keep_for_reload(bufnr)
+  local views = {}
+  for _, win in ipairs(vim.fn.win_findbuf(bufnr)) do
+    views[win] = vim.api.nvim_win_call(win, vim.fn.winsaveview)
+  end
+  put_back[bufnr] = { lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true), views = views }
+end
+
+--- Puts the kept lines back over the file just read, as one undo step with the reload (only
+--- the lines that differ are set, so marks and folds elsewhere stay).
+local function restore(bufnr)
+  local kept = put_back[bufnr]
+  put_back[bufnr] = nil
+  if not kept or not vim.api.nvim_buf_is_loaded(bufnr) then
+    return
+  end
+  local now = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
+  local a, b = table.concat(now, '\n') .. '\n', table.concat(kept.lines, '\n') .. '\n'
+  local hunks = vim.diff(a, b, { result_type = 'indices' })
+  vim.api.nvim_buf_call(bufnr, function()
+    pcall(vim.cmd, 'undojoin')
+    -- From the last hunk up, so the earlier ones' line numbers hold.
+    for i = #hunks, 1, -1 do
+      local start_a, count_a, start_b, count_b = unpack(hunks[i])
+      local first = count_a == 0 and start_a or start_a - 1
+      local lines = vim.list_slice(kept.lines, start_b, start_b + count_b - 1)
+      vim.api.nvim_buf_set_lines(bufnr, first, first + count_a, true, lines)
+    end
+  end)
+  for win, view in pairs(kept.views) do
+    if vim.api.nvim_win_is_valid(win) and vim.api.nvim_win_get_buf(win) == bufnr then
+      vim.api.nvim_win_call(win, function()
+        vim.fn.winrestview(view)
+      end)
+    end
+  end
+end
+
+--- Handles `agentls/diskInBuffer` (`{uri, sha256}`): the file's text is in the buffer already,
+--- so Neovim is brought to take the file as read at once, before a `:w` would ask.
+function M.on_disk_in_buffer(_, params)
+  if type(params) ~= 'table' or type(params.uri) ~= 'string' then
+    return
+  end
+  local bufnr = vim.fn.bufnr(vim.uri_to_fname(params.uri))
+  if bufnr == -1 or not vim.api.nvim_buf_is_loaded(bufnr) or not guarded[bufnr] then
+    return
+  end
+  in_buffer[bufnr] = params.sha256
+  pcall(vim.cmd, 'checktime ' .. bufnr)
+end
 
 local function unwatch(bufnr)
   local watch = watches[bufnr]
@@ -135,12 +206,25 @@ function M.setup()
         buffer = args.buf,
         callback = function(ev)
           local reason = vim.v.fcs_reason
-          if (reason == 'conflict' or reason == 'changed') and M.matches_disk(ev.buf) then
+          local changed = reason == 'conflict' or reason == 'changed'
+          if changed and M.matches_disk(ev.buf) then
             vim.v.fcs_choice = 'reload'
+          elseif changed and disk_in_buffer(ev.buf) then
+            keep_for_reload(ev.buf)
+            vim.v.fcs_choice = 'reload'
+            vim.b[ev.buf].agentls_disk_in_buffer = in_buffer[ev.buf]
+            in_buffer[ev.buf] = nil
           elseif vim.v.fcs_choice == '' then
             -- As if there were no autocommand: Neovim asks.
             vim.v.fcs_choice = 'ask'
           end
+        end,
+      })
+      vim.api.nvim_create_autocmd('FileChangedShellPost', {
+        group = group,
+        buffer = args.buf,
+        callback = function(ev)
+          restore(ev.buf)
         end,
       })
     end,
@@ -150,6 +234,7 @@ function M.setup()
     group = group,
     callback = function(args)
       unwatch(args.buf)
+      in_buffer[args.buf] = nil
     end,
   })
   -- Before Neovim counts the buffers with unsaved changes (E37, E162).
@@ -167,6 +252,7 @@ function M.setup()
     group = group,
     callback = function(args)
       unwatch(args.buf)
+      in_buffer[args.buf] = nil
       if args.event == 'BufWipeout' then
         guarded[args.buf] = nil
       end
