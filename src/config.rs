@@ -150,6 +150,9 @@ pub struct ChatConfig {
     /// `$XDG_STATE_HOME/agentls/chats`, outside every repository). Only the user's config file
     /// may set it: agentls writes there.
     pub directory: Option<PathBuf>,
+    /// The editor's keys for sending and stopping, which a new chat's header names (one line;
+    /// the shipped Helix `languages.toml` sets it; empty: the header names the code action).
+    pub keys: String,
 }
 
 impl Default for ChatConfig {
@@ -157,6 +160,7 @@ impl Default for ChatConfig {
         Self {
             comment_marker: crate::editor::comment_prompt::DEFAULT_MARKER.to_owned(),
             directory: None,
+            keys: String::new(),
         }
     }
 }

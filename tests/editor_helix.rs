@@ -340,6 +340,8 @@ fn helix_holds_a_conversation_in_a_chat_document() {
     let screen = helix.wait_for("_demo: end_turn");
     eprintln!("the chat in Helix after the first reply:\n{screen}");
     for line in [
+        // The header names the keys of the shipped config (its own line: Helix does not wrap).
+        "Keys: space i s sends, space i x stops, space a lists every action",
         "## demo",
         "Hello from the demo agent.",
         "notes.rs has 8 lines.",

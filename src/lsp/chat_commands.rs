@@ -147,6 +147,21 @@ pub(super) async fn workspace_chats(backend: &Backend) -> std::result::Result<Pa
 
 /// Creates a chat document with `agent`, ending with `first` under the `## You` heading, and
 /// agentls's record of it, in a private folder (nothing written through a symlink).
+/// The most of `chat.keys` a header shows.
+const KEYS_HINT_CHARS: usize = 120;
+
+/// `Keys: <keys>` as a paragraph of a chat's header, first so that an editor that does not wrap
+/// lines shows it whole: the editor's keys as its settings name them, on one line and cut short;
+/// nothing when none are named.
+fn keys_line(keys: &str) -> String {
+    let one_line: String = keys.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.is_empty() {
+        return String::new();
+    }
+    let shown: String = one_line.chars().take(KEYS_HINT_CHARS).collect();
+    format!("Keys: {shown}\n\n")
+}
+
 async fn create(backend: &Backend, agent: &str, first: &str) -> Result<PathBuf> {
     let folder = backend.editor.workspace_folders().await.into_iter().next();
     let root = chats_root(backend).map_err(|why| refuse(&format!("agentls: no chat: {why}")))?;
@@ -157,8 +172,9 @@ async fn create(backend: &Backend, agent: &str, first: &str) -> Result<PathBuf> 
         .unwrap_or_default();
     let name = format!("{agent}-{stamp}.md");
     let path = root.join(&key).join(&name);
+    let keys = keys_line(&backend.agent_config.borrow().chat.keys);
     let text = format!(
-        "{HEADER}{agent}\n\nWrite under the last `{YOU}` heading, then run the code action *Send to {agent}*. \
+        "{HEADER}{agent}\n\n{keys}Write under the last `{YOU}` heading, then run the code action *Send to {agent}*. \
          Quitting without saving loses nothing: agentls puts the conversation back when you open \
          this chat again.\n\n{YOU}\n\n{first}"
     );
