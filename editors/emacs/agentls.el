@@ -55,6 +55,7 @@
 (declare-function eglot--signal-textDocument/didChange "eglot")
 (declare-function eglot--server-info "eglot")
 (declare-function eglot--managed-buffers "eglot")
+(declare-function package-installed-p "package")
 
 ;;;; Settings
 
