@@ -182,7 +182,7 @@ async fn example_agent_permission_answered_through_code_actions() {
         "example: Modifying critical configuration file — answer with a code action (Allow… / Reject…)"
     );
     let titles: Vec<String> = client
-        .code_actions(&uri)
+        .decision_actions(&uri)
         .await
         .iter()
         .map(|a| a["title"].as_str().unwrap().to_owned())
