@@ -323,7 +323,7 @@ async fn run_turn(
     told_after(client, from, "that the agent died", died).await;
     let reviews = client.server_state().await["reviews"].clone();
     assert_eq!(reviews, json!([]), "the dead agent's review is still open");
-    assert!(client.code_actions(uri).await.is_empty());
+    assert!(client.decision_actions(uri).await.is_empty());
     if ask == Ask::Review {
         tally.reviews_withdrawn += 1;
     }
