@@ -26,6 +26,8 @@
 
 #[path = "common/agent_alone.rs"]
 mod agent_alone;
+#[path = "common/stats.rs"]
+mod stats;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -36,6 +38,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use stats::{describe, memory, ms, quantile};
 use support::{Options, TestClient};
 
 const CHUNKS: usize = 100_000;
@@ -554,18 +557,6 @@ impl<T: Send + 'static> Repeating<T> {
     }
 }
 
-/// A memory line of `/proc/pid/status` (`VmRSS:`, `VmHWM:`, `RssAnon:`), in bytes.
-fn memory(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with(key)).unwrap();
-    let kb: u64 = line[key.len()..]
-        .trim()
-        .trim_end_matches(" kB")
-        .parse()
-        .unwrap();
-    kb * 1024
-}
-
 /// One measured round trip.
 struct RoundTrip {
     elapsed: Duration,
@@ -621,27 +612,4 @@ fn diff(after: (usize, usize, usize), before: (usize, usize, usize)) -> (usize, 
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// The `q` quantile of `samples` (nearest rank).
-fn quantile(samples: &[Duration], q: f64) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
-/// "median 1.2 ms, p95 3.4 ms, p99 4.5 ms, max 5.6 ms (n = 50)".
-fn describe(samples: &[Duration]) -> String {
-    format!(
-        "median {:.2} ms, p95 {:.2} ms, p99 {:.2} ms, max {:.2} ms (n = {})",
-        ms(quantile(samples, 0.5)),
-        ms(quantile(samples, 0.95)),
-        ms(quantile(samples, 0.99)),
-        ms(quantile(samples, 1.0)),
-        samples.len()
-    )
 }

@@ -12,12 +12,15 @@
 //!
 //! Run: `cargo bench --bench review_typing`.
 
+#[path = "common/stats.rs"]
+mod stats;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use stats::{ms, quantile};
 use support::reviews::propose;
 use support::{Options, TestClient, range};
 
@@ -198,14 +201,4 @@ fn showing_bytes(client: &TestClient) -> usize {
         .flat_map(|method| client.received(method))
         .map(|message| message.to_string().len())
         .sum()
-}
-
-fn quantile(samples: &[Duration], q: f64) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
