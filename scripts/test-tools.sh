@@ -216,6 +216,9 @@ emacs_has_eglot() {
       >/dev/null 2>&1
 }
 emacs_has_eglot || apt_install emacs-nox elpa-eglot || true
+# lsp-mode users' Emacs (tests/editor_emacs.rs: agentls-lsp.el): Debian's elpa-lsp-mode 8.0.
+emacs --batch -q --no-site-file --eval '(progn (package-activate-all) (require (quote lsp-mode)))' \
+  >/dev/null 2>&1 || apt_install elpa-lsp-mode || true
 if emacs_has_eglot; then
   echo "export AGENTLS_TEST_EMACS='$(command -v emacs)'"
 else

@@ -8,7 +8,10 @@
 //!   a synchronous request, so this also proves that what agentls sends after a command's reply
 //!   (the applyEdit, the diagnostics) reaches eglot: without the server's output pacing
 //!   (`src/lsp/transport.rs`) it stalls.
-//! - The package byte-compiles without a warning on Emacs 28 + eglot 1.9 and on Emacs 30.
+//! - The package byte-compiles without a warning on Emacs 28 + eglot 1.9 and on Emacs 30, and
+//!   `agentls-lsp.el` on Emacs 28 + Debian's lsp-mode 8.0.
+//! - lsp-mode with agentls as an add-on server beside a real pylsp: a review decided through its
+//!   code actions, an unsaved edit kept (`tests/emacs/lsp_mode.el`).
 //! - A whole conversation, on Emacs 28 and on Emacs 30, with the init code of
 //!   `editors/emacs/README.md`: chat, send, the streamed reply, the region as the selection, a
 //!   prompt, one change accepted and one rejected with no question, save, quit with no
@@ -272,14 +275,14 @@ fn readme_init(sandbox: &Sandbox, block: usize) -> PathBuf {
     init
 }
 
-/// The package compiles on `emacs` with every warning an error, run as a user runs it
-/// (`emacs -batch -f batch-byte-compile`: the site files load, no package is activated first);
-/// returns what it printed.
-fn byte_compile(emacs: &Path) -> (bool, String) {
+/// `file` of `editors/emacs` compiles on `emacs` with every warning an error, run as a user
+/// runs it (`emacs -batch -f batch-byte-compile`: the site files load, no package is activated
+/// first); returns what it printed.
+fn byte_compile(emacs: &Path, file: &str) -> (bool, String) {
     let sandbox = Sandbox::create();
-    let copy = sandbox.root.join("agentls.el");
+    let copy = sandbox.root.join(file);
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    std::fs::copy(manifest.join("editors/emacs/agentls.el"), &copy).unwrap();
+    std::fs::copy(manifest.join("editors/emacs").join(file), &copy).unwrap();
     let mut command = Command::new(emacs);
     sandbox.isolate(&mut command).args([
         "-batch",
@@ -292,7 +295,7 @@ fn byte_compile(emacs: &Path) -> (bool, String) {
     let output = command.output().expect("run emacs");
     let printed = String::from_utf8_lossy(&output.stderr).into_owned();
     (
-        output.status.success() && sandbox.root.join("agentls.elc").is_file(),
+        output.status.success() && copy.with_extension("elc").is_file(),
         printed,
     )
 }
@@ -303,15 +306,17 @@ fn byte_compile(emacs: &Path) -> (bool, String) {
 )]
 #[test]
 fn the_package_byte_compiles_without_a_warning_on_emacs_28_and_30() {
-    for (var, what) in [
-        ("AGENTLS_TEST_EMACS", "Emacs"),
-        ("AGENTLS_TEST_EMACS30", "Emacs 30"),
+    // agentls-lsp.el where lsp-mode is installed (Debian's, for Emacs 28).
+    for (var, what, file) in [
+        ("AGENTLS_TEST_EMACS", "Emacs", "agentls.el"),
+        ("AGENTLS_TEST_EMACS30", "Emacs 30", "agentls.el"),
+        ("AGENTLS_TEST_EMACS", "Emacs", "agentls-lsp.el"),
     ] {
         let emacs = peers::binary(var, what);
-        let (compiled, printed) = byte_compile(&emacs);
+        let (compiled, printed) = byte_compile(&emacs, file);
         assert!(
             compiled,
-            "{what}: agentls.el did not compile cleanly:\n{printed}"
+            "{what}: {file} did not compile cleanly:\n{printed}"
         );
         assert!(
             !printed.to_lowercase().contains("warning"),
@@ -734,27 +739,12 @@ fn quitting_emacs_nw_leaves_no_discovery_file_three_times_out_of_three() {
 /// unsaved edit, then one change of the agent's accepted and one rejected from eglot's menu;
 /// nothing lost, nothing asked.
 fn reviews_beside_pylsp(emacs: &Path) {
-    let rass = peers::binary("AGENTLS_TEST_RASS", "rassumfrassum (rass)");
-    let pylsp = peers::binary("AGENTLS_TEST_PYLSP", "python-lsp-server (pylsp)");
     let sandbox = Sandbox::create();
     let sample = sandbox.workspace.join("notes.py");
     std::fs::write(&sample, BESIDE_SAMPLE).unwrap();
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut command = emacs_in(emacs, &sandbox);
-    // `rass` and `pylsp` on PATH, as `pipx install` puts them.
-    let inherited = command
-        .get_envs()
-        .find(|(name, _)| *name == "PATH")
-        .and_then(|(_, value)| value)
-        .map(std::ffi::OsStr::to_owned)
-        .unwrap_or_default();
-    let mut path = vec![
-        rass.parent().unwrap().to_path_buf(),
-        pylsp.parent().unwrap().to_path_buf(),
-    ];
-    path.extend(std::env::split_paths(&inherited));
+    let mut command = with_python_servers(emacs_in(emacs, &sandbox));
     command
-        .env("PATH", std::env::join_paths(path).unwrap())
         .arg("-l")
         .arg(manifest.join("tests/emacs/beside.el"))
         .arg(manifest.join("editors/emacs/agentls.el"))
@@ -801,8 +791,80 @@ fn reviews_beside_pylsp(emacs: &Path) {
     assert_eq!(out["questions"], json!([]), "{out}");
 }
 
-/// The Python file of [`reviews_beside_pylsp`].
+/// The Python file of [`reviews_beside_pylsp`] and the lsp-mode test.
 const BESIDE_SAMPLE: &str = "import os\n# TODO buy milk\nx = 1\n# TODO call the plumber\n";
+/// [`BESIDE_SAMPLE`] with the user's unsaved edit and the first change accepted.
+const BESIDE_DECIDED: &str = "import os  # mine\n# TODO BUY MILK\nx = 1\n# TODO call the plumber\n";
+
+/// `command` with `rass` and `pylsp` first on its PATH, as `pipx install` puts them.
+fn with_python_servers(mut command: Command) -> Command {
+    let rass = peers::binary("AGENTLS_TEST_RASS", "rassumfrassum (rass)");
+    let pylsp = peers::binary("AGENTLS_TEST_PYLSP", "python-lsp-server (pylsp)");
+    let inherited = command
+        .get_envs()
+        .find(|(name, _)| *name == "PATH")
+        .and_then(|(_, value)| value)
+        .map(std::ffi::OsStr::to_owned)
+        .unwrap_or_default();
+    let mut path = vec![
+        rass.parent().unwrap().to_path_buf(),
+        pylsp.parent().unwrap().to_path_buf(),
+    ];
+    path.extend(std::env::split_paths(&inherited));
+    command.env("PATH", std::env::join_paths(path).unwrap());
+    command
+}
+
+/// lsp-mode (Debian's elpa-lsp-mode 8.0 on Emacs 28) with `agentls-lsp.el` as its README says:
+/// `M-x lsp` on a Python file starts pylsp and agentls as an add-on; with an unsaved edit, the
+/// agent's two changes are diagnostics, one accepted and one rejected through lsp-mode's code
+/// actions; nothing lost, nothing asked; `agentls-lsp-chat` opens the chat.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
+#[test]
+fn emacs_lsp_mode_reviews_with_agentls_as_an_add_on_server() {
+    let emacs = peers::binary("AGENTLS_TEST_EMACS", "Emacs");
+    let sandbox = Sandbox::create();
+    let sample = sandbox.workspace.join("notes.py");
+    std::fs::write(&sample, BESIDE_SAMPLE).unwrap();
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut command = with_python_servers(emacs_in(&emacs, &sandbox));
+    command
+        .arg("-l")
+        .arg(manifest.join("tests/emacs/lsp_mode.el"))
+        .arg(manifest.join("editors/emacs/agentls-lsp.el"))
+        .arg(&sample)
+        .arg(&sandbox.root);
+    let session = sandbox.run(&mut command, "emacs", TIMEOUT);
+    let ctx = context(&session);
+    let out = &session.result;
+    assert!(session.status.success(), "{out}\n{ctx}");
+    assert_eq!(out["error"], Value::Null, "{ctx}");
+    assert_eq!(out["major_mode"], "python-mode", "{out}");
+    assert_eq!(out["servers"], json!(["pylsp", "agentls"]), "{out}");
+    assert!(
+        out["accepted"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Accept change 1/2")),
+        "{out}"
+    );
+    assert!(
+        out["rejected"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Reject change 2/2")),
+        "{out}"
+    );
+    assert_eq!(out["buffer"], BESIDE_DECIDED, "{out}");
+    assert_eq!(out["modified"], true, "{out}");
+    assert_eq!(
+        out["disk"], BESIDE_SAMPLE,
+        "the disk waits for the save: {out}"
+    );
+    assert_eq!(out["chat_first_line"], "# Chat with demo", "{out}");
+    assert_eq!(out["questions"], json!([]), "{out}");
+}
 
 #[cfg_attr(
     not(feature = "real-peers"),
