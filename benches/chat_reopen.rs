@@ -3,7 +3,9 @@
 //! agentls. For each: the time from `didOpen` until the chat is known as one (its code actions
 //! offer *Send to demo*), a completion at its end, and from sending the next message to the
 //! agent's first words in the document, and the bytes of agentls's record the turn wrote (and
-//! synced at its end). Prints each, and the long chat's ratio to the short.
+//! synced at its end). Prints each, and the long chat's ratio to the short; of the first, also
+//! the part until the client has written its `didOpen` (agentls reading it meanwhile: the pipe
+//! holds 64 KB).
 //!
 //! Run: `cargo bench --bench chat_reopen`
 
@@ -27,6 +29,8 @@ const GIVE_UP: Duration = Duration::from_secs(30);
 /// The times of one reopening.
 #[derive(Debug, Clone, Copy)]
 struct Times {
+    /// From the start of the client's `didOpen` until it is written (agentls reading it).
+    sent: Duration,
     known: Duration,
     completion: Duration,
     next_completion: Duration,
@@ -46,6 +50,7 @@ async fn main() {
             "open → known as a chat",
             (|t: &Times| t.known) as fn(&Times) -> Duration,
         ),
+        ("  of which writing the didOpen", |t: &Times| t.sent),
         ("first completion at its end", |t: &Times| t.completion),
         ("the next completion there", |t: &Times| t.next_completion),
         ("send → first words of the reply", |t: &Times| t.reply),
@@ -152,6 +157,7 @@ async fn reopen(options: Options, path: &Path, text: &str) -> Times {
         .await;
     let started = Instant::now();
     let uri = client.open_unsaved(path, "markdown", text).await;
+    let sent = started.elapsed();
     loop {
         let actions = client.code_actions(&uri).await;
         if actions.iter().any(|a| a["title"] == "Send to demo") {
@@ -217,6 +223,7 @@ async fn reopen(options: Options, path: &Path, text: &str) -> Times {
     let synced = std::fs::metadata(&record).unwrap().len() - before;
     assert!(client.shutdown().await.success());
     Times {
+        sent,
         known,
         completion,
         next_completion,

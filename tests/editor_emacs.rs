@@ -736,8 +736,8 @@ fn quitting_emacs_nw_leaves_no_discovery_file_three_times_out_of_three() {
 
 /// `(agentls-beside 'python-mode "pylsp")`, as the README says, on `emacs`: in a Python buffer
 /// that a real pylsp serves (its hover answers) joined with agentls through a real `rass`, an
-/// unsaved edit, then one change of the agent's accepted and one rejected from eglot's menu;
-/// nothing lost, nothing asked.
+/// unsaved edit; a message sent from the chat (served by the same connection); then one change
+/// of the agent's accepted and one rejected from eglot's menu; nothing lost, nothing asked.
 fn reviews_beside_pylsp(emacs: &Path) {
     let sandbox = Sandbox::create();
     let sample = sandbox.workspace.join("notes.py");
@@ -759,6 +759,9 @@ fn reviews_beside_pylsp(emacs: &Path) {
     assert_eq!(out["server_class"], "agentls-server", "{out}");
     let command_line = strings(&out["server_command"]).join(" ");
     assert_eq!(command_line, "rass -- pylsp -- agentls", "{out}");
+    // The chat is served by the same connection: one agentls for the project.
+    assert_eq!(out["chat_managed_by_the_same_server"], true, "{out}");
+    assert_eq!(out["servers_in_project"], 1, "{out}");
     // pylsp answers in the same connection: its hover names the module.
     let hover = out["hover"].as_str().unwrap_or_default();
     assert!(hover.contains("os"), "no pylsp hover on `os`: {out}\n{ctx}");

@@ -109,7 +109,9 @@ reviews, commands and region, in one connection.  For example:
 
   (agentls-beside \='python-mode \"pylsp\")
   (agentls-beside \='(rust-mode rust-ts-mode) \"rust-analyzer\")"
-  (let* ((modes (if (listp modes) modes (list modes)))
+  ;; Its chats join the same connection: one agentls for the project, which sees both the
+  ;; chats and the files their agents change.
+  (let* ((modes (append (if (listp modes) modes (list modes)) '(agentls-chat-mode)))
          (contact (lambda (&rest _)
                     (cons 'agentls-server
                           (append agentls-multiplexer-command
@@ -119,7 +121,9 @@ reviews, commands and region, in one connection.  For example:
           (cons (cons modes contact)
                 (cl-remove-if (lambda (entry)
                                 (let ((key (car-safe entry)))
-                                  (cl-intersection (if (listp key) key (list key)) modes)))
+                                  (and (not (eq (cdr-safe entry) #'agentls--contact))
+                                       (cl-intersection (if (listp key) key (list key))
+                                                        modes))))
                               eglot-server-programs)))
     contact))
 

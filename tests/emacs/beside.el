@@ -3,7 +3,8 @@
 ;; Driven by tests/editor_emacs.rs: a real Emacs loads the shipped editors/emacs/agentls.el,
 ;; joins agentls to a real Python language server with `(agentls-beside 'python-mode "pylsp")'
 ;; as the README says, and opens a Python file as a user does (`M-x eglot'). In that buffer,
-;; which pylsp serves (its hover answers), the user types an unsaved edit, an agent proposes two
+;; which pylsp serves (its hover answers), the user types an unsaved edit and asks from the chat
+;; (`agentls-chat', `agentls-send': the chat joins the same connection); the agent proposes two
 ;; changes, the first is accepted and the second rejected from eglot's code action menu. Prints
 ;; ONE JSON line on stdout; the Rust side makes the assertions.
 ;;
@@ -52,13 +53,22 @@
                                     (eglot--TextDocumentPositionParams))))
         (test-put 'hover (format "%S" (plist-get hover :contents))))
 
-      ;; An unsaved edit of the user's, then the agent's proposal.
+      ;; An unsaved edit of the user's; then, from the chat (`C-c a c'), the message that gets
+      ;; the agent's proposal, sent with `C-c C-c'.
       (goto-char (point-min))
       (end-of-line)
       (insert "  # mine")
       (test-idle)
-      (eglot-execute-command test-server 'agentls.prompt
-                             (vector (list :text "uppercase the TODO lines in notes.py")))
+      (let ((code (current-buffer)))
+        (with-current-buffer (agentls-chat)
+          (test-put 'chat_managed_by_the_same_server (eq (eglot-current-server) test-server))
+          (goto-char (point-max))
+          (insert "uppercase the TODO lines in notes.py")
+          (test-idle)
+          (agentls-send))
+        (set-buffer code))
+      (test-put 'servers_in_project
+                (length (gethash (eglot--project test-server) eglot--servers-by-project)))
       (test-wait-for "the proposal as flymake notes"
                      (lambda () (test-idle) (= (length (test-agentls-diagnostics)) 2))
                      20)
