@@ -292,6 +292,34 @@ async fn a_change_made_without_asking_is_shown_for_keep_or_undo() {
     assert!(client.shutdown().await.success());
 }
 
+/// Something else (a checkout, another tool) writes a file between turns, under the user's
+/// unsaved edit; the user takes the disk's text (Neovim's W12 answered *Load File*: the buffer
+/// becomes the file's text, unsaved). The next turn, which does not touch the file, does not
+/// report it as changed without asking, and no Keep/Undo review opens on it.
+#[tokio::test]
+async fn a_file_reloaded_from_disk_between_turns_is_not_the_agents_change() {
+    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let uri = client.open("notes.txt", "text", "one\ntwo\n").await;
+    client.edit(&uri, range(0, 0, 0, 0), "mine ").await;
+    std::fs::write(client.workspace.join("notes.txt"), "one\ntwo\nthree\n").unwrap();
+    client
+        .edit(&uri, range(0, 0, 2, 0), "one\ntwo\nthree\n")
+        .await;
+    let other = client.open("other.txt", "text", "a\n").await;
+    client.prompt("read other.txt").await;
+    let summary = client.take_message("demo: end_turn").await;
+    assert!(!summary.contains("without asking"), "{summary}");
+    assert!(client.decision_actions(&uri).await.is_empty());
+    assert_eq!(client.document(&uri).text, "one\ntwo\nthree\n");
+    assert!(
+        !client.shown_text().contains("without asking"),
+        "{}",
+        client.shown_text()
+    );
+    drop(other);
+    assert!(client.shutdown().await.success());
+}
+
 /// A change the user rejected, proposed again in a later turn and written without asking this
 /// time, lands: the earlier verdict covered only the earlier turn's write (it used to turn the
 /// new write into the old accepted text, silently).
