@@ -304,6 +304,28 @@ mod tests {
         for body in bodies {
             assert_eq!(checked(body), Checked::Valid(body.to_vec()));
         }
+        // The payload is checked too: nothing tower-lsp would choke on passes (a payload nested
+        // past serde_json's limit, which skipping it unbuilt would not notice).
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{}{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let bad: [&[u8]; 3] = [
+            br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":tru}}"#,
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":\"a\nb\"}",
+            deep.as_bytes(),
+        ];
+        for body in bad {
+            let shown = String::from_utf8_lossy(body).into_owned();
+            assert_eq!(refusal(body), (PARSE_ERROR, Value::Null), "{shown}");
+        }
+        // A payload given twice: the last one, re-encoded whole.
+        let params_twice = br#"{"jsonrpc":"2.0","method":"a","params":[1],"params":{"b":2}}"#;
+        assert_eq!(
+            checked(params_twice),
+            Checked::Valid(br#"{"jsonrpc":"2.0","method":"a","params":{"b":2}}"#.to_vec())
+        );
         // Duplicate keys (refused by tower-lsp's decoder) are gone; key order stays.
         let twice = br#" {"jsonrpc":"2.0","method":"a","id":1,"method":"b"} "#;
         assert_eq!(
