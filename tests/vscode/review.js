@@ -137,8 +137,14 @@ main(async (d, config) => {
 
   // With the panel open below (the chat's view gets shorter), a long reply is followed to its
   // end, and the turn leaves no notification of its own: its summary is on the status bar.
+  // The panel opens on its terminal, which takes the focus once it is ready (later on a loaded
+  // machine): a palette opened before that closes under it, its Enter going to the terminal.
   await d.palette('View: Toggle Panel Visibility');
-  await d.waitFor('the panel open', () => !!document.querySelector('.part.panel') && document.querySelector('.part.panel').offsetHeight > 0);
+  await d.waitFor('the panel open, its terminal focused', () => {
+    const panel = document.querySelector('.part.panel');
+    const focused = document.activeElement;
+    return !!panel && panel.offsetHeight > 0 && panel.contains(focused) && focused.classList.contains('xterm-helper-textarea');
+  });
   await d.palette('agentls: Send Chat Message');
   await d.answerInput('agentls: message to demo', '@flood 80');
   const followed = await d.waitUntil('the long reply followed to its end, its summary on the status bar', (s) =>
