@@ -739,23 +739,8 @@ fn quitting_emacs_nw_leaves_no_discovery_file_three_times_out_of_three() {
 /// unsaved edit; a message sent from the chat (served by the same connection); then one change
 /// of the agent's accepted and one rejected from eglot's menu; nothing lost, nothing asked.
 fn reviews_beside_pylsp(emacs: &Path) {
-    let sandbox = Sandbox::create();
-    let sample = sandbox.workspace.join("notes.py");
-    std::fs::write(&sample, BESIDE_SAMPLE).unwrap();
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut command = with_python_servers(emacs_in(emacs, &sandbox));
-    command
-        .arg("-l")
-        .arg(manifest.join("tests/emacs/beside.el"))
-        .arg(manifest.join("editors/emacs/agentls.el"))
-        .arg(&sample)
-        .arg(&sandbox.root);
-    let session = sandbox.run(&mut command, "emacs", TIMEOUT);
-    let ctx = context(&session);
-    let out = &session.result;
-    assert!(session.status.success(), "{out}\n{ctx}");
-    assert_eq!(out["error"], Value::Null, "{ctx}");
-    assert_eq!(out["major_mode"], "python-mode", "{out}");
+    let (out, ctx) = on_a_python_file(emacs, "beside.el", "agentls.el");
+    let out = &out;
     assert_eq!(out["server_class"], "agentls-server", "{out}");
     let command_line = strings(&out["server_command"]).join(" ");
     assert_eq!(command_line, "rass -- pylsp -- agentls", "{out}");
@@ -770,28 +755,7 @@ fn reviews_beside_pylsp(emacs: &Path) {
         Some(2),
         "{out}"
     );
-    assert!(
-        out["accepted"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("Accept change 1/2")),
-        "{out}"
-    );
-    assert!(
-        out["rejected"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("Reject change 2/2")),
-        "{out}"
-    );
-    assert_eq!(
-        out["buffer"], "import os  # mine\n# TODO BUY MILK\nx = 1\n# TODO call the plumber\n",
-        "{out}"
-    );
-    assert_eq!(out["modified"], true, "{out}");
-    assert_eq!(
-        out["disk"], BESIDE_SAMPLE,
-        "the disk waits for the save: {out}"
-    );
-    assert_eq!(out["questions"], json!([]), "{out}");
+    one_accepted_one_rejected_nothing_lost(out);
 }
 
 /// The Python file of [`reviews_beside_pylsp`] and the lsp-mode test.
@@ -829,43 +793,56 @@ fn with_python_servers(mut command: Command) -> Command {
 #[test]
 fn emacs_lsp_mode_reviews_with_agentls_as_an_add_on_server() {
     let emacs = peers::binary("AGENTLS_TEST_EMACS", "Emacs");
+    let (out, _) = on_a_python_file(&emacs, "lsp_mode.el", "agentls-lsp.el");
+    let out = &out;
+    assert_eq!(out["servers"], json!(["pylsp", "agentls"]), "{out}");
+    one_accepted_one_rejected_nothing_lost(out);
+    assert_eq!(out["chat_first_line"], "# Chat with demo", "{out}");
+}
+
+/// Runs `tests/emacs/<script>` with `editors/emacs/<package>` on a Python file holding
+/// [`BESIDE_SAMPLE`], `rass` and `pylsp` on PATH, and checks that it ran through in
+/// `python-mode`. Returns its result and the context for failure messages.
+fn on_a_python_file(emacs: &Path, script: &str, package: &str) -> (Value, String) {
     let sandbox = Sandbox::create();
     let sample = sandbox.workspace.join("notes.py");
     std::fs::write(&sample, BESIDE_SAMPLE).unwrap();
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut command = with_python_servers(emacs_in(&emacs, &sandbox));
+    let mut command = with_python_servers(emacs_in(emacs, &sandbox));
     command
         .arg("-l")
-        .arg(manifest.join("tests/emacs/lsp_mode.el"))
-        .arg(manifest.join("editors/emacs/agentls-lsp.el"))
+        .arg(manifest.join("tests/emacs").join(script))
+        .arg(manifest.join("editors/emacs").join(package))
         .arg(&sample)
         .arg(&sandbox.root);
     let session = sandbox.run(&mut command, "emacs", TIMEOUT);
     let ctx = context(&session);
-    let out = &session.result;
+    let out = session.result.clone();
     assert!(session.status.success(), "{out}\n{ctx}");
     assert_eq!(out["error"], Value::Null, "{ctx}");
     assert_eq!(out["major_mode"], "python-mode", "{out}");
-    assert_eq!(out["servers"], json!(["pylsp", "agentls"]), "{out}");
-    assert!(
-        out["accepted"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("Accept change 1/2")),
-        "{out}"
-    );
-    assert!(
-        out["rejected"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("Reject change 2/2")),
-        "{out}"
-    );
+    (out, ctx)
+}
+
+/// The first of the agent's two changes accepted and the second rejected from the code action
+/// menu: the buffer holds the user's unsaved edit and the accepted change, the file waits for
+/// the save, nothing was asked.
+fn one_accepted_one_rejected_nothing_lost(out: &Value) {
+    for (key, title) in [
+        ("accepted", "Accept change 1/2"),
+        ("rejected", "Reject change 2/2"),
+    ] {
+        assert!(
+            out[key].as_str().is_some_and(|t| t.starts_with(title)),
+            "{out}"
+        );
+    }
     assert_eq!(out["buffer"], BESIDE_DECIDED, "{out}");
     assert_eq!(out["modified"], true, "{out}");
     assert_eq!(
         out["disk"], BESIDE_SAMPLE,
         "the disk waits for the save: {out}"
     );
-    assert_eq!(out["chat_first_line"], "# Chat with demo", "{out}");
     assert_eq!(out["questions"], json!([]), "{out}");
 }
 
