@@ -594,7 +594,10 @@ async fn an_agent_writing_its_proposal_after_the_user_saved_keeps_the_save() {
 /// the whole proposal, but it is the user's doing and is not "corrected" back.
 #[tokio::test]
 async fn a_rejected_change_the_user_makes_and_saves_stays() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process().await;
+    client
+        .initialize(TestClient::rich_capabilities(false), None)
+        .await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let accepted = accept_first_hunk_only(&client, &uri).await;
     let lines = accepted.lines().count() as u32;
@@ -607,8 +610,11 @@ async fn a_rejected_change_the_user_makes_and_saves_stays() {
             json!({"textDocument": {"uri": uri}}),
         )
         .await;
-    // The disk watch looks every 100 ms: give it several looks.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // The verdict's disk watch looks every second for 30 s, and then stops: on the paused
+    // clock its whole life passes at once, every look included.
+    tokio::time::pause();
+    tokio::time::sleep(std::time::Duration::from_secs(31)).await;
+    tokio::time::resume();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), PROPOSAL);
     assert_eq!(client.document(&uri).text, PROPOSAL);
 }

@@ -93,8 +93,8 @@ fn whole_text(
 /// `new`, written over `seen`, with what `current` changed of `seen` kept where it can be.
 fn merged_onto(current: &str, seen: Option<&str>, new: &str) -> String {
     match seen {
-        Some(seen) if seen != current && !seen.is_empty() => {
-            crate::editor::diff::merge3(seen, current, new).unwrap_or_else(|| new.to_owned())
+        Some(seen) if !seen.is_empty() => {
+            crate::editor::reconcile::onto(seen, current, new).unwrap_or_else(|| new.to_owned())
         }
         _ => new.to_owned(),
     }

@@ -12,8 +12,9 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::reconcile::Reviewed;
 use super::state::{State, StateHandle};
-use super::{EffectSender, Level, diff, file_name, files};
+use super::{EffectSender, Level, file_name, files};
 
 /// How long after a verdict agentls watches the disk for the agent's own write.
 const WATCH_FOR: Duration = Duration::from_secs(30);
@@ -102,18 +103,22 @@ impl Expectations {
         }
         let expectation = self.targets.remove(path)?.expectation;
         let disk = disk.unwrap_or_default();
-        // The agent's own earlier write of the proposal is no change of the user's to keep.
-        let agents_own = disk == expectation.base || disk == expectation.proposal;
-        Some(if let Some(settled) = expectation.settled_disk {
-            // Anything else on disk since was saved from a buffer that has the change.
-            if agents_own { settled } else { disk.to_owned() }
-        } else if agents_own {
-            expectation.accepted
-        } else {
-            // What cannot merge stays as the disk has it: the buffer holds the verdict.
-            diff::merge3(&expectation.base, disk, &expectation.accepted)
-                .unwrap_or_else(|| disk.to_owned())
-        })
+        Some(
+            expectation
+                .reviewed()
+                .late_write(disk, expectation.settled_disk.as_deref()),
+        )
+    }
+}
+
+impl Expectation {
+    /// The change the user reviewed, for [`super::reconcile`].
+    fn reviewed(&self) -> Reviewed<'_> {
+        Reviewed {
+            base: &self.base,
+            proposal: &self.proposal,
+            accepted: &self.accepted,
+        }
     }
 }
 
@@ -175,15 +180,9 @@ async fn watch(
             before
         }
     });
-    // That, plus the accepted hunks; where they cannot merge with what the user saved, what
-    // the user saved (the accepted change is in the buffer, for the editor's save).
-    let target = if let Some(settled) = &expectation.settled_disk {
-        settled.clone()
-    } else if under == expectation.base {
-        expectation.accepted.clone()
-    } else {
-        diff::merge3(&expectation.base, &under, &expectation.accepted).unwrap_or(under)
-    };
+    let target = expectation
+        .reviewed()
+        .late_target(&under, expectation.settled_disk.as_deref());
     let deadline = tokio::time::Instant::now() + WATCH_FOR;
     // Nothing seen yet: the first look is at once.
     let mut seen: (Option<(u64, SystemTime)>, String) = (None, String::new());

@@ -25,6 +25,7 @@ pub mod landed;
 pub mod path_locks;
 pub mod position;
 pub mod questions;
+pub mod reconcile;
 pub mod reports;
 pub mod review;
 pub mod review_view;

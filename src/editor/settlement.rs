@@ -15,9 +15,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::{Notify, oneshot};
 
+use super::reconcile::Reviewed;
 use super::review::{Applier, HunkState, Phase, ReviewId, Verdict};
 use super::state::{State, StateHandle};
-use super::{EffectError, Level, Origin, diff, file_name, files};
+use super::{EffectError, Level, Origin, file_name, files};
 
 /// How long agentls waits for a proposer's own write before applying the accepted change itself
 /// (the end of its turn usually comes first). Counted from the file's verdict: long enough for
@@ -180,13 +181,16 @@ impl State {
         let before_text = saved.as_deref().or(before).unwrap_or_default();
         let before = saved.as_deref().or(before);
         let accepted = review.accepted_over_base();
+        let reviewed = Reviewed {
+            base: &review.base,
+            proposal: &review.proposal,
+            accepted: &accepted,
+        };
         let now_text = now.clone().unwrap_or_default();
         let disk_changed = now.as_deref() != before;
         // The proposer's whole change, as it lands on the disk as it was at the verdict.
-        let written_by_proposer = disk_changed
-            && (now_text == review.proposal
-                || diff::merge3(&review.base, before_text, &review.proposal).as_deref()
-                    == Some(now_text.as_str()));
+        let written_by_proposer =
+            disk_changed && reviewed.carried_out_by(&now_text, &[before_text]);
         if !written_by_proposer && !forced {
             return false;
         }
@@ -213,7 +217,7 @@ impl State {
             self.apply_approved(id);
             return true;
         }
-        let target = diff::merge3(&review.base, under, &accepted);
+        let target = reviewed.accepted_onto(under);
         let disk = match (&target, open) {
             (Some(target), _) if written_by_proposer => Some(target.clone()),
             (Some(target), false) => Some(target.clone()),
@@ -294,21 +298,19 @@ impl State {
                 .flatten()
                 .collect(),
         };
-        // Some agents show a new file without its final newline and write it with one.
-        let same =
-            |a: &str, b: &str| a == b || a.trim_end_matches('\n') == b.trim_end_matches('\n');
-        let carries_out = same(content, &review.proposal)
-            || seen.iter().any(|seen| {
-                diff::merge3(&review.base, seen, &review.proposal)
-                    .is_some_and(|expected| same(content, &expected))
-            });
-        if !carries_out {
+        let accepted = review.accepted_over_base();
+        let reviewed = Reviewed {
+            base: &review.base,
+            proposal: &review.proposal,
+            accepted: &accepted,
+        };
+        if !reviewed.carried_out_by(content, &seen) {
             let label = review.origin.label.clone();
             // A closed file has no buffer to take the accepted hunks: the disk gets them here,
             // since the refused writer writes nothing (an open file's disk follows its buffer).
             if self.documents.get(path).is_none() {
                 let disk_text = disk.unwrap_or_default();
-                match diff::merge3(&review.base, disk_text, &review.accepted_over_base()) {
+                match reviewed.accepted_onto(disk_text) {
                     Some(target) => {
                         if disk != Some(target.as_str()) {
                             write_disk(
@@ -360,17 +362,8 @@ impl State {
                 view: current,
             });
         }
-        let accepted = review.accepted_over_base();
         let disk_text = disk.unwrap_or_default();
-        let target = diff::merge3(&review.base, disk_text, &accepted).map(|target| {
-            if content != review.proposal && same(content, &review.proposal) {
-                // The agent meant the file to end as it wrote it.
-                let newlines = content.len() - content.trim_end_matches('\n').len();
-                format!("{}{}", target.trim_end_matches('\n'), "\n".repeat(newlines))
-            } else {
-                target
-            }
-        });
+        let target = reviewed.accepted_onto_as_written(disk_text, content);
         self.record_settled_disk(id, target.clone());
         let disk = target.filter(|t| disk != Some(t.as_str()));
         let view = disk.clone().unwrap_or_else(|| disk_text.to_owned());

@@ -15,7 +15,6 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::context::{ContextEvent, ContextSnapshot};
-use super::diff;
 use super::documents::{Document, Documents, TextChange};
 use super::effects::{DocumentEdit, EffectSender, TextEdit};
 use super::events::EditorEvent;
@@ -23,6 +22,7 @@ use super::position::{PositionEncoding, Range};
 use super::questions::Questions;
 use super::reports::Report;
 use super::selection::{Selection, Selections};
+use super::{diff, reconcile};
 
 /// Everything the editor has told us, owned by one task.
 #[derive(Debug)]
@@ -327,11 +327,7 @@ impl State {
             None => disk.clone().unwrap_or_default(),
         };
         let base = base.or(disk).unwrap_or_default();
-        let text = if current == base {
-            content
-        } else {
-            diff::merge3(&base, &current, &content)?
-        };
+        let text = reconcile::onto(&base, &current, &content)?;
         let edit = self.plan_write(path, &text, label);
         let open = self.documents.get(path).is_some();
         if open {

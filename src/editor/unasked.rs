@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::reports::Report;
 use super::state::{State, StateHandle};
-use super::{FileError, Level, Origin, diff, file_name, files, some_file_names};
+use super::{FileError, Level, Origin, file_name, files, reconcile, some_file_names};
 
 /// How long after its turn ended a disk change is still put down to an agent: the watcher reports
 /// a change some milliseconds after the write, and an agent often ends its turn right after it.
@@ -270,7 +270,8 @@ impl State {
         if disk == buffer || disk == saved {
             return None; // the user saved, or nothing changed
         }
-        let Some(merged) = diff::merge3(&saved, &buffer, &disk) else {
+        // The disk's change since the last save, onto the buffer's unsaved edits.
+        let Some(merged) = reconcile::onto(&saved, &buffer, &disk) else {
             self.effects.message(
                 Level::Warning,
                 format!(
