@@ -441,6 +441,8 @@ const COMMANDS: &[&str] = &[
     "agentls.answer",
     "agentls.mention",
     "agentls.terminalEnv",
+    "agentls.undoTurn",
+    "agentls.redoTurn",
     "agentls.nope",
 ];
 

@@ -76,11 +76,12 @@ pub async fn run(
     let tools = agent.link.editor.tool_grants();
     tools.take_uses(&origin.key);
     let own_files = agent.own_files(&agent.link.cwd);
-    agent.link.editor.turn_started(&origin, own_files);
+    let undone = agent.link.editor.turn_started(&origin, own_files).await;
     let mut notes = agent
         .link
         .with_session(&session, |s| std::mem::take(&mut s.notes))
         .unwrap_or_default();
+    notes.extend(undone);
     notes.extend(note.map(str::to_owned));
     let mut blocks = context::blocks(asked.text, asked.context, agent.info.embedded_context);
     if !notes.is_empty() {

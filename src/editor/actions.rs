@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::checkpoints::TurnNumber;
 use super::file_name;
 use super::position::Range;
 use super::questions::ChoiceKind;
@@ -60,6 +61,13 @@ pub enum ActionCommand {
         /// The range the user selected.
         range: Range,
     },
+    /// Undo a turn's file changes (as a review), or redo them.
+    UndoTurn {
+        /// The turn.
+        turn: TurnNumber,
+        /// Put back what its undo took away.
+        redo: bool,
+    },
 }
 
 /// One action to offer, with its title.
@@ -92,6 +100,7 @@ impl State {
                 });
             }
             actions.extend(self.chat_review_actions(agent));
+            actions.extend(self.turn_undo_actions(agent));
         }
         actions.extend(self.review_actions(path, range));
         actions.extend(self.question_actions());

@@ -11,6 +11,7 @@ pub mod chat_inbox;
 pub mod chat_links;
 pub mod chat_record;
 pub mod chat_sessions;
+pub mod checkpoints;
 pub mod comment_prompt;
 pub mod context;
 pub mod diff;
@@ -36,6 +37,7 @@ pub mod show_limits;
 pub mod state;
 pub mod token;
 pub mod tool_grants;
+pub mod turn_undo;
 pub mod unasked;
 pub mod workspace_tree;
 
@@ -535,10 +537,12 @@ impl EditorAccess {
     /// `origin` changed `path` from `before` to `after` without asking the user: the change is
     /// shown for Keep/Undo per hunk (unless the user's config accepts that origin's changes).
     pub fn show_landed(&self, origin: &Origin, path: &Path, before: String, after: String) {
+        let (origin, path) = (origin.clone(), path.to_owned());
         if self.policy().auto_accepts(&origin.label) {
+            self.state
+                .update(move |s| s.change_kept(&origin, &path, &before, &after));
             return;
         }
-        let (origin, path) = (origin.clone(), path.to_owned());
         self.state
             .update(move |s| s.change_landed(origin, path, before, after));
     }
@@ -751,11 +755,14 @@ impl EditorAccess {
     }
 
     /// `origin`'s turn began: files changed on disk meanwhile with no review are its doing,
-    /// except in `own_files`, the folders where it keeps its own state.
-    pub fn turn_started(&self, origin: &Origin, own_files: Vec<PathBuf>) {
+    /// except in `own_files`, the folders where it keeps its own state. Answers what the agent
+    /// is to be told first: its earlier turns' changes the user undid or redid since.
+    pub async fn turn_started(&self, origin: &Origin, own_files: Vec<PathBuf>) -> Vec<String> {
         let origin = origin.clone();
         self.state
-            .update(move |s| s.turn_started(origin, own_files));
+            .query(move |s| s.turn_started(origin, own_files))
+            .await
+            .unwrap_or_default()
     }
 
     /// `origin`'s turn ended: the files it changed on disk without asking (open ones were

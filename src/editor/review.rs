@@ -150,6 +150,16 @@ pub enum ReviewKind {
     /// A change an agent made without asking, reviewed after the fact: its hunks propose going
     /// back to the text before it, so "Undo" accepts a hunk and "Keep" rejects it.
     Landed,
+    /// A turn's changes offered for undoing (`agentls.undoTurn`): like [`ReviewKind::Landed`],
+    /// its hunks go back to the text before the turn.
+    TurnUndo,
+}
+
+impl ReviewKind {
+    /// Whether its hunks go back to an earlier text (Undo accepts, Keep rejects).
+    pub fn goes_back(self) -> bool {
+        self != Self::Proposal
+    }
 }
 
 /// Who carries out the hunks the user accepts.

@@ -94,7 +94,7 @@ impl State {
                     (HunkState::Conflict, ReviewKind::Proposal) => {
                         "CONFLICT with your edit — reject it or ask for it again. "
                     }
-                    (HunkState::Conflict, ReviewKind::Landed) => {
+                    (HunkState::Conflict, ReviewKind::Landed | ReviewKind::TurnUndo) => {
                         "You edited this since — it can only be kept. "
                     }
                     (HunkState::Approved, _) => {
@@ -105,6 +105,7 @@ impl State {
                 let did = match review.kind {
                     ReviewKind::Proposal => "proposes",
                     ReviewKind::Landed => "changed this without asking",
+                    ReviewKind::TurnUndo => "changed this",
                 };
                 let message = format!(
                     "{conflict}{} {did} (change {}/{count} of review {}):\n{}",
@@ -186,7 +187,7 @@ impl State {
                         choice,
                     })
                 };
-                if review.kind == ReviewKind::Landed {
+                if review.kind.goes_back() {
                     let what = format!("change {}/{count} by {label}: {}", i + 1, summary(change));
                     if hunk.state.is_open() {
                         per_hunk.push(action(format!("Keep {what}"), decide(Choice::Reject)));
@@ -219,7 +220,7 @@ impl State {
             let all = |choice| ActionCommand::Decide(Decision::all(review.id, choice));
             let (yes, no, by) = match review.kind {
                 ReviewKind::Proposal => ("Accept", "Reject", "from"),
-                ReviewKind::Landed => ("Undo", "Keep", "by"),
+                ReviewKind::Landed | ReviewKind::TurnUndo => ("Undo", "Keep", "by"),
             };
             // Changes in conflict with the user's edits cannot be accepted: "all" counts
             // those that can, and is not offered when none can.
@@ -303,7 +304,7 @@ impl<'a> Change<'a> {
                 old: &hunk.old_text,
                 new: &hunk.new_text,
             },
-            ReviewKind::Landed => Self {
+            ReviewKind::Landed | ReviewKind::TurnUndo => Self {
                 old: &hunk.new_text,
                 new: &hunk.old_text,
             },

@@ -357,7 +357,7 @@ impl State {
         }
         let (verb, by) = match review.kind {
             ReviewKind::Proposal => ("Accept", "from"),
-            ReviewKind::Landed => ("Undo", "by"),
+            ReviewKind::Landed | ReviewKind::TurnUndo => ("Undo", "by"),
         };
         let label = format!(
             "{verb} {} change{} {by} {} to {}",
@@ -368,8 +368,7 @@ impl State {
         );
         // A change its proposer carries out, or an undo of one that landed, is on the disk
         // only once the editor saves it; a terminal agent writes its file itself.
-        let buffer_only = (review.applied_by == Applier::Proposer
-            || review.kind == ReviewKind::Landed)
+        let buffer_only = (review.applied_by == Applier::Proposer || review.kind.goes_back())
             .then(|| review.origin.label.clone());
         let edit = DocumentEdit {
             label,
@@ -845,7 +844,18 @@ impl State {
     /// show again.
     fn finish(&mut self, id: ReviewId, verdict: Verdict) -> Option<PathBuf> {
         let mut review = self.reviews.remove(id)?;
-        if matches!(verdict, Verdict::Accepted { .. }) && review.kind == ReviewKind::Proposal {
+        let accepted = matches!(verdict, Verdict::Accepted { .. });
+        if accepted && review.kind != ReviewKind::Landed {
+            // A turn's accepted change (or an undo's), kept for undoing it.
+            let before = review.file_existed.then(|| review.base.clone());
+            let after = review.accepted_over_base();
+            self.checkpoints
+                .changed(&review.origin, &review.path, before, after);
+            if review.kind == ReviewKind::TurnUndo {
+                self.turn_undone(&review.origin, &review.path);
+            }
+        }
+        if accepted && review.kind == ReviewKind::Proposal {
             let expectation = Expectation {
                 origin: review.origin.key.clone(),
                 label: review.origin.label.clone(),

@@ -51,6 +51,8 @@ pub struct State {
     pub(super) expectations: super::disk_sync::Expectations,
     /// Changes made without asking, waiting for the buffer to show them before their review.
     pub(super) landings: Vec<super::landed::Landing>,
+    /// What each agent turn changed, for undoing it.
+    pub(super) checkpoints: super::checkpoints::Checkpoints,
     /// What tells agents' unasked disk writes from everything else.
     pub(super) unasked: super::unasked::UnaskedWrites,
     /// Chat documents.
@@ -94,6 +96,7 @@ impl State {
             comment_hints: Default::default(),
             expectations: Default::default(),
             landings: Vec::new(),
+            checkpoints: Default::default(),
             unasked: Default::default(),
             disk_watch: None,
             chats: Default::default(),
@@ -326,10 +329,13 @@ impl State {
             Some(doc) => doc.text(),
             None => disk.clone().unwrap_or_default(),
         };
+        let existed = self.documents.get(path).is_some() || disk.is_some();
         let base = base.or(disk).unwrap_or_default();
         let text = reconcile::onto(&base, &current, &content)?;
         let edit = self.plan_write(path, &text, label);
         let open = self.documents.get(path).is_some();
+        let before = existed.then(|| current.clone());
+        self.checkpoints.changed(origin, path, before, text.clone());
         if open {
             self.changed_in_buffer_only(path, &origin.label);
         }

@@ -90,16 +90,20 @@ impl State {
     }
 
     /// `origin`'s turn began: disk changes from now on may be its own, except in `own_files`,
-    /// the folders where it keeps its own state.
-    pub fn turn_started(&mut self, origin: Origin, own_files: Vec<PathBuf>) {
+    /// the folders where it keeps its own state. Returns what it is to be told of its earlier
+    /// turns undone or redone since ([`super::checkpoints::Checkpoints::take_told`]).
+    pub fn turn_started(&mut self, origin: Origin, own_files: Vec<PathBuf>) -> Vec<String> {
         self.expectations.forget_origin(&origin.key);
+        self.checkpoints.turn_started(&origin);
         self.unasked.turns.retain(|t| t.origin != origin);
         self.unasked.own_files.insert(origin.key.clone(), own_files);
+        let told = self.checkpoints.take_told(&origin.key);
         self.unasked.turns.push(Turn {
             origin,
             began: file_clock_now(),
             ended: None,
         });
+        told
     }
 
     /// `origin`'s turn ended: the files it changed on disk without asking, as seen so far (what

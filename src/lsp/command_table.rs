@@ -63,6 +63,12 @@ commands! {
     SetOption = "agentls.setOption", Advertised;
     /// Agents, sessions, pending permissions, plans, modes, usage, last errors, as JSON.
     Status = "agentls.status", Advertised;
+    /// Undo every file change of an agent's turn, as a review: `[{"turn"?: number}]` (none:
+    /// the newest turn that changed a file). Answers what the user is told.
+    UndoTurn = "agentls.undoTurn", Advertised;
+    /// Put back what an undo of a turn took away, as a review: `[{"turn"?: number}]` (none:
+    /// the newest undo).
+    RedoTurn = "agentls.redoTurn", Advertised;
     /// The env a terminal needs for agents started in it to find this server: `{NAME: value}`.
     TerminalEnv = "agentls.terminalEnv", Advertised;
     /// Everything the server believes about the editor (documents with their text,
@@ -134,6 +140,6 @@ mod tests {
         let advertised = CommandId::advertised();
         assert!(advertised.contains(&"agentls.accept".to_owned()));
         assert!(advertised.iter().all(|name| !name.contains(".debug.")));
-        assert_eq!(advertised.len(), 16);
+        assert_eq!(advertised.len(), 18);
     }
 }

@@ -43,6 +43,12 @@ pub fn code_action(action: UserAction) -> CodeActionOrCommand {
             json!({"agent": agent, "uri": crate::file_uri::from_path(path),
                    "range": super::convert::lsp_range(*range)}),
         ),
+        ActionCommand::UndoTurn { turn, redo: false } => {
+            (CommandId::UndoTurn, json!({"turn": turn}))
+        }
+        ActionCommand::UndoTurn { turn, redo: true } => {
+            (CommandId::RedoTurn, json!({"turn": turn}))
+        }
     };
     command.action(action.title, argument)
 }
@@ -173,7 +179,22 @@ pub async fn execute(
         CommandId::Send => chat_commands::send_command(backend, arguments).await,
         CommandId::AskAbout => chat_commands::ask_about_command(backend, arguments).await,
         CommandId::TerminalEnv => super::mcp_commands::terminal_env(backend).await,
+        CommandId::UndoTurn | CommandId::RedoTurn => {
+            let args: TurnArgs = first_argument(arguments).unwrap_or_default();
+            let redo = id == CommandId::RedoTurn;
+            match backend.feed.undo_turn(args.turn, redo).await {
+                Ok(Ok(told)) => Ok(Some(Value::String(told))),
+                Ok(Err(why)) => Err(Error::invalid_params(format!("agentls: {why}"))),
+                Err(gone) => Err(internal(gone)),
+            }
+        }
     }
+}
+
+/// Which turn `agentls.undoTurn` / `agentls.redoTurn` are about (none: the newest).
+#[derive(Debug, Default, Deserialize)]
+struct TurnArgs {
+    turn: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,0 +1,246 @@
+//! Checkpoints: every agent turn keeps what it changed in each file (the text before and after
+//! each change: an accepted proposal, an unasked write, a write no review waited for), so the
+//! whole turn can be undone later, across files, as a review the user decides like any other.
+//! Undoing goes back change by change, three-way: what the user (or a later turn) changed since
+//! stays, and a change whose lines were touched since is left and said so.
+//!
+//! In memory, bounded: the newest [`KEEP_TURNS`] turns and [`KEEP_BYTES`] of text; the oldest
+//! go first, and undoing one of them says it is no longer kept.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use super::{Origin, diff, reconcile};
+
+/// How many turns are kept.
+pub const KEEP_TURNS: usize = 50;
+/// How much text (before and after images together) is kept over all turns.
+pub const KEEP_BYTES: usize = 64 << 20;
+
+/// A turn's number, counted from 1 in this server's life.
+pub type TurnNumber = u64;
+
+/// One change a turn made to a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The text before (`None`: the file did not exist).
+    pub before: Option<String>,
+    /// The text after.
+    pub after: String,
+}
+
+impl Change {
+    fn bytes(&self) -> usize {
+        self.before.as_ref().map_or(0, String::len) + self.after.len()
+    }
+}
+
+/// What one turn changed.
+#[derive(Debug)]
+pub struct Checkpoint {
+    /// Its number.
+    pub number: TurnNumber,
+    /// Whose turn it was.
+    pub origin: Origin,
+    /// Its changes by file, in the order they were made.
+    pub files: BTreeMap<PathBuf, Vec<Change>>,
+}
+
+impl Checkpoint {
+    fn bytes(&self) -> usize {
+        self.files.values().flatten().map(Change::bytes).sum()
+    }
+}
+
+/// The turns' checkpoints, oldest first.
+#[derive(Debug, Default)]
+pub struct Checkpoints {
+    turns: VecDeque<Checkpoint>,
+    next: TurnNumber,
+    /// How many turns were dropped for room, for the message when one is asked for.
+    dropped: usize,
+    /// What each origin (by key) is to be told at its next turn: its turns undone or redone.
+    told: HashMap<String, Vec<String>>,
+}
+
+impl Checkpoints {
+    /// `origin` began a turn: its changes from now on are this turn's. Returns its number.
+    pub fn turn_started(&mut self, origin: &Origin) -> TurnNumber {
+        self.next += 1;
+        self.turns.push_back(Checkpoint {
+            number: self.next,
+            origin: origin.clone(),
+            files: BTreeMap::new(),
+        });
+        self.make_room();
+        self.next
+    }
+
+    /// `origin` changed `path` from `before` to `after`: kept in its latest turn (a change it
+    /// carries out after its turn ended, such as an accepted proposal settling, is still that
+    /// turn's). Nothing is kept for an origin with no turn (a terminal agent's proposal).
+    pub fn changed(&mut self, origin: &Origin, path: &Path, before: Option<String>, after: String) {
+        if before.as_deref() == Some(after.as_str()) {
+            return;
+        }
+        let Some(turn) = self.turns.iter_mut().rev().find(|t| t.origin == *origin) else {
+            return;
+        };
+        turn.files
+            .entry(path.to_owned())
+            .or_default()
+            .push(Change { before, after });
+        self.make_room();
+    }
+
+    /// The user accepted an undo (or redo) of turn `number` in `file`: its agent hears of it at
+    /// its next turn, once per file.
+    pub fn tell(&mut self, number: TurnNumber, file: &str, redo: bool) {
+        let Some(turn) = self.get(number) else {
+            return;
+        };
+        let note = if redo {
+            format!("The user put back your changes to {file} from an earlier turn.")
+        } else {
+            format!(
+                "The user undid your changes to {file} from an earlier turn; read it again \
+                 before you change it."
+            )
+        };
+        let notes = self.told.entry(turn.origin.key.clone()).or_default();
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
+
+    /// What `origin` is to be told of its turns undone or redone since it last heard.
+    pub fn take_told(&mut self, origin: &str) -> Vec<String> {
+        self.told.remove(origin).unwrap_or_default()
+    }
+
+    /// Forgets the turns of the origins `of` takes.
+    pub fn forget(&mut self, of: impl Fn(&Origin) -> bool) {
+        self.turns.retain(|t| !of(&t.origin));
+    }
+
+    /// Turn `number`, when still kept.
+    pub fn get(&self, number: TurnNumber) -> Option<&Checkpoint> {
+        self.turns.iter().find(|t| t.number == number)
+    }
+
+    /// The newest turn that changed a file, of an origin `of` takes.
+    pub fn latest_turn(&self, of: impl Fn(&Origin) -> bool) -> Option<&Checkpoint> {
+        self.turns
+            .iter()
+            .rev()
+            .filter(|t| of(&t.origin))
+            .find(|t| !t.files.is_empty())
+    }
+
+    /// Whether a turn numbered `number` was made and has been dropped for room.
+    pub fn was_dropped(&self, number: TurnNumber) -> bool {
+        number <= self.next && self.get(number).is_none() && self.dropped > 0
+    }
+
+    fn make_room(&mut self) {
+        let mut bytes: usize = self.turns.iter().map(Checkpoint::bytes).sum();
+        while self.turns.len() > KEEP_TURNS || (bytes > KEEP_BYTES && self.turns.len() > 1) {
+            if let Some(oldest) = self.turns.pop_front() {
+                bytes -= oldest.bytes();
+                self.dropped += 1;
+            }
+        }
+    }
+}
+
+/// What undoing a turn's changes to one file gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undo {
+    /// The file's text with the turn's changes undone where they could be.
+    pub text: String,
+    /// How many changed blocks could not be undone: their lines changed since.
+    pub kept: usize,
+    /// The turn created the file (undoing it fully would remove it).
+    pub created: bool,
+}
+
+/// Undoes `changes` (one turn's changes to a file, in order) on `current`, the file's text now.
+/// Each change goes back three-way; when the whole of one cannot, its blocks go back one by one,
+/// and those whose lines changed since are kept (counted in [`Undo::kept`]).
+pub fn undo(changes: &[Change], current: &str) -> Undo {
+    let mut text = current.to_owned();
+    let mut kept = 0;
+    for change in changes.iter().rev() {
+        let before = change.before.as_deref().unwrap_or_default();
+        if let Some(undone) = reconcile::onto(&change.after, &text, before) {
+            text = undone;
+            continue;
+        }
+        for hunk in diff::line_hunks(&change.after, before) {
+            let mut one = change.after.clone();
+            one.replace_range(hunk.old.clone(), &before[hunk.new.clone()]);
+            match reconcile::onto(&change.after, &text, &one) {
+                Some(undone) => text = undone,
+                None => kept += 1,
+            }
+        }
+    }
+    Undo {
+        text,
+        kept,
+        created: changes.first().is_some_and(|c| c.before.is_none()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(before: &str, after: &str) -> Change {
+        Change {
+            before: Some(before.to_owned()),
+            after: after.to_owned(),
+        }
+    }
+
+    #[test]
+    fn undoing_keeps_what_changed_since() {
+        let changes = [
+            change("a\nb\nc\n", "A\nb\nc\n"),
+            change("A\nb\nc\n", "A\nb\nC\n"),
+        ];
+        let untouched = undo(&changes, "A\nb\nC\n");
+        assert_eq!(untouched.text, "a\nb\nc\n");
+        assert_eq!(untouched.kept, 0);
+        // The user added a line since: it stays.
+        assert_eq!(undo(&changes, "A\nb\nC\nd\n").text, "a\nb\nc\nd\n");
+        // The user rewrote the first change's line: that block is kept, the other undone.
+        let touched = undo(&changes, "X\nb\nC\n");
+        assert_eq!(touched.text, "X\nb\nc\n");
+        assert_eq!(touched.kept, 1);
+    }
+
+    #[test]
+    fn the_store_keeps_each_turns_changes_and_drops_the_oldest() {
+        let (one, two) = (Origin::new("a", "A"), Origin::new("b", "B"));
+        let mut checkpoints = Checkpoints::default();
+        // No turn yet: nothing is kept.
+        checkpoints.changed(&one, Path::new("/f"), None, "x".into());
+        assert!(checkpoints.latest_turn(|_| true).is_none());
+        let first = checkpoints.turn_started(&one);
+        let second = checkpoints.turn_started(&two);
+        checkpoints.changed(&one, Path::new("/f"), Some("a".into()), "b".into());
+        checkpoints.changed(&two, Path::new("/g"), None, "new".into());
+        assert_eq!(
+            checkpoints.latest_turn(|o| o.key == "a").unwrap().number,
+            first
+        );
+        assert_eq!(checkpoints.latest_turn(|_| true).unwrap().number, second);
+        for _ in 0..KEEP_TURNS {
+            checkpoints.turn_started(&one);
+        }
+        assert!(checkpoints.get(first).is_none());
+        assert!(checkpoints.was_dropped(first));
+        assert!(!checkpoints.was_dropped(first + 1000));
+    }
+}

@@ -1,0 +1,173 @@
+//! Checkpoints: a turn's changes to several files undone after the fact as a review
+//! (`agentls.undoTurn`), keeping what the user typed since, and put back (`agentls.redoTurn`).
+//! In-process, with the demo agent.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::agents::capabilities_without_dialogs;
+use support::{TestClient, range};
+
+async fn started() -> TestClient {
+    let client = TestClient::in_process().await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    client
+}
+
+/// The reviews still open, as the server describes them.
+async fn open_reviews(client: &TestClient) -> Vec<Value> {
+    client.server_state().await["reviews"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// `command` for turn `turn` is refused, saying `why`.
+async fn refuses(client: &TestClient, command: &str, turn: u64, why: &str) {
+    let refused = client
+        .execute(command, json!({"turn": turn}))
+        .await
+        .unwrap_err();
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(message.contains(why), "{refused}");
+}
+
+/// One turn proposes changes to two files, both accepted; the user types a line of their own;
+/// undoing the turn offers both files back as they were, the typed line kept; redoing puts the
+/// turn's changes back, the typed line still kept.
+#[tokio::test]
+async fn a_turn_over_two_files_is_undone_and_redone_keeping_later_typing() {
+    let client = started().await;
+    let a = client.open("a.txt", "text", "// TODO a\nx\n").await;
+    let b = client.open("b.txt", "text", "// TODO b\n").await;
+    client.prompt("uppercase a.txt @also b.txt").await;
+    client.wait_for_review(&a).await;
+    client.wait_for_review(&b).await;
+    client.run_code_action(&a, "Accept all changes (1)").await;
+    client.run_code_action(&b, "Accept all changes (1)").await;
+    client.take_message("demo: end_turn").await;
+    assert_eq!(client.document(&a).text, "// TODO A\nx\n");
+    assert_eq!(client.document(&b).text, "// TODO B\n");
+    client.edit(&a, range(2, 0, 2, 0), "mine\n").await;
+
+    // The chat the turn answered in offers the undo.
+    let opened = client
+        .execute("agentls.openChat", Value::Null)
+        .await
+        .unwrap();
+    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let chat = client.open_unsaved(&path, "markdown", &text).await;
+    client
+        .run_code_action(&chat, "Undo demo's turn 1 (2 files)")
+        .await;
+    client
+        .take_message("Undoing demo's turn 1: 2 files to review (a.txt, b.txt)")
+        .await;
+    client
+        .run_code_action(&a, "Undo all changes (1) by demo's turn 1")
+        .await;
+    client
+        .run_code_action(&b, "Undo all changes (1) by demo's turn 1")
+        .await;
+    support::agents::eventually_async(|| async {
+        client.document(&a).text == "// TODO a\nx\nmine\n"
+            && client.document(&b).text == "// TODO b\n"
+    })
+    .await
+    .expect("both files back as before the turn, the typed line kept");
+    // The agent hears of it at its next turn; the chat offers the redo.
+    client.prompt("read a.txt").await;
+    let log = client
+        .shown_until("The user undid your changes to b.txt from an earlier turn")
+        .await;
+    assert!(
+        log.contains("agentls told me: The user undid your changes to a.txt from an earlier turn"),
+        "{log}"
+    );
+    client.take_message("demo: end_turn").await;
+
+    client.run_code_action(&chat, "Redo demo's turn 1").await;
+    client
+        .take_message("Redoing demo's turn 1: 2 files to review")
+        .await;
+    client
+        .run_code_action(&a, "Undo all changes (1) by demo's turn 1")
+        .await;
+    support::agents::eventually_async(|| async {
+        client.document(&a).text == "// TODO A\nx\nmine\n"
+    })
+    .await
+    .expect("the turn's change back, the typed line kept");
+    // Redone: nothing is left to redo (by command, with the turn named).
+    refuses(
+        &client,
+        "agentls.redoTurn",
+        1,
+        "nothing of turn 1 was undone",
+    )
+    .await;
+    assert!(client.shutdown().await.success());
+}
+
+/// A file the turn changed, then the user rewrote the same line: undoing keeps the user's line
+/// and says so; a file changed without asking while closed is restored on disk.
+#[tokio::test]
+async fn undo_keeps_lines_changed_since_and_restores_a_closed_file() {
+    let client = started().await;
+    let notes = client.workspace.join("notes.txt");
+    std::fs::write(&notes, "// TODO n\n").unwrap();
+    client.prompt("uppercase notes.txt @unasked").await;
+    client.take_message("demo: end_turn").await;
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "// TODO N\n");
+
+    let told = client
+        .execute("agentls.undoTurn", Value::Null)
+        .await
+        .unwrap();
+    assert!(
+        told.as_str()
+            .unwrap()
+            .starts_with("Undoing demo's turn 1: 1 file to review (notes.txt)"),
+        "{told}"
+    );
+    // The change is also shown as made without asking (Keep/Undo); the turn's undo is its own.
+    let reviews = open_reviews(&client).await;
+    let undo: Vec<&Value> = reviews.iter().filter(|r| r["kind"] == "turnUndo").collect();
+    assert_eq!(undo.len(), 1, "{reviews:?}");
+    client
+        .execute("agentls.accept", json!({"review": undo[0]["id"]}))
+        .await
+        .unwrap();
+    support::agents::eventually_async(|| async {
+        std::fs::read_to_string(&notes).unwrap() == "// TODO n\n"
+    })
+    .await
+    .expect("the closed file restored on disk");
+
+    // The user rewrites the line the next turn changes: nothing of that turn can go back.
+    let uri = client.open("notes.txt", "text", "// TODO n\n").await;
+    client.prompt("uppercase notes.txt").await;
+    client.wait_for_review(&uri).await;
+    client.run_code_action(&uri, "Accept all changes (1)").await;
+    client.take_message("demo: end_turn").await;
+    client.edit(&uri, range(0, 0, 1, 0), "mine\n").await;
+    let told = client
+        .execute("agentls.undoTurn", Value::Null)
+        .await
+        .unwrap();
+    let told = told.as_str().unwrap();
+    assert!(
+        told.contains("nothing to change") && told.contains("1 change in notes.txt kept"),
+        "{told}"
+    );
+    let reviews = open_reviews(&client).await;
+    assert!(
+        reviews.iter().all(|r| r["kind"] != "turnUndo"),
+        "{reviews:?}"
+    );
+    refuses(&client, "agentls.undoTurn", 99, "turn 99 changed no file").await;
+    assert!(client.shutdown().await.success());
+}
