@@ -10,8 +10,9 @@
 //! that make it edit, the texts it sends back), as in agentls's own config. The scenarios, for
 //! each agent: its edit tool on an open file, accepted; the same on a closed file; a two-hunk
 //! change partly accepted (its whole-file write tool where the edit tool makes one change a
-//! call); a rejected edit; a new file; and, in its mode that edits without asking, the change
-//! shown after the fact and undone; a conversation of two messages in a chat document, sent as a
+//! call); a rejected edit; a new file; and, in its mode that edits without asking, changes to
+//! two files shown after the fact, one undone there, the other kept and then undone with the
+//! whole turn (`agentls.undoTurn`); a conversation of two messages in a chat document, sent as a
 //! Helix user sends them, whose second request to the model must carry the first exchange; and
 //! the editor's tools: the model calls `getDiagnostics` of the MCP server agentls offered the
 //! session, and the tool result it gets back must hold the diagnostic the editor forwarded. An
@@ -756,7 +757,7 @@ impl Scenario {
             Self::PartlyAccepted => "two hunks, one accepted, one rejected",
             Self::Rejected => "edit tool, rejected",
             Self::NewFile => "new file, accepted",
-            Self::EditsWithoutAsking => "auto mode, open file, undone after the fact",
+            Self::EditsWithoutAsking => "auto mode, two open files, undone after the fact",
             Self::Conversation => "two messages in a chat document",
             Self::Resumed => "a chat opened again after a restart",
             Self::EditorTools => "editor tools: the model calls getDiagnostics",
@@ -882,9 +883,17 @@ impl<'r> Run<'r> {
 
     /// The model will carry out `task`.
     fn model_does(&self, task: &Task) {
-        self.recipe
-            .wire
-            .play(&self.script, (self.recipe.script)(task));
+        self.model_does_all(std::slice::from_ref(task));
+    }
+
+    /// The model will carry out `tasks`, one after the other, in one turn.
+    fn model_does_all(&self, tasks: &[Task]) {
+        let mut turns = tasks.iter().map(|task| (self.recipe.script)(task));
+        let mut turn = turns.next().expect("a task");
+        for next in turns {
+            turn.calls.extend(next.calls);
+        }
+        self.recipe.wire.play(&self.script, turn);
     }
 
     /// Two messages in a chat document, as a Helix user sends them (the code action, then the
@@ -1416,11 +1425,20 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
         }
         Scenario::EditsWithoutAsking => {
             let uri = client.open("notes.txt", "text", NOTES).await;
-            run.model_does(&Task::Replace {
-                path: &notes,
-                old: OLD_LINE,
-                new: NEW_LINE,
-            });
+            let other = client.workspace.join("other.txt");
+            let other_uri = client.open("other.txt", "text", NOTES).await;
+            run.model_does_all(&[
+                Task::Replace {
+                    path: &notes,
+                    old: OLD_LINE,
+                    new: NEW_LINE,
+                },
+                Task::Replace {
+                    path: &other,
+                    old: OLD_LINE,
+                    new: NEW_LINE,
+                },
+            ]);
             let start = run.start_agent().await;
             let began = Instant::now();
             let name = recipe.name;
@@ -1457,7 +1475,9 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
                 summary.contains("changed without asking: notes.txt"),
                 "{summary}"
             );
-            buffer_holds(client, &uri, &NOTES.replace(OLD_LINE, NEW_LINE)).await;
+            let changed = NOTES.replace(OLD_LINE, NEW_LINE);
+            buffer_holds(client, &uri, &changed).await;
+            buffer_holds(client, &other_uri, &changed).await;
             run.the_model_heard(recipe.told.replaced);
             run.record(scenario, &summary);
             // Undo brings the old text back to the buffer; the editor's save writes it.
@@ -1465,6 +1485,24 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             buffer_holds(client, &uri, NOTES).await;
             client.save(&uri).await;
             disk_holds(&notes, NOTES).await;
+            // The other file's change is kept, then the whole turn is undone after the fact:
+            // its change comes back as a review, and Undo puts the old text back.
+            let keep = format!("Keep all changes (1) by {name}");
+            client.run_code_action(&other_uri, &keep).await;
+            let told = client
+                .execute("agentls.undoTurn", serde_json::Value::Null)
+                .await
+                .expect("agentls.undoTurn");
+            assert!(
+                told.as_str()
+                    .is_some_and(|t| t.contains("1 file to review (other.txt)")),
+                "{told}"
+            );
+            let undo_turn = format!("Undo all changes (1) by {name}'s turn");
+            client.run_code_action(&other_uri, &undo_turn).await;
+            buffer_holds(client, &other_uri, NOTES).await;
+            client.save(&other_uri).await;
+            disk_holds(&other, NOTES).await;
             (start, turn)
         }
         Scenario::Conversation => {
