@@ -741,3 +741,53 @@ fn quitting_helix_leaves_no_agent_running() {
     eprintln!("all ended {took:?} after Helix quit");
     assert!(took < Duration::from_secs(3), "ended only after {took:?}");
 }
+
+/// A turn undone after the fact in a real Helix: the demo agent's two changes accepted and
+/// saved, then *Undo demo's turn 1* from the chat's `space a` menu takes Helix to the file, whose
+/// menu offers the turn's changes back; *Undo all* and `:w` put the file back as it was.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
+#[test]
+fn helix_undoes_a_whole_turn_from_the_chat() {
+    let InChat { sandbox, helix, .. } = in_a_new_chat();
+    let notes = sandbox.workspace.join("notes.rs");
+    send_from_chat(&helix, "uppercase notes.rs");
+    helix.wait_for("demo proposes 2 changes to notes.rs");
+    // The cursor is on the first change: its two actions come first.
+    run_action(&helix, "Accept all changes (2) from demo", 2);
+    helix.wait_for("Done: I uppercase the TODO lines of notes.rs");
+    helix.type_text(":w");
+    helix.keys(&["Enter"]);
+    helix.wait_until("notes.rs written", |screen| {
+        screen.contains("written") && !screen.contains("[+]")
+    });
+    let uppercased = NOTES.replace("fix me", "FIX ME").replace("two", "TWO");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), uppercased);
+    // Back in the chat, its menu undoes the turn.
+    helix.keys(&["g", "a"]);
+    helix.wait_for("# Chat with demo");
+    run_action(&helix, "Undo demo's turn 1 (1 file)", 1);
+    helix.wait_until("notes.rs shown with the undo", |screen| {
+        screen.contains("1  keep") && !screen.contains("# Chat with demo")
+    });
+    helix.wait_for("Undoing demo's turn 1: 1 file to review (notes.rs)");
+    helix.capture("helix-undo-1-offered");
+    run_action(&helix, "Undo all changes (2) by demo's turn 1", 2);
+    helix.wait_until("the old lines back", |screen| {
+        screen.contains("// TODO fix me") && screen.contains("// TODO two")
+    });
+    helix.type_text(":w");
+    helix.keys(&["Enter"]);
+    let screen = helix.wait_until("notes.rs written again", |screen| {
+        screen.contains("written") && !screen.contains("[+]")
+    });
+    assert!(!screen.contains("use :w! to overwrite"), "{screen}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), NOTES);
+    helix.capture("helix-undo-2-saved");
+    // The chat is not saved: nothing of it is lost (agentls keeps its record).
+    helix.type_text(":qa!");
+    helix.keys(&["Enter"]);
+    helix.screen.wait_exit();
+}

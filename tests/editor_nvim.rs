@@ -268,6 +268,30 @@ fn neovim_reviews_a_demo_agent_proposal_with_code_actions() {
     );
 }
 
+/// A whole turn undone in Neovim: the demo agent's changes accepted (`\\aA`) and saved, then
+/// `:AgentUndoTurn` offers them back as a review, `\\aA` undoes them all, and a plain `:write`
+/// saves the file as it was before the turn.
+#[cfg_attr(
+    not(feature = "real-peers"),
+    ignore = "needs real peers: run scripts/test.sh"
+)]
+#[test]
+fn neovim_undoes_a_whole_turn() {
+    let (out, _notes, ctx) = run_on_file("undo_turn.lua", "notes.txt", NOTES);
+    let uppercased = NOTES
+        .replace("TODO buy milk", "TODO BUY MILK")
+        .replace("TODO call the plumber", "TODO CALL THE PLUMBER");
+    assert_eq!(out["accepted"], uppercased, "{ctx}");
+    let messages = out["undo_messages"].to_string();
+    assert!(
+        messages.contains("demo's turn 1 changed this"),
+        "{messages}"
+    );
+    assert_eq!(out["buffer"], NOTES, "{ctx}");
+    assert_eq!(out["modified_after_save"], false, "{ctx}");
+    assert_eq!(out["disk"], NOTES, "{ctx}");
+}
+
 /// The shipped module forwards what Neovim's other diagnostic sources report (here a plain
 /// namespace standing in for another language server) to agentls, and their clearing too.
 #[cfg_attr(

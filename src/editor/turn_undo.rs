@@ -215,8 +215,13 @@ impl State {
                 verdict: None,
             });
             self.present(&path);
-            reviewed.push(file);
+            reviewed.push((id, file));
         }
+        // The user is taken to the first file, as to a proposal.
+        if let Some((first, _)) = reviewed.first() {
+            let _ = self.show_review(*first);
+        }
+        let reviewed: Vec<String> = reviewed.into_iter().map(|(_, file)| file).collect();
         let mut message = match reviewed.len() {
             0 => format!("{what} {}: nothing to change", origin.label),
             n => format!(

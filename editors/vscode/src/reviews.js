@@ -13,6 +13,12 @@ const DIFF_SCHEME = 'agentls-review';
 /** The open states: a decision is still to be made. */
 const OPEN = ['pending', 'conflict'];
 
+/** Whether a review's hunks go back to an earlier text (kind `landed`: a change made without
+ * asking; `turnUndo`: a turn being undone), so Undo accepts them and Keep rejects them. */
+function goesBack(review) {
+  return review.kind !== 'proposal';
+}
+
 /** A URI string in VS Code's own spelling, so the server's and the editor's compare equal. */
 function normalize(uri) {
   return vscode.Uri.parse(uri).toString();
@@ -121,7 +127,7 @@ class Reviews {
 
   /** Keep (`keep` true) or undo one change, or every open change of a review (`hunk` undefined). */
   async decide(review, hunk, keep) {
-    const accept = review.kind === 'landed' ? !keep : keep;
+    const accept = goesBack(review) ? !keep : keep;
     const argument = { review: review.id };
     if (hunk !== undefined) argument.hunk = hunk;
     await this.run(accept ? 'agentls.accept' : 'agentls.reject', argument);
@@ -150,7 +156,7 @@ class Reviews {
             lens('Keep', 'agentls.client.keep', [review.id, hunk.index], `Keep change ${number} from ${agent}`),
             lens('Undo', 'agentls.client.undo', [review.id, hunk.index], `Undo change ${number} from ${agent}`),
           );
-        } else if (review.kind === 'landed') {
+        } else if (goesBack(review)) {
           lenses.push(lens('Keep (you edited it since)', 'agentls.client.keep', [review.id, hunk.index]));
         } else {
           lenses.push(
@@ -197,7 +203,7 @@ class Reviews {
         const r = range(hunk.range);
         // A proposal replaces the tinted text with its new text; a landed change is already in
         // the buffer, and Undo would bring back what was there.
-        const landed = review.kind === 'landed';
+        const landed = goesBack(review);
         if (!landed && !r.isEmpty && hunk.oldText !== hunk.newText) replaced.push(r);
         const lines = hunk.newText.replace(/\n$/, '').split('\n');
         const gone = lines.length === 1 && lines[0] === '';
@@ -250,7 +256,7 @@ class Reviews {
       return;
     }
     const reviews = this.byUri.get(uri.toString());
-    const landed = reviews.every((r) => r.kind === 'landed');
+    const landed = reviews.every(goesBack);
     const name = uri.path.split('/').pop();
     const right = this.diffUri(uri);
     if (landed) {
@@ -276,7 +282,7 @@ class Reviews {
       return {
         label: `${vscode.workspace.asRelativePath(file)}:${r.start.line + 1}`,
         description: `−${removed} +${added} · ${agent}${hunk.state === 'conflict' ? ' · conflict' : ''}`,
-        detail: firstLine(review.kind === 'landed' ? hunk.oldText : hunk.newText),
+        detail: firstLine(goesBack(review) ? hunk.oldText : hunk.newText),
         file,
         range: r,
       };

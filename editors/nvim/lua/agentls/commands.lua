@@ -263,6 +263,20 @@ M.commands = {
       M.run('agentls.cancel', opts.args ~= '' and { agent = opts.args } or nil)
     end,
   },
+  AgentUndoTurn = {
+    desc = "Undo a turn's file changes as a review (the newest turn, or the number given)",
+    nargs = '?',
+    run = function(opts)
+      M.run('agentls.undoTurn', opts.args ~= '' and { turn = tonumber(opts.args) } or nil)
+    end,
+  },
+  AgentRedoTurn = {
+    desc = 'Put back what undoing a turn took away, as a review',
+    nargs = '?',
+    run = function(opts)
+      M.run('agentls.redoTurn', opts.args ~= '' and { turn = tonumber(opts.args) } or nil)
+    end,
+  },
   AgentMode = { desc = "Pick the agent's mode", nargs = '?', run = pick_mode },
   AgentModel = { desc = "Pick the agent's model", nargs = '?', run = pick_model },
   AgentStatus = {

@@ -41,6 +41,12 @@ local diff_views = {}
 --- bufnr -> true while its keymaps are set.
 local mapped = {}
 
+--- Whether `review`'s hunks go back to an earlier text (a change made without asking, a turn
+--- being undone): Undo accepts them, Keep rejects them.
+local function goes_back(review)
+  return review.kind ~= 'proposal'
+end
+
 local HL = {
   AgentlsReviewOld = 'DiffDelete',
   AgentlsReviewNew = 'DiffAdd',
@@ -138,8 +144,9 @@ local function label_of(review, hunk, count)
   elseif hunk.state == 'conflict' then
     return what .. ' CONFLICTS with your edit' .. (reject and ('  ' .. typed(reject) .. ' reject') or ''),
       'AgentlsReviewConflict'
-  elseif review.kind == 'landed' then
-    return who .. (' changed this without asking (%d/%d)'):format(hunk.index + 1, count)
+  elseif goes_back(review) then
+    local did = review.kind == 'landed' and ' changed this without asking' or ' changed this'
+    return who .. (did .. ' (%d/%d)'):format(hunk.index + 1, count)
       .. keys('undo', 'keep'), 'AgentlsReviewLabel'
   end
   return what .. keys('accept', 'reject'), 'AgentlsReviewLabel'
@@ -154,7 +161,7 @@ end
 local function draw_hunk(bufnr, review, hunk, count, encoding)
   local srow, scol = to_pos(bufnr, hunk.range.start, encoding)
   local erow, ecol = to_pos(bufnr, hunk.range['end'], encoding)
-  local landed = review.kind == 'landed'
+  local landed = goes_back(review)
   -- What the buffer holds there and what the change would put instead (a landed change's hunk
   -- goes back to the text before it: its "new" side is the old text).
   local there_hl = landed and 'AgentlsReviewNew' or 'AgentlsReviewOld'
@@ -342,7 +349,7 @@ local function proposed_lines(bufnr)
   local list = placed(bufnr)
   for i = #list, 1, -1 do
     local p = list[i]
-    if p.review.kind ~= 'landed' and (p.hunk.state == 'pending' or p.hunk.state == 'approved') then
+    if not goes_back(p.review) and (p.hunk.state == 'pending' or p.hunk.state == 'approved') then
       local first = lines[p.srow + 1] or ''
       local last = lines[p.erow + 1] or ''
       local before = first:sub(1, p.scol)
