@@ -115,6 +115,9 @@ pub struct ReviewConfig {
     pub auto_accept: bool,
     /// Lines of each side shown in a change's preview (default 8).
     pub max_preview_lines: usize,
+    /// How many of the newest turns' file changes are kept for undoing them (default 50; 0:
+    /// none).
+    pub keep_turns: usize,
     /// Overrides by agent name (for terminal agents: the name they connect as).
     pub agents: BTreeMap<String, ReviewOverride>,
 }
@@ -135,6 +138,7 @@ impl Default for ReviewConfig {
         Self {
             auto_accept: false,
             max_preview_lines: 8,
+            keep_turns: crate::editor::checkpoints::KEEP_TURNS,
             agents: BTreeMap::new(),
         }
     }

@@ -78,6 +78,13 @@ async fn a_turn_over_two_files_is_undone_and_redone_keeping_later_typing() {
     })
     .await
     .expect("both files back as before the turn, the typed line kept");
+    support::eventually(|| {
+        let chat = client.document(&chat).text;
+        chat.contains("_Undone: demo's turn 1 in a.txt._")
+            && chat.contains("_Undone: demo's turn 1 in b.txt._")
+    })
+    .await
+    .expect("the chat notes what was undone");
     // The agent hears of it at its next turn; the chat offers the redo.
     client.prompt("read a.txt").await;
     let log = client
@@ -169,5 +176,54 @@ async fn undo_keeps_lines_changed_since_and_restores_a_closed_file() {
         "{reviews:?}"
     );
     refuses(&client, "agentls.undoTurn", 99, "turn 99 changed no file").await;
+    assert!(client.shutdown().await.success());
+}
+
+/// An agent that reads files through agentls and then writes them straight to disk, without
+/// asking, while they are closed: what it read is what they looked like before, so undoing its
+/// turn restores both on disk.
+#[tokio::test]
+async fn closed_files_written_straight_to_disk_are_restored() {
+    let client = started().await;
+    let (a, b) = (
+        client.workspace.join("a.txt"),
+        client.workspace.join("b.txt"),
+    );
+    std::fs::write(&a, "// TODO a\n").unwrap();
+    std::fs::write(&b, "// TODO b\n").unwrap();
+    client
+        .prompt("uppercase a.txt @also b.txt @diskwrite @unasked")
+        .await;
+    client.take_message("demo: end_turn").await;
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), "// TODO B\n");
+    // The workspace watcher sees both writes (maybe after the turn's end).
+    support::agents::eventually_async(|| async {
+        let state = client.server_state().await;
+        state["checkpoints"][0]["files"].as_array().map(Vec::len) == Some(2)
+    })
+    .await
+    .expect("the turn's checkpoint holds both files");
+    let told = client
+        .execute("agentls.undoTurn", Value::Null)
+        .await
+        .unwrap();
+    assert!(
+        told.as_str()
+            .unwrap()
+            .starts_with("Undoing demo's turn 1: 2 files to review (a.txt, b.txt)"),
+        "{told}"
+    );
+    for review in open_reviews(&client).await {
+        client
+            .execute("agentls.accept", json!({"review": review["id"]}))
+            .await
+            .unwrap();
+    }
+    support::eventually(|| {
+        std::fs::read_to_string(&a).unwrap() == "// TODO a\n"
+            && std::fs::read_to_string(&b).unwrap() == "// TODO b\n"
+    })
+    .await
+    .expect("both files restored on disk");
     assert!(client.shutdown().await.success());
 }

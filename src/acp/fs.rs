@@ -19,11 +19,18 @@ pub async fn read(
     request: ReadTextFileRequest,
 ) -> Result<ReadTextFileResponse, Error> {
     let path = request.path;
+    let origin = link.origin(&request.session_id.0);
     let whole = match link.editor.read_text_file(&path, None, None).await {
-        Ok(text) => text,
+        Ok(text) => {
+            link.editor.agent_read(&origin, &path, Some(&text));
+            text
+        }
         // Inside the workspace a missing file reads as empty: agents check before creating a
         // file, and some (Gemini CLI) cannot create one at all when this read fails.
-        Err(e) if e.is_not_found() => String::new(),
+        Err(e) if e.is_not_found() => {
+            link.editor.agent_read(&origin, &path, None);
+            String::new()
+        }
         Err(e) => return Err(file_error(&e)),
     };
     let content = select_lines(&whole, request.line, request.limit);

@@ -76,7 +76,11 @@ pub async fn run(
     let tools = agent.link.editor.tool_grants();
     tools.take_uses(&origin.key);
     let own_files = agent.own_files(&agent.link.cwd);
-    let undone = agent.link.editor.turn_started(&origin, own_files).await;
+    let undone = agent
+        .link
+        .editor
+        .turn_started(&origin, own_files, asked.chat)
+        .await;
     let mut notes = agent
         .link
         .with_session(&session, |s| std::mem::take(&mut s.notes))

@@ -4,15 +4,16 @@
 //! Undoing goes back change by change, three-way: what the user (or a later turn) changed since
 //! stays, and a change whose lines were touched since is left and said so.
 //!
-//! In memory, bounded: the newest [`KEEP_TURNS`] turns and [`KEEP_BYTES`] of text; the oldest
-//! go first, and undoing one of them says it is no longer kept.
+//! In memory, bounded: the newest `review.keepTurns` turns ([`KEEP_TURNS`] by default) and
+//! [`KEEP_BYTES`] of text; the oldest go first, and undoing one of them says it is no longer
+//! kept.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use super::{Origin, diff, reconcile};
 
-/// How many turns are kept.
+/// How many turns are kept unless `review.keepTurns` says otherwise.
 pub const KEEP_TURNS: usize = 50;
 /// How much text (before and after images together) is kept over all turns.
 pub const KEEP_BYTES: usize = 64 << 20;
@@ -44,18 +45,32 @@ pub struct Checkpoint {
     pub origin: Origin,
     /// Its changes by file, in the order they were made.
     pub files: BTreeMap<PathBuf, Vec<Change>>,
+    /// The chat it answered in, if any.
+    pub chat: Option<PathBuf>,
+    /// What its agent read of closed files it has not changed yet (`None`: missing): their
+    /// text before, should it change them on disk.
+    reads: BTreeMap<PathBuf, Option<String>>,
 }
 
 impl Checkpoint {
     fn bytes(&self) -> usize {
-        self.files.values().flatten().map(Change::bytes).sum()
+        let reads: usize = self.reads.values().flatten().map(String::len).sum();
+        reads
+            + self
+                .files
+                .values()
+                .flatten()
+                .map(Change::bytes)
+                .sum::<usize>()
     }
 }
 
 /// The turns' checkpoints, oldest first.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Checkpoints {
     turns: VecDeque<Checkpoint>,
+    /// How many turns are kept.
+    keep_turns: usize,
     next: TurnNumber,
     /// How many turns were dropped for room, for the message when one is asked for.
     dropped: usize,
@@ -63,14 +78,35 @@ pub struct Checkpoints {
     told: HashMap<String, Vec<String>>,
 }
 
+impl Default for Checkpoints {
+    fn default() -> Self {
+        Self {
+            turns: VecDeque::new(),
+            keep_turns: KEEP_TURNS,
+            next: 0,
+            dropped: 0,
+            told: HashMap::new(),
+        }
+    }
+}
+
 impl Checkpoints {
-    /// `origin` began a turn: its changes from now on are this turn's. Returns its number.
-    pub fn turn_started(&mut self, origin: &Origin) -> TurnNumber {
+    /// Keeps the newest `turns` turns from now on (0: none).
+    pub fn keep(&mut self, turns: usize) {
+        self.keep_turns = turns;
+        self.make_room();
+    }
+
+    /// `origin` began a turn, answering in `chat`: its changes from now on are this turn's.
+    /// Returns its number.
+    pub fn turn_started(&mut self, origin: &Origin, chat: Option<PathBuf>) -> TurnNumber {
         self.next += 1;
         self.turns.push_back(Checkpoint {
             number: self.next,
             origin: origin.clone(),
             files: BTreeMap::new(),
+            chat,
+            reads: BTreeMap::new(),
         });
         self.make_room();
         self.next
@@ -94,11 +130,10 @@ impl Checkpoints {
     }
 
     /// The user accepted an undo (or redo) of turn `number` in `file`: its agent hears of it at
-    /// its next turn, once per file.
-    pub fn tell(&mut self, number: TurnNumber, file: &str, redo: bool) {
-        let Some(turn) = self.get(number) else {
-            return;
-        };
+    /// its next turn, once per file. Returns the turn's chat, to note it there too.
+    pub fn tell(&mut self, number: TurnNumber, file: &str, redo: bool) -> Option<PathBuf> {
+        let turn = self.get(number)?;
+        let chat = turn.chat.clone();
         let note = if redo {
             format!("The user put back your changes to {file} from an earlier turn.")
         } else {
@@ -111,6 +146,7 @@ impl Checkpoints {
         if !notes.contains(&note) {
             notes.push(note);
         }
+        chat
     }
 
     /// What `origin` is to be told of its turns undone or redone since it last heard.
@@ -121,6 +157,40 @@ impl Checkpoints {
     /// Forgets the turns of the origins `of` takes.
     pub fn forget(&mut self, of: impl Fn(&Origin) -> bool) {
         self.turns.retain(|t| !of(&t.origin));
+    }
+
+    /// `origin` read `text` of the closed file `path` (`None`: it is missing): what it looked
+    /// like before, should the agent then change it on disk in this turn.
+    pub fn read(&mut self, origin: &Origin, path: &Path, text: Option<&str>) {
+        let Some(turn) = self.turns.iter_mut().rev().find(|t| t.origin == *origin) else {
+            return;
+        };
+        if !turn.files.contains_key(path) && !turn.reads.contains_key(path) {
+            turn.reads.insert(path.to_owned(), text.map(str::to_owned));
+            self.make_room();
+        }
+    }
+
+    /// What `origin` read of `path` in its latest turn (`Some(None)`: that it was missing),
+    /// taken: the change it made is kept next.
+    pub fn read_before(&mut self, origin: &Origin, path: &Path) -> Option<Option<String>> {
+        let turn = self.turns.iter_mut().rev().find(|t| t.origin == *origin)?;
+        turn.reads.remove(path)
+    }
+
+    /// Each kept turn: its number, its origin's label, and the files it changed (for
+    /// `agentls.debug.state`).
+    pub fn summary(&self) -> Vec<serde_json::Value> {
+        self.turns
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "turn": t.number,
+                    "origin": t.origin.label,
+                    "files": t.files.keys().collect::<Vec<_>>(),
+                })
+            })
+            .collect()
     }
 
     /// Turn `number`, when still kept.
@@ -144,7 +214,7 @@ impl Checkpoints {
 
     fn make_room(&mut self) {
         let mut bytes: usize = self.turns.iter().map(Checkpoint::bytes).sum();
-        while self.turns.len() > KEEP_TURNS || (bytes > KEEP_BYTES && self.turns.len() > 1) {
+        while self.turns.len() > self.keep_turns || (bytes > KEEP_BYTES && self.turns.len() > 1) {
             if let Some(oldest) = self.turns.pop_front() {
                 bytes -= oldest.bytes();
                 self.dropped += 1;
@@ -227,8 +297,8 @@ mod tests {
         // No turn yet: nothing is kept.
         checkpoints.changed(&one, Path::new("/f"), None, "x".into());
         assert!(checkpoints.latest_turn(|_| true).is_none());
-        let first = checkpoints.turn_started(&one);
-        let second = checkpoints.turn_started(&two);
+        let first = checkpoints.turn_started(&one, None);
+        let second = checkpoints.turn_started(&two, None);
         checkpoints.changed(&one, Path::new("/f"), Some("a".into()), "b".into());
         checkpoints.changed(&two, Path::new("/g"), None, "new".into());
         assert_eq!(
@@ -237,10 +307,18 @@ mod tests {
         );
         assert_eq!(checkpoints.latest_turn(|_| true).unwrap().number, second);
         for _ in 0..KEEP_TURNS {
-            checkpoints.turn_started(&one);
+            checkpoints.turn_started(&one, None);
         }
         assert!(checkpoints.get(first).is_none());
         assert!(checkpoints.was_dropped(first));
         assert!(!checkpoints.was_dropped(first + 1000));
+        // `review.keepTurns`: fewer turns from now on, or none.
+        checkpoints.keep(2);
+        let last = checkpoints.turn_started(&one, None);
+        assert!(checkpoints.get(last - 2).is_none() && checkpoints.get(last - 1).is_some());
+        checkpoints.keep(0);
+        checkpoints.turn_started(&one, None);
+        checkpoints.changed(&one, Path::new("/f"), Some("a".into()), "b".into());
+        assert!(checkpoints.latest_turn(|_| true).is_none());
     }
 }

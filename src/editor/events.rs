@@ -22,6 +22,8 @@ pub enum EditorEvent {
     WatchIgnore(Vec<String>),
     /// How many lines of a hunk a review shows (`review.maxPreviewLines`).
     PreviewLines(usize),
+    /// How many turns' changes are kept for undoing (`review.keepTurns`).
+    KeepTurns(usize),
     /// The editor opened a document.
     Opened {
         path: PathBuf,
@@ -69,6 +71,7 @@ impl EditorEvent {
             Self::CommentMarker(_) => "comment marker",
             Self::WatchIgnore(_) => "watch ignore",
             Self::PreviewLines(_) => "preview lines",
+            Self::KeepTurns(_) => "kept turns",
             Self::Opened { .. } => "opened",
             Self::DiskAtOpen { .. } => "disk at open",
             Self::Changed { .. } => "changed",
@@ -94,6 +97,7 @@ impl State {
                 }
             }
             EditorEvent::PreviewLines(lines) => self.review_preview_lines = lines.max(1),
+            EditorEvent::KeepTurns(turns) => self.checkpoints.keep(turns),
             EditorEvent::Opened {
                 path,
                 text,

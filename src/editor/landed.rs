@@ -35,7 +35,6 @@ impl State {
         if before == after {
             return;
         }
-        self.change_kept(&origin, &path, &before, &after);
         let landing = Landing {
             origin,
             path,
@@ -46,13 +45,6 @@ impl State {
             Some(doc) if doc.text() != landing.after => self.landings.push(landing),
             _ => self.open_landed(landing),
         }
-    }
-
-    /// `origin` changed `path` from `before` to `after` without asking, and the user's config
-    /// accepts its changes: nothing is shown, but its turn's checkpoint keeps the change.
-    pub fn change_kept(&mut self, origin: &Origin, path: &Path, before: &str, after: &str) {
-        self.checkpoints
-            .changed(origin, path, Some(before.to_owned()), after.to_owned());
     }
 
     /// The buffer at `path` changed: changes waiting for it to hold their text are shown now.

@@ -181,6 +181,8 @@ pub struct AccessPolicy {
     pub auto_accept_for: std::collections::BTreeMap<String, bool>,
     /// How many lines of each side a review preview shows (`review.maxPreviewLines`).
     pub max_preview_lines: usize,
+    /// How many of the newest turns' changes are kept for undoing (`review.keepTurns`).
+    pub keep_turns: usize,
 }
 
 impl AccessPolicy {
@@ -534,15 +536,22 @@ impl EditorAccess {
         }
     }
 
+    /// `origin` read `text` of `path` (`None`: missing): for a closed file, what it looked like
+    /// before the turn, should the agent then change it on disk.
+    pub fn agent_read(&self, origin: &Origin, path: &Path, text: Option<&str>) {
+        let (origin, path) = (origin.clone(), path.to_owned());
+        let text = text.map(str::to_owned);
+        self.state
+            .update(move |s| s.agent_read(&origin, &path, text.as_deref()));
+    }
+
     /// `origin` changed `path` from `before` to `after` without asking the user: the change is
     /// shown for Keep/Undo per hunk (unless the user's config accepts that origin's changes).
     pub fn show_landed(&self, origin: &Origin, path: &Path, before: String, after: String) {
-        let (origin, path) = (origin.clone(), path.to_owned());
         if self.policy().auto_accepts(&origin.label) {
-            self.state
-                .update(move |s| s.change_kept(&origin, &path, &before, &after));
             return;
         }
+        let (origin, path) = (origin.clone(), path.to_owned());
         self.state
             .update(move |s| s.change_landed(origin, path, before, after));
     }
@@ -755,12 +764,18 @@ impl EditorAccess {
     }
 
     /// `origin`'s turn began: files changed on disk meanwhile with no review are its doing,
-    /// except in `own_files`, the folders where it keeps its own state. Answers what the agent
-    /// is to be told first: its earlier turns' changes the user undid or redid since.
-    pub async fn turn_started(&self, origin: &Origin, own_files: Vec<PathBuf>) -> Vec<String> {
-        let origin = origin.clone();
+    /// except in `own_files`, the folders where it keeps its own state; `chat`: the chat it
+    /// answers in. Answers what the agent is to be told first: its earlier turns' changes the
+    /// user undid or redid since.
+    pub async fn turn_started(
+        &self,
+        origin: &Origin,
+        own_files: Vec<PathBuf>,
+        chat: Option<&Path>,
+    ) -> Vec<String> {
+        let (origin, chat) = (origin.clone(), chat.map(Path::to_path_buf));
         self.state
-            .query(move |s| s.turn_started(origin, own_files))
+            .query(move |s| s.turn_started(origin, own_files, chat))
             .await
             .unwrap_or_default()
     }
@@ -926,9 +941,10 @@ impl EditorFeed {
 
     /// Sets the rules for agents' requests.
     pub fn set_policy(&self, policy: AccessPolicy) {
-        let preview_lines = policy.max_preview_lines;
+        let (preview_lines, keep_turns) = (policy.max_preview_lines, policy.keep_turns);
         *self.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
         self.state.send(EditorEvent::PreviewLines(preview_lines));
+        self.state.send(EditorEvent::KeepTurns(keep_turns));
     }
 
     /// The editor opened a document. What the disk says is read too (off the state task): a

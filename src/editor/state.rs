@@ -386,6 +386,7 @@ impl State {
             "diagnostics": self.all_diagnostics(None),
             "reviews": self.reviews_summary(None),
             "changedWithoutAsking": self.unasked.changed_counts(),
+            "checkpoints": self.checkpoints.summary(),
         })
     }
 }

@@ -49,6 +49,14 @@ impl UndoPlan {
 }
 
 impl State {
+    /// `origin` read `text` of `path` (`None`: missing): kept for its turn's checkpoint when
+    /// the file is closed (an open file's text before a change is its buffer's).
+    pub(super) fn agent_read(&mut self, origin: &Origin, path: &Path, text: Option<&str>) {
+        if self.documents.get(path).is_none() {
+            self.checkpoints.read(origin, path, text);
+        }
+    }
+
     /// The user accepted (some of) an undo or a redo by `origin` in `path`: the turn's agent
     /// hears of it at its next turn.
     pub(super) fn turn_undone(&mut self, origin: &Origin, path: &Path) {
@@ -63,7 +71,12 @@ impl State {
         let Ok(number) = number.parse() else {
             return;
         };
-        self.checkpoints.tell(number, &file_name(path), redo);
+        let file = file_name(path);
+        let chat = self.checkpoints.tell(number, &file, redo);
+        if let Some(chat) = chat {
+            let what = if redo { "Put back" } else { "Undone" };
+            self.append_to_chat(&chat, &format!("\n_{what}: {} in {file}._\n", origin.label));
+        }
         if redo {
             // Put back: nothing is left to redo.
             let undone = format!("{UNDO_KEY}{number}");
@@ -158,7 +171,7 @@ impl State {
         let origin = Origin::new(format!("{key}{}", plan.number), plan.turn);
         // What the user accepts of the undo is kept as a turn of its own: redo undoes it.
         if !plan.redo {
-            self.checkpoints.turn_started(&origin);
+            self.checkpoints.turn_started(&origin, None);
         }
         let mut reviewed = Vec::new();
         let mut notes = Vec::new();

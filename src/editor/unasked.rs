@@ -90,11 +90,17 @@ impl State {
     }
 
     /// `origin`'s turn began: disk changes from now on may be its own, except in `own_files`,
-    /// the folders where it keeps its own state. Returns what it is to be told of its earlier
-    /// turns undone or redone since ([`super::checkpoints::Checkpoints::take_told`]).
-    pub fn turn_started(&mut self, origin: Origin, own_files: Vec<PathBuf>) -> Vec<String> {
+    /// the folders where it keeps its own state; `chat`: the chat it answers in. Returns what
+    /// it is to be told of its earlier turns undone or redone since
+    /// ([`super::checkpoints::Checkpoints::take_told`]).
+    pub fn turn_started(
+        &mut self,
+        origin: Origin,
+        own_files: Vec<PathBuf>,
+        chat: Option<PathBuf>,
+    ) -> Vec<String> {
         self.expectations.forget_origin(&origin.key);
-        self.checkpoints.turn_started(&origin);
+        self.checkpoints.turn_started(&origin, chat);
         self.unasked.turns.retain(|t| t.origin != origin);
         self.unasked.own_files.insert(origin.key.clone(), own_files);
         let told = self.checkpoints.take_told(&origin.key);
@@ -268,6 +274,11 @@ impl State {
         }
         let (origin, running) = self.turn_to_blame(&path, modified)?;
         let Some(doc) = self.documents.get(&path) else {
+            // What the agent read of it is what it looked like before (nothing else is known
+            // of a closed file): its turn's checkpoint keeps the change.
+            if let Some(before) = self.checkpoints.read_before(&origin, &path) {
+                self.checkpoints.changed(&origin, &path, before, disk);
+            }
             return self.closed_file_changed(origin, running, path);
         };
         let (buffer, saved) = (doc.text(), doc.saved_text());
@@ -314,6 +325,8 @@ impl State {
                 });
             });
         }
+        self.checkpoints
+            .changed(&origin, &path, Some(buffer.clone()), merged.clone());
         self.change_landed(origin, path, buffer, merged);
         None
     }

@@ -118,6 +118,7 @@ impl Backend {
                 .filter_map(|(name, o)| Some((name.clone(), o.auto_accept?)))
                 .collect(),
             max_preview_lines: config.review.max_preview_lines,
+            keep_turns: config.review.keep_turns,
         });
         self.feed
             .set_comment_marker(config.chat.comment_marker.clone());
