@@ -122,6 +122,8 @@ impl Checkpoints {
         let Some(turn) = self.turns.iter_mut().rev().find(|t| t.origin == *origin) else {
             return;
         };
+        // What it read before is this change's `before` now.
+        turn.reads.remove(path);
         turn.files
             .entry(path.to_owned())
             .or_default()
@@ -178,8 +180,8 @@ impl Checkpoints {
         turn.reads.remove(path)
     }
 
-    /// Each kept turn: its number, its origin's label, and the files it changed (for
-    /// `agentls.debug.state`).
+    /// Each kept turn: its number, its origin's label, the files it changed and the bytes it
+    /// keeps (for `agentls.debug.state`).
     pub fn summary(&self) -> Vec<serde_json::Value> {
         self.turns
             .iter()
@@ -188,6 +190,7 @@ impl Checkpoints {
                     "turn": t.number,
                     "origin": t.origin.label,
                     "files": t.files.keys().collect::<Vec<_>>(),
+                    "bytes": t.bytes(),
                 })
             })
             .collect()
