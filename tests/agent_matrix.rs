@@ -10,7 +10,7 @@
 //! that make it edit, the texts it sends back), as in agentls's own config. The scenarios, for
 //! each agent: its edit tool on an open file, accepted; the same on a closed file; a two-hunk
 //! change partly accepted (its whole-file write tool where the edit tool makes one change a
-//! call); a rejected edit; a new file; and, in its mode that edits without asking, changes to
+//! call); a rejected edit; a new file, removed again by undoing its turn; and, in its mode that edits without asking, changes to
 //! two files shown after the fact, one undone there, the other kept and then undone with the
 //! whole turn (`agentls.undoTurn`); a conversation of two messages in a chat document, sent as a
 //! Helix user sends them, whose second request to the model must carry the first exchange; and
@@ -756,7 +756,7 @@ impl Scenario {
             Self::ClosedFileAccepted => "edit tool, closed file, accepted",
             Self::PartlyAccepted => "two hunks, one accepted, one rejected",
             Self::Rejected => "edit tool, rejected",
-            Self::NewFile => "new file, accepted",
+            Self::NewFile => "new file, accepted, its turn undone",
             Self::EditsWithoutAsking => "auto mode, two open files, undone after the fact",
             Self::Conversation => "two messages in a chat document",
             Self::Resumed => "a chat opened again after a restart",
@@ -879,6 +879,34 @@ impl<'r> Run<'r> {
         let state = self.home.path().join("agentls-state");
         let next = agentls(&self.toml, self.shape, workspace, &state).await;
         self.retired.push(std::mem::replace(&mut self.client, next));
+    }
+
+    /// The whole turn undone (`agentls.undoTurn`, its review accepted): the closed file it
+    /// created at `path` goes.
+    async fn undo_turn_removes(&self, path: &Path) {
+        let told = self
+            .client
+            .execute("agentls.undoTurn", serde_json::Value::Null)
+            .await
+            .expect("agentls.undoTurn");
+        let told = told.as_str().unwrap_or_default();
+        assert!(
+            told.contains("1 file to review (hello.txt)") && told.contains("removes it"),
+            "{told}: {}",
+            self.client.server_state().await
+        );
+        let state = self.client.server_state().await;
+        let undo = state["reviews"]
+            .as_array()
+            .and_then(|r| r.iter().find(|r| r["kind"] == "turnUndo"))
+            .unwrap_or_else(|| panic!("no undo review: {state}"));
+        self.client
+            .execute("agentls.accept", json!({"review": undo["id"]}))
+            .await
+            .expect("agentls.accept");
+        support::eventually(|| !path.exists())
+            .await
+            .expect("the file the turn created is removed");
     }
 
     /// The model will carry out `task`.
@@ -1573,6 +1601,7 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             run.the_model_heard(recipe.told.created);
             run.the_agent_completed(&summary, "hello.txt");
             run.record(scenario, &summary);
+            run.undo_turn_removes(&path).await;
             (start, turn)
         }
     };

@@ -8,9 +8,10 @@
 //! [`KEEP_BYTES`] of text; the oldest go first, and undoing one of them says it is no longer
 //! kept.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
+use super::review::ReviewId;
 use super::{Origin, diff, reconcile};
 
 /// How many turns are kept unless `review.keepTurns` says otherwise.
@@ -76,6 +77,8 @@ pub struct Checkpoints {
     dropped: usize,
     /// What each origin (by key) is to be told at its next turn: its turns undone or redone.
     told: HashMap<String, Vec<String>>,
+    /// Undo reviews of closed files their turn created: accepted whole, the file goes.
+    removals: HashSet<ReviewId>,
 }
 
 impl Default for Checkpoints {
@@ -86,6 +89,7 @@ impl Default for Checkpoints {
             next: 0,
             dropped: 0,
             told: HashMap::new(),
+            removals: HashSet::new(),
         }
     }
 }
@@ -196,6 +200,16 @@ impl Checkpoints {
             .collect()
     }
 
+    /// Review `id` undoes the creation of its (closed) file: accepted whole, the file goes.
+    pub fn removes_file(&mut self, id: ReviewId) {
+        self.removals.insert(id);
+    }
+
+    /// Whether review `id`, done, removes its file (asked once).
+    pub fn take_removal(&mut self, id: ReviewId) -> bool {
+        self.removals.remove(&id)
+    }
+
     /// Turn `number`, when still kept.
     pub fn get(&self, number: TurnNumber) -> Option<&Checkpoint> {
         self.turns.iter().find(|t| t.number == number)
@@ -245,14 +259,17 @@ pub fn undo(changes: &[Change], current: &str) -> Undo {
     let mut kept = 0;
     for change in changes.iter().rev() {
         let before = change.before.as_deref().unwrap_or_default();
-        if let Some(undone) = reconcile::onto(&change.after, &text, before) {
+        // Some agents propose a file without its final newline and write it with one: the
+        // change is the same.
+        let after = final_newlines_as(&change.after, &text);
+        if let Some(undone) = reconcile::onto(&after, &text, before) {
             text = undone;
             continue;
         }
-        for hunk in diff::line_hunks(&change.after, before) {
-            let mut one = change.after.clone();
+        for hunk in diff::line_hunks(&after, before) {
+            let mut one = after.clone();
             one.replace_range(hunk.old.clone(), &before[hunk.new.clone()]);
-            match reconcile::onto(&change.after, &text, &one) {
+            match reconcile::onto(&after, &text, &one) {
                 Some(undone) => text = undone,
                 None => kept += 1,
             }
@@ -263,6 +280,12 @@ pub fn undo(changes: &[Change], current: &str) -> Undo {
         kept,
         created: changes.first().is_some_and(|c| c.before.is_none()),
     }
+}
+
+/// `text` ending with as many newlines as `like` does.
+fn final_newlines_as(text: &str, like: &str) -> String {
+    let newlines = like.len() - like.trim_end_matches('\n').len();
+    format!("{}{}", text.trim_end_matches('\n'), "\n".repeat(newlines))
 }
 
 #[cfg(test)]
@@ -285,6 +308,16 @@ mod tests {
         let untouched = undo(&changes, "A\nb\nC\n");
         assert_eq!(untouched.text, "a\nb\nc\n");
         assert_eq!(untouched.kept, 0);
+        // Written with a final newline its proposal lacked: the same change.
+        let created = [Change {
+            before: None,
+            after: "new".to_owned(),
+        }];
+        let undone = undo(&created, "new\n");
+        assert_eq!(
+            (undone.text.as_str(), undone.kept, undone.created),
+            ("", 0, true)
+        );
         // The user added a line since: it stays.
         assert_eq!(undo(&changes, "A\nb\nC\nd\n").text, "a\nb\nc\nd\n");
         // The user rewrote the first change's line: that block is kept, the other undone.

@@ -249,6 +249,13 @@ pub fn check_replaceable(path: &Path) -> Result<(), FileError> {
     Ok(())
 }
 
+/// Removes the file at `path` (a symlink itself, never what it points to).
+pub async fn remove(path: &Path) -> Result<(), FileError> {
+    tokio::fs::remove_file(path)
+        .await
+        .map_err(|e| FileError::io(path, e))
+}
+
 /// Writes `content` to `path` atomically: a temporary file in the same directory, flushed, given
 /// the old file's permissions (a new file gets 0666 less the umask), then renamed over it.
 /// Readers see the old or the new file, never half of one. A symlink is written through: the

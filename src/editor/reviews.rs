@@ -630,9 +630,14 @@ impl State {
         }
         let text = review.accepted_text(&base);
         let rejected = review.rejected_descriptions(|c| base.char_to_line(c));
+        let removes = self.checkpoints.take_removal(id) && text.is_empty();
         let me = self.me.clone();
         tokio::spawn(async move {
-            let written = me.write_file(&path, &text).await;
+            let written = if removes {
+                files::remove(&path).await
+            } else {
+                me.write_file(&path, &text).await
+            };
             me.report(Report::AcceptedWritten {
                 id,
                 text,
@@ -844,6 +849,7 @@ impl State {
     /// show again.
     fn finish(&mut self, id: ReviewId, verdict: Verdict) -> Option<PathBuf> {
         let mut review = self.reviews.remove(id)?;
+        self.checkpoints.take_removal(id);
         let accepted = matches!(verdict, Verdict::Accepted { .. });
         if accepted && review.kind != ReviewKind::Landed {
             // A turn's accepted change (or an undo's), kept for undoing it.

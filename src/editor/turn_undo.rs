@@ -189,10 +189,11 @@ impl State {
                     if undone.kept == 1 { "" } else { "s" }
                 ));
             }
-            if undone.created && undone.text.is_empty() {
+            let removes = undone.created && undone.text.is_empty();
+            if removes && (!exists || open.is_some()) {
                 if exists {
                     notes.push(format!(
-                        "{file} was created by that turn: remove it yourself"
+                        "{file} was created by that turn: close it and remove it yourself"
                     ));
                 }
                 continue;
@@ -227,6 +228,13 @@ impl State {
                 text,
                 verdict: None,
             });
+            if removes {
+                // Undone whole, the file the turn created goes (not left empty).
+                self.checkpoints.removes_file(id);
+                notes.push(format!(
+                    "undoing all of {file} removes it (the turn created it)"
+                ));
+            }
             self.present(&path);
             reviewed.push((id, file));
         }
