@@ -227,3 +227,44 @@ async fn closed_files_written_straight_to_disk_are_restored() {
     .expect("both files restored on disk");
     assert!(client.shutdown().await.success());
 }
+
+/// An agent reads a closed file in one turn and removes it with a command in the next: undoing
+/// that turn brings the file back as the agent last read it.
+#[tokio::test]
+async fn a_file_an_agent_removed_is_restored() {
+    let client = started().await;
+    let notes = client.open("notes.txt", "text", "one\n").await;
+    let gone = client.workspace.join("gone.txt");
+    std::fs::write(&gone, "keep me\n").unwrap();
+    client.prompt("read gone.txt").await;
+    client.take_message("demo: end_turn").await;
+    client.prompt("@run rm gone.txt").await;
+    client.run_code_action(&notes, "Allow (Run it)").await;
+    client.take_message("demo: end_turn").await;
+    assert!(!gone.exists());
+    support::agents::eventually_async(|| async {
+        let state = client.server_state().await;
+        state["checkpoints"][1]["files"].as_array().map(Vec::len) == Some(1)
+    })
+    .await
+    .expect("the second turn's checkpoint holds the removal");
+    let told = client
+        .execute("agentls.undoTurn", Value::Null)
+        .await
+        .unwrap();
+    assert!(
+        told.as_str()
+            .unwrap()
+            .starts_with("Undoing demo's turn 2: 1 file to review (gone.txt)"),
+        "{told}"
+    );
+    let reviews = open_reviews(&client).await;
+    client
+        .execute("agentls.accept", json!({"review": reviews[0]["id"]}))
+        .await
+        .unwrap();
+    support::eventually(|| std::fs::read_to_string(&gone).ok().as_deref() == Some("keep me\n"))
+        .await
+        .expect("the removed file is back");
+    assert!(client.shutdown().await.success());
+}

@@ -177,11 +177,18 @@ impl Checkpoints {
         }
     }
 
-    /// What `origin` read of `path` in its latest turn (`Some(None)`: that it was missing),
-    /// taken: the change it made is kept next.
-    pub fn read_before(&mut self, origin: &Origin, path: &Path) -> Option<Option<String>> {
-        let turn = self.turns.iter_mut().rev().find(|t| t.origin == *origin)?;
-        turn.reads.remove(path)
+    /// The latest text of the closed file `path` that `origin` knew (`Some(None)`: that it was
+    /// missing): what its turns last made it, else what it last read of it. What the file was
+    /// before `origin` changed (or removed) it on disk itself.
+    pub fn known_text(&self, origin: &Origin, path: &Path) -> Option<Option<String>> {
+        self.turns
+            .iter()
+            .rev()
+            .filter(|t| t.origin == *origin)
+            .find_map(|t| match t.files.get(path).and_then(|c| c.last()) {
+                Some(change) => Some(Some(change.after.clone())),
+                None => t.reads.get(path).cloned(),
+            })
     }
 
     /// Each kept turn: its number, its origin's label, the files it changed and the bytes it

@@ -172,7 +172,11 @@ impl Watching {
         }
         let handler = move |event: notify::Result<notify::Event>| {
             let Ok(event) = event else { return };
-            if !matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_)) {
+            // A removal too: a file an agent removed is kept by its turn's checkpoint.
+            if !matches!(
+                event.kind,
+                EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_)
+            ) {
                 return;
             }
             for path in event.paths {

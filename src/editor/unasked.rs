@@ -239,6 +239,7 @@ impl State {
                     modified,
                 } => self.text_changed_unasked(path, disk, modified),
                 DiskChange::Link { path, modified } => self.link_appeared(path, modified),
+                DiskChange::Removed { path } => self.file_removed_unasked(path),
             };
             if let Some((who, path)) = seen {
                 late.entry(who).or_default().insert(path);
@@ -276,7 +277,7 @@ impl State {
         let Some(doc) = self.documents.get(&path) else {
             // What the agent read of it is what it looked like before (nothing else is known
             // of a closed file): its turn's checkpoint keeps the change.
-            if let Some(before) = self.checkpoints.read_before(&origin, &path) {
+            if let Some(before) = self.checkpoints.known_text(&origin, &path) {
                 self.checkpoints.changed(&origin, &path, before, disk);
             }
             return self.closed_file_changed(origin, running, path);
@@ -329,6 +330,23 @@ impl State {
             .changed(&origin, &path, Some(buffer.clone()), merged.clone());
         self.change_landed(origin, path, buffer, merged);
         None
+    }
+
+    /// `path` is gone from disk: when an agent at work knew the closed file (it read or changed
+    /// it), its turn's checkpoint keeps the removal and it is named like any change. Anything
+    /// else that goes (a tool's scratch file, an open file's disk: its buffer stays) is not an
+    /// agent's change to tell.
+    fn file_removed_unasked(&mut self, path: PathBuf) -> Option<(String, PathBuf)> {
+        if self.documents.get(&path).is_some() {
+            return None;
+        }
+        let (origin, running) = self.turn_to_blame(&path, None)?;
+        let Some(Some(before)) = self.checkpoints.known_text(&origin, &path) else {
+            return None;
+        };
+        self.checkpoints
+            .changed(&origin, &path, Some(before), String::new());
+        self.closed_file_changed(origin, running, path)
     }
 
     /// `path` is now a symbolic link (made at `modified`), which agentls never follows: a file
@@ -435,6 +453,8 @@ pub enum DiskChange {
         path: PathBuf,
         modified: Option<SystemTime>,
     },
+    /// Nothing is there any more.
+    Removed { path: PathBuf },
 }
 
 impl DiskChange {
@@ -442,7 +462,7 @@ impl DiskChange {
     fn len(&self) -> usize {
         match self {
             Self::Text { disk, .. } => disk.len(),
-            Self::Link { .. } => 0,
+            Self::Link { .. } | Self::Removed { .. } => 0,
         }
     }
 }
@@ -465,6 +485,9 @@ fn read_changed(path: PathBuf) -> Option<DiskChange> {
                 path,
                 modified: modified.ok(),
             });
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Some(DiskChange::Removed { path });
         }
         Err(_) => return None,
     };
