@@ -34,6 +34,39 @@ async fn refuses(client: &TestClient, command: &str, turn: u64, why: &str) {
     assert!(message.contains(why), "{refused}");
 }
 
+/// Waits until turn `index` (from 0) of the kept ones holds `files` files (the workspace
+/// watcher may see an agent's disk writes after its turn's end).
+async fn turn_holds(client: &TestClient, index: usize, files: usize) {
+    support::agents::eventually_async(|| async {
+        let state = client.server_state().await;
+        state["checkpoints"][index]["files"]
+            .as_array()
+            .map(Vec::len)
+            == Some(files)
+    })
+    .await
+    .unwrap_or_else(|| panic!("turn {index}'s checkpoint never held {files} files"));
+}
+
+/// Runs `agentls.undoTurn` (the newest turn), checks that the user is told `told` first, and
+/// undoes every change it offers (each undo review accepted).
+async fn undo_all(client: &TestClient, told: &str) {
+    let answer = client
+        .execute("agentls.undoTurn", Value::Null)
+        .await
+        .unwrap();
+    let answer = answer.as_str().unwrap_or_default();
+    assert!(answer.starts_with(told), "{answer}");
+    for review in open_reviews(client).await {
+        if review["kind"] == "turnUndo" {
+            client
+                .execute("agentls.accept", json!({"review": review["id"]}))
+                .await
+                .unwrap();
+        }
+    }
+}
+
 /// One turn proposes changes to two files, both accepted; the user types a line of their own;
 /// undoing the turn offers both files back as they were, the typed line kept; redoing puts the
 /// turn's changes back, the typed line still kept.
@@ -130,29 +163,17 @@ async fn undo_keeps_lines_changed_since_and_restores_a_closed_file() {
     client.take_message("demo: end_turn").await;
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "// TODO N\n");
 
-    let told = client
-        .execute("agentls.undoTurn", Value::Null)
-        .await
-        .unwrap();
-    assert!(
-        told.as_str()
-            .unwrap()
-            .starts_with("Undoing demo's turn 1: 1 file to review (notes.txt)"),
-        "{told}"
-    );
     // The change is also shown as made without asking (Keep/Undo); the turn's undo is its own.
-    let reviews = open_reviews(&client).await;
-    let undo: Vec<&Value> = reviews.iter().filter(|r| r["kind"] == "turnUndo").collect();
-    assert_eq!(undo.len(), 1, "{reviews:?}");
-    client
-        .execute("agentls.accept", json!({"review": undo[0]["id"]}))
+    undo_all(
+        &client,
+        "Undoing demo's turn 1: 1 file to review (notes.txt)",
+    )
+    .await;
+    support::eventually(|| std::fs::read_to_string(&notes).unwrap() == "// TODO n\n")
         .await
-        .unwrap();
-    support::agents::eventually_async(|| async {
-        std::fs::read_to_string(&notes).unwrap() == "// TODO n\n"
-    })
-    .await
-    .expect("the closed file restored on disk");
+        .expect("the closed file restored on disk");
+    let reviews = open_reviews(&client).await;
+    assert!(reviews.iter().any(|r| r["kind"] == "landed"), "{reviews:?}");
 
     // The user rewrites the line the next turn changes: nothing of that turn can go back.
     let uri = client.open("notes.txt", "text", "// TODO n\n").await;
@@ -196,29 +217,12 @@ async fn closed_files_written_straight_to_disk_are_restored() {
         .await;
     client.take_message("demo: end_turn").await;
     assert_eq!(std::fs::read_to_string(&b).unwrap(), "// TODO B\n");
-    // The workspace watcher sees both writes (maybe after the turn's end).
-    support::agents::eventually_async(|| async {
-        let state = client.server_state().await;
-        state["checkpoints"][0]["files"].as_array().map(Vec::len) == Some(2)
-    })
-    .await
-    .expect("the turn's checkpoint holds both files");
-    let told = client
-        .execute("agentls.undoTurn", Value::Null)
-        .await
-        .unwrap();
-    assert!(
-        told.as_str()
-            .unwrap()
-            .starts_with("Undoing demo's turn 1: 2 files to review (a.txt, b.txt)"),
-        "{told}"
-    );
-    for review in open_reviews(&client).await {
-        client
-            .execute("agentls.accept", json!({"review": review["id"]}))
-            .await
-            .unwrap();
-    }
+    turn_holds(&client, 0, 2).await;
+    undo_all(
+        &client,
+        "Undoing demo's turn 1: 2 files to review (a.txt, b.txt)",
+    )
+    .await;
     support::eventually(|| {
         std::fs::read_to_string(&a).unwrap() == "// TODO a\n"
             && std::fs::read_to_string(&b).unwrap() == "// TODO b\n"
@@ -242,27 +246,12 @@ async fn a_file_an_agent_removed_is_restored() {
     client.run_code_action(&notes, "Allow (Run it)").await;
     client.take_message("demo: end_turn").await;
     assert!(!gone.exists());
-    support::agents::eventually_async(|| async {
-        let state = client.server_state().await;
-        state["checkpoints"][1]["files"].as_array().map(Vec::len) == Some(1)
-    })
-    .await
-    .expect("the second turn's checkpoint holds the removal");
-    let told = client
-        .execute("agentls.undoTurn", Value::Null)
-        .await
-        .unwrap();
-    assert!(
-        told.as_str()
-            .unwrap()
-            .starts_with("Undoing demo's turn 2: 1 file to review (gone.txt)"),
-        "{told}"
-    );
-    let reviews = open_reviews(&client).await;
-    client
-        .execute("agentls.accept", json!({"review": reviews[0]["id"]}))
-        .await
-        .unwrap();
+    turn_holds(&client, 1, 1).await;
+    undo_all(
+        &client,
+        "Undoing demo's turn 2: 1 file to review (gone.txt)",
+    )
+    .await;
     support::eventually(|| std::fs::read_to_string(&gone).ok().as_deref() == Some("keep me\n"))
         .await
         .expect("the removed file is back");

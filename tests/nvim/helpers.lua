@@ -41,6 +41,35 @@ function M.setup(plugin_dir, server, log_file, extra)
   }, extra or {}))
 end
 
+--- `M.setup`, keeping every `window/showMessage` agentls sends in `output.messages`.
+function M.setup_keeping_messages(plugin_dir, server, log_file, output)
+  output.messages = output.messages or {}
+  M.setup(plugin_dir, server, log_file, {
+    handlers = {
+      ['window/showMessage'] = function(_, result)
+        table.insert(output.messages, result.message)
+      end,
+    },
+  })
+end
+
+--- Whether one of `output.messages` holds `needle`.
+function M.told(output, needle)
+  for _, message in ipairs(output.messages) do
+    if message:find(needle, 1, true) then
+      return true
+    end
+  end
+  return false
+end
+
+--- agentls's diagnostics in `bufnr` (one per change of a review).
+function M.review_diagnostics(bufnr)
+  return vim.tbl_filter(function(d)
+    return d.source == 'agentls'
+  end, vim.diagnostic.get(bufnr))
+end
+
 --- Edits `path` and waits (with `wait_for`) until agentls is attached to it and initialized;
 --- returns the buffer and the client.
 function M.edit_attached(path, wait_for)

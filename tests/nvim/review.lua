@@ -15,15 +15,9 @@ helpers.watchdog(45000)
 local wait_for = helpers.waiter(15000)
 local buffer_text = helpers.buffer_text
 
-local output = { messages = {} }
+local output = {}
 local ok, err = xpcall(function()
-  helpers.setup(plugin_dir, server, log_file, {
-    handlers = {
-      ['window/showMessage'] = function(_, result)
-        table.insert(output.messages, result.message)
-      end,
-    },
-  })
+  helpers.setup_keeping_messages(plugin_dir, server, log_file, output)
   local bufnr, client = helpers.edit_attached(notes, wait_for)
 
   -- Ask the demo agent; the command returns at once and the turn runs in the background.
@@ -34,9 +28,7 @@ local ok, err = xpcall(function()
   assert(prompt and not prompt.err, vim.inspect(prompt))
 
   local function review_diagnostics()
-    return vim.tbl_filter(function(d)
-      return d.source == 'agentls'
-    end, vim.diagnostic.get(bufnr))
+    return helpers.review_diagnostics(bufnr)
   end
   wait_for('the review diagnostics', function()
     return #review_diagnostics() == 2
@@ -94,12 +86,7 @@ local ok, err = xpcall(function()
     return #review_diagnostics() == 0
   end)
   wait_for('the end of the turn', function()
-    for _, message in ipairs(output.messages) do
-      if message:find('end_turn', 1, true) then
-        return true
-      end
-    end
-    return false
+    return helpers.told(output, 'end_turn')
   end)
   output.buffer = buffer_text(bufnr)
   local function disk()

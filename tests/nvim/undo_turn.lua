@@ -14,28 +14,15 @@ helpers.watchdog(45000)
 local wait_for = helpers.waiter(15000)
 local buffer_text = helpers.buffer_text
 
-local output = { messages = {} }
+local output = {}
 local ok, err = xpcall(function()
-  helpers.setup(plugin_dir, server, log_file, {
-    handlers = {
-      ['window/showMessage'] = function(_, result)
-        table.insert(output.messages, result.message)
-      end,
-    },
-  })
+  helpers.setup_keeping_messages(plugin_dir, server, log_file, output)
   local bufnr, client = helpers.edit_attached(notes, wait_for)
   local function told(needle)
-    for _, message in ipairs(output.messages) do
-      if message:find(needle, 1, true) then
-        return true
-      end
-    end
-    return false
+    return helpers.told(output, needle)
   end
   local function review_diagnostics()
-    return vim.tbl_filter(function(d)
-      return d.source == 'agentls'
-    end, vim.diagnostic.get(bufnr))
+    return helpers.review_diagnostics(bufnr)
   end
 
   helpers.exec(client, 'agentls.prompt', { { text = 'uppercase notes.txt', uri = vim.uri_from_bufnr(bufnr) } },
