@@ -45,7 +45,7 @@ fn file_before_save<'a>(route: &str, before: &'a str, after: &'a str) -> &'a str
 }
 
 async fn open_file_accepted(route: &str) {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let uri = client.open("notes.txt", "text", "keep\n// TODO a\n").await;
     client.prompt(&format!("uppercase notes.txt {route}")).await;
     client.wait_for_review(&uri).await;
@@ -78,7 +78,7 @@ async fn an_agent_writing_the_disk_itself_finds_its_old_text_after_the_accept() 
 }
 
 async fn closed_file_partly_accepted(route: &str) {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let uri = closed_file(
         &client,
         "notes.txt",
@@ -113,7 +113,7 @@ async fn a_closed_file_written_to_disk_gets_only_the_accepted_hunk() {
 }
 
 async fn unsaved_lines_survive(route: &str) {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let uri = client.open("notes.rs", "rust", "keep\n// TODO a\n").await;
     // Typed before the prompt, and not saved.
     client.edit(&uri, range(0, 0, 0, 0), "mine\n").await;
@@ -250,7 +250,7 @@ async fn configured_options_are_set_before_the_first_prompt() {
 /// and keeps the user's own edit next to it; Keep leaves the other one.
 #[tokio::test]
 async fn a_change_made_without_asking_is_shown_for_keep_or_undo() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let original = "// TODO a\nx\nx\nx\nx\nx\nx\n// TODO b\n";
     let uri = client.open("notes.txt", "text", original).await;
     client.prompt("uppercase notes.txt @unasked").await;
@@ -298,7 +298,7 @@ async fn a_change_made_without_asking_is_shown_for_keep_or_undo() {
 /// report it as changed without asking, and no Keep/Undo review opens on it.
 #[tokio::test]
 async fn a_file_reloaded_from_disk_between_turns_is_not_the_agents_change() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let uri = client.open("notes.txt", "text", "one\ntwo\n").await;
     client.edit(&uri, range(0, 0, 0, 0), "mine ").await;
     std::fs::write(client.workspace.join("notes.txt"), "one\ntwo\nthree\n").unwrap();
@@ -325,7 +325,7 @@ async fn a_file_reloaded_from_disk_between_turns_is_not_the_agents_change() {
 /// new write into the old accepted text, silently).
 #[tokio::test]
 async fn a_rejected_change_written_in_a_later_turn_lands() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let original = "// TODO a\nx\nx\nx\nx\nx\nx\n// TODO b\n";
     let uri = client.open("notes.txt", "text", original).await;
     client.prompt("uppercase notes.txt").await;
@@ -359,7 +359,7 @@ async fn a_rejected_change_written_in_a_later_turn_lands() {
 /// The same for a file that is not open: Undo writes the old text back to the disk.
 #[tokio::test]
 async fn a_change_made_without_asking_to_a_closed_file_can_be_undone() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let uri = closed_file(&client, "notes.txt", "keep\n// TODO a\n");
     client.prompt("uppercase notes.txt @unasked").await;
     client.take_message("demo: end_turn").await;
@@ -381,7 +381,7 @@ async fn a_change_made_without_asking_to_a_closed_file_can_be_undone() {
 /// shown for Keep/Undo; Undo brings the old line back and keeps the user's.
 #[tokio::test]
 async fn a_disk_write_made_without_asking_reaches_the_buffer_for_keep_or_undo() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let uri = client.open("notes.txt", "text", "keep\n// TODO a\n").await;
     client.edit(&uri, range(0, 0, 0, 0), "mine\n").await;
     client
@@ -409,7 +409,7 @@ async fn a_disk_write_made_without_asking_reaches_the_buffer_for_keep_or_undo() 
 /// The same for a file that is not open: the user is told which file changed.
 #[tokio::test]
 async fn a_disk_write_made_without_asking_to_a_closed_file_is_named() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     closed_file(&client, "notes.txt", "keep\n// TODO a\n");
     client
         .prompt("uppercase notes.txt @diskwrite @unasked")
@@ -468,7 +468,7 @@ async fn a_write_in_a_folder_the_system_would_not_watch_is_found_at_the_turns_en
 /// edit "demo changed notes.rs" threw both away).
 #[tokio::test]
 async fn an_accepted_change_to_an_unsaved_line_is_kept_with_it() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let uri = client.open("notes.rs", "rust", "keep\n").await;
     client.edit(&uri, range(1, 0, 1, 0), "// TODO mine\n").await;
     client.prompt("uppercase notes.rs").await;
@@ -489,7 +489,7 @@ async fn an_accepted_change_to_an_unsaved_line_is_kept_with_it() {
 /// why), the accepted change is applied as the user decided, and the unproposed line is nowhere.
 #[tokio::test]
 async fn a_write_that_is_not_the_accepted_change_is_refused_and_the_change_applied() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let uri = client.open("notes.txt", "text", "keep\n// TODO a\n").await;
     client.prompt("uppercase notes.txt @writemore").await;
     client.wait_for_review(&uri).await;
@@ -517,7 +517,7 @@ async fn a_write_that_is_not_the_accepted_change_is_refused_and_the_change_appli
 /// the opened text, which threw the line away).
 #[tokio::test]
 async fn a_disk_write_without_asking_keeps_text_that_was_unsaved_at_open() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let path = client.workspace.join("notes.txt");
     std::fs::write(&path, "keep\n// TODO a\n").unwrap();
     let uri = client
@@ -537,7 +537,7 @@ async fn a_disk_write_without_asking_keeps_text_that_was_unsaved_at_open() {
 /// was skipped while the first one's Keep/Undo review was open).
 #[tokio::test]
 async fn a_second_disk_write_without_asking_reaches_the_buffer_too() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let uri = client.open("notes.txt", "text", "b\n// TODO a\n").await;
     client
         .prompt("uppercase notes.txt @diskwrite @unasked")
@@ -573,7 +573,7 @@ async fn accepted_into_the_buffer(client: &TestClient) -> String {
 /// still unsaved in the editor: agentls writes such buffers before the command starts.
 #[tokio::test]
 async fn a_command_the_agent_runs_sees_its_unsaved_accepted_change() {
-    let client = TestClient::started(TestClient::rich_capabilities(false)).await;
+    let client = TestClient::in_process_started(TestClient::rich_capabilities(false)).await;
     client.answer(
         "window/showMessageRequest",
         support::Answer::With(serde_json::json!({"title": "Run it"})),
@@ -596,7 +596,7 @@ async fn a_command_the_agent_runs_sees_its_unsaved_accepted_change() {
 /// it: the user is told, and the file is left as it was.
 #[tokio::test]
 async fn closing_an_unsaved_accepted_change_tells_the_user() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let uri = accepted_into_the_buffer(&client).await;
     client
         .notify(
@@ -643,7 +643,7 @@ async fn closing_says_nothing(client: TestClient, uri: &str) {
 /// the editor closed it to reload it from there, as Neovim does): closing it says nothing.
 #[tokio::test]
 async fn closing_a_buffer_its_file_caught_up_with_says_nothing() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let uri = accepted_into_the_buffer(&client).await;
     std::fs::write(path_of(&uri), "keep\n// TODO A\n").unwrap();
     closing_says_nothing(client, &uri).await;
@@ -652,7 +652,7 @@ async fn closing_a_buffer_its_file_caught_up_with_says_nothing() {
 /// A saved buffer has nothing left to write: closing it says nothing.
 #[tokio::test]
 async fn closing_a_saved_accepted_change_says_nothing() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let uri = accepted_into_the_buffer(&client).await;
     client.save(&uri).await;
     closing_says_nothing(client, &uri).await;
@@ -664,7 +664,7 @@ async fn closing_a_saved_accepted_change_says_nothing() {
 /// renaming in, during the turn, a file last modified a minute before it.
 #[tokio::test]
 async fn a_file_saved_before_the_prompt_is_not_put_down_to_the_agent() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     closed_file(&client, "saved.txt", "old\n");
     closed_file(&client, "during.txt", "old\n");
     client.prompt("@hang").await;
@@ -708,6 +708,7 @@ const FLOOD_FOLDERS: usize = 100;
 /// which editors keep) names them all.
 #[tokio::test]
 async fn a_turn_writing_thousands_of_files_is_summed_up_and_names_every_one() {
+    // A process of its own: the test reads its log.
     let client = TestClient::started(capabilities_without_dialogs()).await;
     client.prompt("@hang").await;
     client.shown_until("Waiting until you cancel").await;
@@ -754,7 +755,7 @@ async fn a_turn_writing_thousands_of_files_is_summed_up_and_names_every_one() {
 /// user is told, the buffer keeps its text, and agentls does not read through the link.
 #[tokio::test]
 async fn an_open_file_swapped_for_a_link_is_told_and_not_followed() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let uri = client.open("notes.txt", "text", "mine\n").await;
     std::fs::write(path_of(&uri), "mine\n").unwrap();
     let secret = client.home.path().join("secret.txt");
@@ -786,7 +787,7 @@ async fn an_open_file_swapped_for_a_link_is_told_and_not_followed() {
 /// write the buffer has both.
 #[tokio::test]
 async fn a_whole_file_write_keeps_the_users_unsaved_lines() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let uri = client.open("notes.txt", "text", "keep\n// TODO a\n").await;
     client
         .edit(&uri, range(0, 0, 0, 0), "// mine, unsaved\n")

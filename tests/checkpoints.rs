@@ -9,11 +9,7 @@ use support::agents::capabilities_without_dialogs;
 use support::{TestClient, range};
 
 async fn started() -> TestClient {
-    let client = TestClient::in_process().await;
-    client
-        .initialize(capabilities_without_dialogs(), None)
-        .await;
-    client
+    TestClient::in_process_started(capabilities_without_dialogs()).await
 }
 
 /// The reviews still open, as the server describes them.

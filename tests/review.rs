@@ -39,7 +39,7 @@ async fn run(client: &TestClient, action: &Value) -> Result<Value, Value> {
 
 #[tokio::test]
 async fn accept_one_hunk_and_reject_the_other() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("src/main.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "gemini").await;
 
@@ -134,7 +134,7 @@ async fn accept_one_hunk_and_reject_the_other() {
 
 #[tokio::test]
 async fn reject_all_touches_nothing() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "agent").await;
     diagnostics(&client, &uri, 2).await;
@@ -156,7 +156,7 @@ async fn reject_all_touches_nothing() {
 /// replace the typing.
 #[tokio::test]
 async fn a_refused_accept_after_typing_inside_the_hunk_is_a_conflict() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     client.answer(
         "workspace/applyEdit",
         Answer::With(json!({"applied": false, "failureReason": "version mismatch"})),
@@ -187,7 +187,7 @@ async fn a_refused_accept_after_typing_inside_the_hunk_is_a_conflict() {
 
 #[tokio::test]
 async fn typing_inside_a_hunk_makes_it_a_conflict() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "agent").await;
     diagnostics(&client, &uri, 2).await;
@@ -240,7 +240,7 @@ async fn typing_inside_a_hunk_makes_it_a_conflict() {
 /// nothing; "Reject all" still counts the conflict.
 #[tokio::test]
 async fn accept_all_is_not_offered_when_only_conflicts_are_open() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "agent").await;
     diagnostics(&client, &uri, 2).await;
@@ -285,7 +285,7 @@ async fn accept_all_is_not_offered_when_only_conflicts_are_open() {
 
 #[tokio::test]
 async fn edits_elsewhere_move_the_hunks_and_are_kept() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "agent").await;
     diagnostics(&client, &uri, 2).await;
@@ -305,7 +305,7 @@ async fn edits_elsewhere_move_the_hunks_and_are_kept() {
 
 #[tokio::test]
 async fn an_origin_that_goes_away_withdraws_its_reviews() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "flaky").await;
     diagnostics(&client, &uri, 2).await;
@@ -330,7 +330,7 @@ async fn an_origin_that_goes_away_withdraws_its_reviews() {
 /// deciding one file's review tells plugins that file has none left, and nothing of the other.
 #[tokio::test]
 async fn review_changes_are_told_per_file() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let first = client.open("a.rs", "rust", BASE).await;
     let second = client.open("b.rs", "rust", BASE).await;
     propose(&client, &first, PROPOSAL, "agent").await;
@@ -373,7 +373,7 @@ async fn review_changes_are_told_per_file() {
 
 #[tokio::test]
 async fn a_newer_proposal_supersedes_the_older_one() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "agent").await;
     diagnostics(&client, &uri, 2).await;
@@ -392,7 +392,7 @@ async fn a_newer_proposal_supersedes_the_older_one() {
 
 #[tokio::test]
 async fn a_file_that_is_not_open_is_written_on_accept() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let path = client.workspace.join("closed.rs");
     std::fs::write(&path, BASE).unwrap();
     let uri = file_uri(&path);
@@ -417,7 +417,7 @@ async fn a_file_that_is_not_open_is_written_on_accept() {
 /// decided: the accepted change reaches the buffer, and the verdict has it.
 #[tokio::test]
 async fn a_hunk_accepted_while_closed_survives_opening_the_file() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let path = client.workspace.join("a.rs");
     std::fs::write(&path, BASE).unwrap();
     let uri = file_uri(&path);
@@ -440,7 +440,7 @@ async fn a_hunk_accepted_while_closed_survives_opening_the_file() {
 
 #[tokio::test]
 async fn a_new_file_is_created_on_accept() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let path = client.workspace.join("new/dir/file.txt");
     let uri = file_uri(&path);
     propose(&client, &uri, "hello\n", "agent").await;
@@ -469,7 +469,7 @@ async fn auto_accept_applies_without_asking() {
 
 #[tokio::test]
 async fn proposals_outside_the_workspace_are_refused() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     propose(
         &client,
         &file_uri(std::path::Path::new("/etc/hosts")),
@@ -508,7 +508,7 @@ async fn accept_first_hunk_only(client: &TestClient, uri: &str) -> String {
 /// partial accept must still leave exactly the accepted hunk on disk.
 #[tokio::test]
 async fn an_agent_writing_its_whole_proposal_to_disk_gets_the_accepted_part() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let expected = accept_first_hunk_only(&client, &uri).await;
     let path = client.workspace.join("a.rs");
@@ -529,7 +529,7 @@ async fn an_agent_writing_its_whole_proposal_to_disk_gets_the_accepted_part() {
 /// watcher started late on a busy machine): it is still turned into the accepted hunk.
 #[tokio::test]
 async fn a_whole_proposal_on_disk_before_the_verdict_gets_the_accepted_part() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "agent").await;
     diagnostics(&client, &uri, 2).await;
@@ -552,7 +552,7 @@ async fn a_whole_proposal_on_disk_before_the_verdict_gets_the_accepted_part() {
 
 #[tokio::test]
 async fn an_agent_writing_its_whole_proposal_through_the_editor_gets_the_accepted_part() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let expected = accept_first_hunk_only(&client, &uri).await;
     // An unsaved edit of the user's stays in the buffer (and off the disk).
@@ -573,7 +573,7 @@ async fn an_agent_writing_its_whole_proposal_through_the_editor_gets_the_accepte
 /// proposal puts the accepted part on top of what the user saved, not over it.
 #[tokio::test]
 async fn an_agent_writing_its_proposal_after_the_user_saved_keeps_the_save() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let expected = format!("// mine\n{}", accept_first_hunk_only(&client, &uri).await);
     client.edit(&uri, range(0, 0, 0, 0), "// mine\n").await;
@@ -594,10 +594,7 @@ async fn an_agent_writing_its_proposal_after_the_user_saved_keeps_the_save() {
 /// the whole proposal, but it is the user's doing and is not "corrected" back.
 #[tokio::test]
 async fn a_rejected_change_the_user_makes_and_saves_stays() {
-    let client = TestClient::in_process().await;
-    client
-        .initialize(TestClient::rich_capabilities(false), None)
-        .await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let accepted = accept_first_hunk_only(&client, &uri).await;
     let lines = accepted.lines().count() as u32;
@@ -622,7 +619,7 @@ async fn a_rejected_change_the_user_makes_and_saves_stays() {
 /// A server where the user accepted the whole proposal for `a.rs`, then typed `// mine` on top
 /// (unsaved); returns it and the document's URI.
 async fn accepted_whole_then_typed() -> (TestClient, String) {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("a.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "agent").await;
     diagnostics(&client, &uri, 2).await;
@@ -672,7 +669,7 @@ async fn write_as_agent(client: &TestClient, uri: &str, text: &str) {
 /// edits on other lines are merged in, on the same lines the write is refused.
 #[tokio::test]
 async fn a_write_keeps_unsaved_edits_or_is_refused() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("a.rs", "rust", "one\ntwo\nthree\n").await;
     client.edit(&uri, range(0, 0, 0, 3), "ONE").await;
     write_as_agent(&client, &uri, "one\ntwo\nTHREE\n").await;
@@ -704,7 +701,7 @@ async fn told_of_conflict(client: &TestClient) {
 /// A buffer that exists only in the editor (not on disk yet) is not replaced by a blind write.
 #[tokio::test]
 async fn a_blind_write_does_not_replace_an_unsaved_new_buffer() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let path = client.workspace.join("draft.md");
     let uri = client.open_unsaved(&path, "markdown", "my draft\n").await;
     write_as_agent(&client, &uri, "agent text\n").await;
@@ -718,7 +715,7 @@ async fn a_blind_write_does_not_replace_an_unsaved_new_buffer() {
 /// (the file goes when it was new); an open one keeps it in the buffer, for its next save.
 #[tokio::test]
 async fn a_rejected_proposal_already_on_disk_is_taken_back() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let original = "keep\n// TODO a\n";
     let proposal = "keep\n// TODO A\n";
     let uri = client.open("notes.txt", "text", original).await;
@@ -775,7 +772,7 @@ async fn a_rejected_proposal_already_on_disk_is_taken_back() {
 /// keystroke.
 #[tokio::test]
 async fn typing_in_a_file_with_a_review_shows_it_once_per_burst() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("src/main.rs", "rust", BASE).await;
     propose(&client, &uri, PROPOSAL, "gemini").await;
     diagnostics(&client, &uri, 2).await;
@@ -813,7 +810,7 @@ async fn typing_in_a_file_with_a_review_shows_it_once_per_burst() {
 #[tokio::test]
 async fn proposals_beyond_the_cap_of_one_origin_are_refused() {
     const CAP: usize = 50;
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     for i in 0..=CAP {
         let uri = file_uri(&client.workspace.join(format!("f{i}.txt")));
         propose(&client, &uri, "new\n", "flood").await;

@@ -79,6 +79,13 @@ impl TestClient {
         Self::configured("", capabilities).await
     }
 
+    /// [`TestClient::started`], served in this process ([`TestClient::in_process`]).
+    pub async fn in_process_started(capabilities: Value) -> Self {
+        let client = Self::in_process().await;
+        client.initialize(capabilities, None).await;
+        client
+    }
+
     /// Started with `config` as the user's config file, and initialized with `capabilities`.
     pub async fn configured(config: &str, capabilities: Value) -> Self {
         let client = Self::start(super::Options {

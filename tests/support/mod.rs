@@ -230,6 +230,16 @@ impl TestClient {
         }
     }
 
+    /// [`TestClient::in_process`], then `initialize` as a capable UTF-16 editor
+    /// ([`TestClient::rich_capabilities`]).
+    pub async fn in_process_initialized() -> Self {
+        let client = Self::in_process().await;
+        client
+            .initialize(Self::rich_capabilities(false), None)
+            .await;
+        client
+    }
+
     /// [`TestClient::start`], then `initialize` as a capable UTF-16 editor
     /// ([`TestClient::rich_capabilities`]).
     pub async fn start_initialized(options: Options) -> Self {
