@@ -193,6 +193,30 @@ async fn undo_keeps_lines_changed_since_and_restores_a_closed_file() {
         "{reviews:?}"
     );
     refuses(&client, "agentls.undoTurn", 99, "turn 99 changed no file").await;
+    // The chat offers each recent turn, newest first, and the redo of the one undone.
+    let opened = client
+        .execute("agentls.openChat", Value::Null)
+        .await
+        .unwrap();
+    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let chat = client.open_unsaved(&path, "markdown", &text).await;
+    let titles: Vec<String> = client
+        .code_actions(&chat)
+        .await
+        .iter()
+        .filter_map(|a| a["title"].as_str().map(str::to_owned))
+        .filter(|t| t.contains("'s turn"))
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            "Undo demo's turn 2 (1 file)",
+            "Undo demo's turn 1 (1 file)",
+            "Redo demo's turn 1"
+        ],
+        "{titles:?}"
+    );
     assert!(client.shutdown().await.success());
 }
 

@@ -19,7 +19,7 @@ pub const KEEP_TURNS: usize = 50;
 /// How much text (before and after images together) is kept over all turns.
 pub const KEEP_BYTES: usize = 64 << 20;
 
-/// A turn's number, counted from 1 in this server's life.
+/// A turn's number, counted from 1 in this server's life (0: an undo, kept as a turn).
 pub type TurnNumber = u64;
 
 /// One change a turn made to a file.
@@ -105,15 +105,25 @@ impl Checkpoints {
     /// Returns its number.
     pub fn turn_started(&mut self, origin: &Origin, chat: Option<PathBuf>) -> TurnNumber {
         self.next += 1;
+        self.push(self.next, origin, chat);
+        self.next
+    }
+
+    /// An undo of a turn began (`origin` names it): what the user accepts of it is kept as a
+    /// turn of its own, which has no number (the agents' turns are numbered without gaps).
+    pub fn undo_started(&mut self, origin: &Origin) {
+        self.push(0, origin, None);
+    }
+
+    fn push(&mut self, number: TurnNumber, origin: &Origin, chat: Option<PathBuf>) {
         self.turns.push_back(Checkpoint {
-            number: self.next,
+            number,
             origin: origin.clone(),
             files: BTreeMap::new(),
             chat,
             reads: BTreeMap::new(),
         });
         self.make_room();
-        self.next
     }
 
     /// `origin` changed `path` from `before` to `after`: kept in its latest turn (a change it
@@ -219,16 +229,23 @@ impl Checkpoints {
 
     /// Turn `number`, when still kept.
     pub fn get(&self, number: TurnNumber) -> Option<&Checkpoint> {
-        self.turns.iter().find(|t| t.number == number)
+        self.turns.iter().find(|t| t.number == number && number > 0)
     }
 
     /// The newest turn that changed a file, of an origin `of` takes.
     pub fn latest_turn(&self, of: impl Fn(&Origin) -> bool) -> Option<&Checkpoint> {
+        self.turns_with_files(of).next()
+    }
+
+    /// The turns that changed a file, of the origins `of` takes, newest first.
+    pub fn turns_with_files(
+        &self,
+        of: impl Fn(&Origin) -> bool,
+    ) -> impl Iterator<Item = &Checkpoint> {
         self.turns
             .iter()
             .rev()
-            .filter(|t| of(&t.origin))
-            .find(|t| !t.files.is_empty())
+            .filter(move |t| of(&t.origin) && !t.files.is_empty())
     }
 
     /// Whether a turn numbered `number` was made and has been dropped for room.

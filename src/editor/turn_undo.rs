@@ -19,6 +19,8 @@ use super::{EditorFeed, Level, Origin, StateGone, file_name, files};
 const UNDO_KEY: &str = "turn-undo:";
 /// The same for a redo's reviews.
 const REDO_KEY: &str = "turn-redo:";
+/// How many of an agent's latest turns that changed files its chat offers to undo.
+const CHAT_TURNS: usize = 3;
 
 /// Whether `origin` is an undo of a turn (its changes are what the user accepted of it).
 fn is_undo(origin: &Origin) -> bool {
@@ -84,34 +86,33 @@ impl State {
         }
     }
 
-    /// In a chat with `agent`: *Undo its latest turn that changed files*, and *Redo* once an
-    /// undo of it was accepted.
+    /// In a chat with `agent`: *Undo* each of its three latest turns that changed
+    /// files, newest first, and *Redo* one once an undo of it was accepted.
     pub fn turn_undo_actions(&self, agent: &str) -> Vec<UserAction> {
         let agents = |o: &Origin| o.label == agent && !is_undo(o);
-        let Some(latest) = self.checkpoints.latest_turn(agents) else {
-            return Vec::new();
-        };
-        let number = latest.number;
-        let files = latest.files.len();
-        let mut actions = vec![UserAction {
-            title: format!(
-                "Undo {agent}'s turn {number} ({files} file{})",
-                if files == 1 { "" } else { "s" }
-            ),
-            command: ActionCommand::UndoTurn {
-                turn: number,
-                redo: false,
-            },
-        }];
-        let undone = format!("{UNDO_KEY}{number}");
-        if self.checkpoints.latest_turn(|o| o.key == undone).is_some() {
+        let mut actions = Vec::new();
+        for turn in self.checkpoints.turns_with_files(agents).take(CHAT_TURNS) {
+            let (number, files) = (turn.number, turn.files.len());
             actions.push(UserAction {
-                title: format!("Redo {agent}'s turn {number}"),
+                title: format!(
+                    "Undo {agent}'s turn {number} ({files} file{})",
+                    if files == 1 { "" } else { "s" }
+                ),
                 command: ActionCommand::UndoTurn {
                     turn: number,
-                    redo: true,
+                    redo: false,
                 },
             });
+            let undone = format!("{UNDO_KEY}{number}");
+            if self.checkpoints.latest_turn(|o| o.key == undone).is_some() {
+                actions.push(UserAction {
+                    title: format!("Redo {agent}'s turn {number}"),
+                    command: ActionCommand::UndoTurn {
+                        turn: number,
+                        redo: true,
+                    },
+                });
+            }
         }
         actions
     }
@@ -171,7 +172,7 @@ impl State {
         let origin = Origin::new(format!("{key}{}", plan.number), plan.turn);
         // What the user accepts of the undo is kept as a turn of its own: redo undoes it.
         if !plan.redo {
-            self.checkpoints.turn_started(&origin, None);
+            self.checkpoints.undo_started(&origin);
         }
         let mut reviewed = Vec::new();
         let mut notes = Vec::new();
