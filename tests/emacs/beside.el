@@ -93,4 +93,4 @@
 
 (test-save-logs test-server test-artifacts)
 (test-print-result)
-(kill-emacs (if (alist-get 'error test-output) 1 0))
+(test-exit (if (alist-get 'error test-output) 1 0))

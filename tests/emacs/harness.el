@@ -20,6 +20,15 @@
   (let ((coding-system-for-write 'utf-8))
     (princ (concat (json-encode test-output) "\n"))))
 
+(defun test-exit (status)
+  "End Emacs with STATUS, the servers' output no longer read: a reply still streaming into a
+chat must not be answered over a connection `kill-emacs' is closing (that error would end
+Emacs with another status)."
+  (dolist (process (process-list))
+    (set-process-filter process #'ignore)
+    (set-process-sentinel process #'ignore))
+  (kill-emacs status))
+
 (defun test-log (fmt &rest args)
   (message "[emacs] %s" (apply #'format fmt args)))
 

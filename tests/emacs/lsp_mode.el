@@ -87,4 +87,4 @@
   (error (test-put 'error (format "%S" err))))
 
 (test-print-result)
-(kill-emacs (if (alist-get 'error test-output) 1 0))
+(test-exit (if (alist-get 'error test-output) 1 0))
