@@ -51,18 +51,14 @@ pub struct Checkpoint {
     /// What its agent read of closed files it has not changed yet (`None`: missing): their
     /// text before, should it change them on disk.
     reads: BTreeMap<PathBuf, Option<String>>,
+    /// The bytes of text its changes and reads hold, kept as they come (counting them on every
+    /// change would cost a turn writing n files n² additions).
+    bytes: usize,
 }
 
 impl Checkpoint {
     fn bytes(&self) -> usize {
-        let reads: usize = self.reads.values().flatten().map(String::len).sum();
-        reads
-            + self
-                .files
-                .values()
-                .flatten()
-                .map(Change::bytes)
-                .sum::<usize>()
+        self.bytes
     }
 }
 
@@ -122,6 +118,7 @@ impl Checkpoints {
             files: BTreeMap::new(),
             chat,
             reads: BTreeMap::new(),
+            bytes: 0,
         });
         self.make_room();
     }
@@ -137,11 +134,12 @@ impl Checkpoints {
             return;
         };
         // What it read before is this change's `before` now.
-        turn.reads.remove(path);
-        turn.files
-            .entry(path.to_owned())
-            .or_default()
-            .push(Change { before, after });
+        if let Some(Some(read)) = turn.reads.remove(path) {
+            turn.bytes -= read.len();
+        }
+        let change = Change { before, after };
+        turn.bytes += change.bytes();
+        turn.files.entry(path.to_owned()).or_default().push(change);
         self.make_room();
     }
 
@@ -182,6 +180,7 @@ impl Checkpoints {
             return;
         };
         if !turn.files.contains_key(path) && !turn.reads.contains_key(path) {
+            turn.bytes += text.map_or(0, str::len);
             turn.reads.insert(path.to_owned(), text.map(str::to_owned));
             self.make_room();
         }
@@ -372,6 +371,12 @@ mod tests {
         assert!(checkpoints.get(first).is_none());
         assert!(checkpoints.was_dropped(first));
         assert!(!checkpoints.was_dropped(first + 1000));
+        // A read is counted until the file changes; then the change's two texts are.
+        let counted = checkpoints.turn_started(&two, None);
+        checkpoints.read(&two, Path::new("/r"), Some("abc"));
+        assert_eq!(checkpoints.get(counted).unwrap().bytes(), 3);
+        checkpoints.changed(&two, Path::new("/r"), Some("abc".into()), "abcd".into());
+        assert_eq!(checkpoints.get(counted).unwrap().bytes(), 7);
         // `review.keepTurns`: fewer turns from now on, or none.
         checkpoints.keep(2);
         let last = checkpoints.turn_started(&one, None);
