@@ -321,7 +321,8 @@ fn neovim_forwards_other_diagnostics_to_agentls() {
 /// A conversation in a chat document in Neovim with its built-in client and the shipped
 /// config: the chat opens through Neovim's showDocument handler, the same server serves it
 /// (it lives outside the repository), the code action sends the first message and
-/// `agentls.send` the second, and both replies stream into the buffer.
+/// `agentls.send` the second, and both replies stream into the buffer; two more replies stream
+/// slowly, whole lines and then lines in pieces, and read exactly as the agent said them.
 #[cfg_attr(
     not(feature = "real-peers"),
     ignore = "needs real peers: run scripts/test.sh"
@@ -342,6 +343,19 @@ fn neovim_holds_a_conversation_in_a_chat_document() {
         2,
         "{chat}"
     );
+    assert!(
+        chat.contains("Nothing to change.\n\n_demo: end_turn"),
+        "{chat}"
+    );
+    // Each piece reached the buffer on its own (the pace is longer than agentls's coalescing),
+    // and Neovim's own final line break never became part of the reply.
+    let streamed = "\n\nHello from the demo agent.\nchunk 0\nchunk 1\nchunk 2\nName a file";
+    assert!(
+        chat.contains(&format!("@flood 3 @pace 300\n\n## demo{streamed}")),
+        "{chat}"
+    );
+    let split = "@flood 2 @pace 300 @split\n\n## demo\n\nHello from the demo agent.\nchunk 0\nchunk 1\nName";
+    assert!(chat.contains(split), "{chat}");
     // Neovim keeps its final line break apart from the text, so its buffer may end with one
     // more empty line than the server wrote.
     assert!(chat.trim_end().ends_with("\n## You"), "{chat:?}");

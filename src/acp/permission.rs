@@ -137,10 +137,10 @@ async fn decide(
     if let Some(chat) = &chat {
         // Where the user reads the conversation, the question and how to answer it.
         let names: Vec<&str> = options.iter().map(|o| o.name.as_str()).collect();
-        link.editor.append_to_chat(
+        link.editor.append_paragraph_to_chat(
             chat,
             format!(
-                "\n> **{} asks:** {title}\n> Answer with a code action: {}.\n\n",
+                "> **{} asks:** {title}\n> Answer with a code action: {}.\n\n",
                 link.agent,
                 names.join(" / ")
             ),
@@ -245,10 +245,10 @@ async fn decide_edits(
             .flat_map(|(p, text)| hunk_links(&p.path, &p.before, text))
             .map(|line| format!("> {line}\n"))
             .collect();
-        link.editor.append_to_chat(
+        link.editor.append_paragraph_to_chat(
             chat,
             format!(
-                "\n> **{} proposes** changes to {}: review them in the file, or from here with \
+                "> **{} proposes** changes to {}: review them in the file, or from here with \
                  the code actions *Show…*, *Accept all…*, *Reject all…*; go to a change \
                  (goto-definition on its line):\n>\n{}\n",
                 link.agent,

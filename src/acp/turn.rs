@@ -321,7 +321,7 @@ fn stop_reason(reason: &StopReason) -> String {
 /// message below it.
 pub fn close_chat_reply(editor: &crate::editor::EditorAccess, chat: &Path, line: &str) {
     let you = crate::editor::chat::YOU;
-    editor.append_to_chat(chat, format!("\n\n_{line}_\n\n{you}\n\n"));
+    editor.append_paragraph_to_chat(chat, format!("_{line}_\n\n{you}\n\n"));
     editor.chat_turn(chat, false);
 }
 

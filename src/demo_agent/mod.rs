@@ -423,7 +423,15 @@ async fn run_turn(
         if i > 0 && !script.pace.is_zero() {
             tokio::time::sleep(script.pace).await;
         }
-        turn.say(&script::flood_chunk(i, script.chunk_bytes))?;
+        let chunk = script::flood_chunk(i, script.chunk_bytes);
+        match chunk.split_once(' ') {
+            Some((first, rest)) if script.split => {
+                turn.say(first)?;
+                tokio::time::sleep(script.pace).await;
+                turn.say(&format!(" {rest}"))?;
+            }
+            _ => turn.say(&chunk)?,
+        }
     }
     if let Some(wait) = script.ask_after_cancel {
         turn.say("Waiting until you cancel…\n")?;

@@ -1,7 +1,7 @@
 //! The demo agent's prompt language, with no I/O: which file a prompt is about, what to do to
 //! it, and the test hooks (`@noise`, `@bigline`, `@hang`, `@deaf`, `@crash`, `@ask`,
 //! `@run COMMAND…`, `@cwd DIR`, `@withdraw MS`, `@flood N`, `@chunk BYTES`, `@pace MS`,
-//! `@also FILE`,
+//! `@split`, `@also FILE`,
 //! `@late`, `@snippet`, `@askaftercancel [MS]`, `@diffearlier`, `@diskwrite`, `@unasked`,
 //! `@writemore`, `@blind`, `@tools`, `@timed`).
 //!
@@ -76,6 +76,8 @@ pub struct Script {
     pub chunk_bytes: usize,
     /// The pause before each flood chunk after the first (a reply that streams for a while).
     pub pace: std::time::Duration,
+    /// Send each flood chunk in two pieces, the pace between them: a line that arrives in parts.
+    pub split: bool,
     /// Call each of the editor's tools the session was offered (over MCP) and say what they
     /// answered, instead of editing.
     pub tools: bool,
@@ -212,6 +214,7 @@ pub fn parse(text: &str, resource_uris: &[String], cwd: &Path) -> Script {
             "@chunk" => {
                 script.chunk_bytes = words.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(0);
             }
+            "@split" => script.split = true,
             "@pace" => {
                 let ms = words.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(100);
                 script.pace = std::time::Duration::from_millis(ms);
@@ -327,6 +330,8 @@ mod tests {
         assert_eq!(parse("missing.txt", &[], dir.path()).path, None);
         let script = parse("@flood 3 @chunk 100 @pace 50", &[], dir.path());
         assert_eq!(script.pace, std::time::Duration::from_millis(50));
+        assert!(!script.split);
+        assert!(parse("@flood 3 @split", &[], dir.path()).split);
         assert_eq!((script.flood, script.chunk_bytes), (3, 100));
         assert_eq!(flood_chunk(7, 0), "chunk 7\n");
         let script = parse("uppercase @also b.txt notes.txt @late", &[], dir.path());

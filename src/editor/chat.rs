@@ -71,6 +71,10 @@ struct Chat {
     thought: Option<bool>,
     /// How what was appended last ends.
     ends: Ending,
+    /// What agentls last put in the open document ended mid-line: a `\n` after it at the
+    /// document's end is the editor's own (Neovim keeps one past its last line), and the next
+    /// append goes before it.
+    shown_mid_line: bool,
     /// The agent's plan as last shown in the running turn.
     plan: Option<String>,
 }
@@ -137,10 +141,15 @@ impl Chat {
 
     /// Appends `line` as a paragraph of its own.
     fn push_line(&mut self, line: &str) {
+        self.push_paragraph(line);
+        self.push_raw("\n\n");
+    }
+
+    /// Appends `text` after a blank line (one is added unless what was appended ends with one).
+    fn push_paragraph(&mut self, text: &str) {
         self.push("");
         self.blank_line();
-        self.push_raw(line);
-        self.push_raw("\n\n");
+        self.push_raw(text);
     }
 
     /// Appends the agent's thought `text`, quoted (`> ` before each line).
@@ -301,6 +310,7 @@ impl Chats {
     pub fn opened(&mut self, path: &Path) {
         if let Some(chat) = self.docs.get_mut(path) {
             chat.unread = false;
+            chat.shown_mid_line = false;
         }
     }
 
@@ -615,8 +625,8 @@ impl State {
         }
         if interrupted {
             let agent = chat.agent.clone();
-            chat.push(&format!(
-                "\n\n_interrupted: agentls stopped before {agent} ended this turn_\n\n{YOU}\n\n"
+            chat.push_paragraph(&format!(
+                "_interrupted: agentls stopped before {agent} ended this turn_\n\n{YOU}\n\n"
             ));
             self.chat_records.append(path, Entry::Ended, true);
         }
@@ -739,6 +749,15 @@ impl State {
             return;
         };
         chat.push(text);
+        self.schedule_chat_flush(path, FLUSH_EVERY);
+    }
+
+    /// Appends `text` to the chat at `path` soon, after a blank line.
+    pub fn append_paragraph_to_chat(&mut self, path: &Path, text: &str) {
+        let Some(chat) = self.chats.live(path) else {
+            return;
+        };
+        chat.push_paragraph(text);
         self.schedule_chat_flush(path, FLUSH_EVERY);
     }
 
@@ -882,13 +901,19 @@ impl State {
         };
         let text = take_front(&mut chat.pending, MAX_APPEND);
         let label = format!("{} replies in {}", chat.agent, file_name(path));
-        let quiet_since_refusal = chat.refused_at;
+        let (quiet_since_refusal, shown_mid_line) = (chat.refused_at, chat.shown_mid_line);
         self.record_out(path, &text);
         let Some(doc) = self.documents.get(path) else {
             return;
         };
         let rope = doc.rope();
-        let end = PositionMapper::new(rope, self.encoding).position(rope.len_chars());
+        let len = rope.len_chars();
+        let (span, new_text) = match shown_mid_line && len > 0 && rope.char(len - 1) == '\n' {
+            true => (len - 1..len - 1, text.strip_suffix('\n').unwrap_or(&text)),
+            false => (len..len, text.as_str()),
+        };
+        let mapper = PositionMapper::new(rope, self.encoding);
+        let (range, new_text) = mapper.replacement(span, new_text.to_owned());
         // The editor refused an append though nothing was typed, and has said nothing since
         // (Helix bumps the version when it undoes a completion's preview, and tells no one):
         // the text is as agentls knows it, only the number moved, so this one goes without a
@@ -899,10 +924,7 @@ impl State {
             label,
             path: path.to_owned(),
             version,
-            edits: vec![TextEdit {
-                range: super::Range::new(end, end),
-                new_text: text.clone(),
-            }],
+            edits: vec![TextEdit { range, new_text }],
         };
         let sent_version = doc.version();
         let (reply, applied) = oneshot::channel();
@@ -973,11 +995,14 @@ impl State {
         result: Result<(), EffectError>,
     ) {
         let typed_meanwhile = self.documents.get(path).map(|d| d.version()) != Some(sent_version);
-        if result.is_err()
-            && let Some(chat) = self.chats.docs.get_mut(path)
-        {
-            chat.pending.insert_str(0, &text);
-            chat.recorded += text.len();
+        if let Some(chat) = self.chats.docs.get_mut(path) {
+            match result {
+                Ok(()) => chat.shown_mid_line = !text.ends_with('\n'),
+                Err(_) => {
+                    chat.pending.insert_str(0, &text);
+                    chat.recorded += text.len();
+                }
+            }
         }
         self.chat_flushed(path, result, typed_meanwhile);
     }

@@ -19,6 +19,8 @@ pub enum ChatItem {
     Reopened(String),
     /// Text at its end ([`State::append_to_chat`]).
     Text(String),
+    /// Text at its end after a blank line ([`State::append_paragraph_to_chat`]).
+    Paragraph(String),
     /// The agent's thought, quoted ([`State::append_thought_to_chat`]).
     Thought(String),
     /// Where a tool call stands ([`State::chat_tool_call`]).
@@ -79,6 +81,7 @@ impl State {
     pub fn chat_item(&mut self, path: &Path, item: ChatItem) {
         match item {
             ChatItem::Text(text) => self.append_to_chat(path, &text),
+            ChatItem::Paragraph(text) => self.append_paragraph_to_chat(path, &text),
             ChatItem::Thought(text) => self.append_thought_to_chat(path, &text),
             ChatItem::Call(call) => self.chat_tool_call(path, call),
             ChatItem::Plan(steps) => self.chat_plan(path, &steps),

@@ -713,6 +713,11 @@ impl EditorAccess {
         self.to_chat(path, chat_inbox::ChatItem::Text(text.into()));
     }
 
+    /// Appends `text` to the chat document at `path` after a blank line.
+    pub fn append_paragraph_to_chat(&self, path: &Path, text: impl Into<String>) {
+        self.to_chat(path, chat_inbox::ChatItem::Paragraph(text.into()));
+    }
+
     /// Appends the agent's thought `text` to the chat document at `path`, quoted.
     pub fn append_thought_to_chat(&self, path: &Path, text: String) {
         self.to_chat(path, chat_inbox::ChatItem::Thought(text));

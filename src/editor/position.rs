@@ -137,6 +137,26 @@ impl<'a> PositionMapper<'a> {
     pub fn end(&self) -> Position {
         self.position(self.text.len_chars())
     }
+
+    /// The range and text that replace chars `span` with `text`, kept off the empty line after
+    /// a final `\n` when `text` ends with one too: the same change, with that line break taken
+    /// from the end of both (or, for an insertion there, moved to the front of the text).
+    /// Neovim applies an edit on that line as whole lines, which adds a line break of its own.
+    pub fn replacement(&self, span: std::ops::Range<usize>, text: String) -> (Range, String) {
+        let (rope, len) = (self.text, self.text.len_chars());
+        let at_final_lf = span.end == len
+            && len > 0
+            && rope.char(len - 1) == '\n'
+            && (len == 1 || rope.char(len - 2) != '\r');
+        if !at_final_lf || !text.ends_with('\n') || text.ends_with("\r\n") {
+            return (self.range(span), text);
+        }
+        let kept = &text[..text.len() - 1];
+        match span.start == len {
+            true => (self.range(len - 1..len - 1), format!("\n{kept}")),
+            false => (self.range(span.start..len - 1), kept.to_owned()),
+        }
+    }
 }
 
 /// Chars of `line` without its line break.
@@ -170,6 +190,58 @@ mod tests {
     fn position(text: &str, enc: PositionEncoding, offset: usize) -> Position {
         let rope = Rope::from_str(text);
         PositionMapper::new(&rope, enc).position(offset)
+    }
+
+    #[test]
+    fn a_replacement_ending_in_a_line_break_stays_off_the_line_after_the_last() {
+        let rope = Rope::from_str("a\nb\n");
+        let mapper = PositionMapper::new(&rope, PositionEncoding::Utf16);
+        let at = |line, character| Position::new(line, character);
+        // Appending whole lines: the line break moves to the front.
+        assert_eq!(
+            mapper.replacement(4..4, "c\n\n".into()),
+            (Range::new(at(1, 1), at(1, 1)), "\nc\n".into())
+        );
+        // Replacing the last line: both lose their final line break.
+        assert_eq!(
+            mapper.replacement(2..4, "B\n".into()),
+            (Range::new(at(1, 0), at(1, 1)), "B".into())
+        );
+        // Text that ends mid-line, an edit elsewhere, a text without a final line break, and
+        // a final \r\n are left as they are.
+        assert_eq!(
+            mapper.replacement(4..4, "c".into()),
+            (Range::new(at(2, 0), at(2, 0)), "c".into())
+        );
+        assert_eq!(
+            mapper.replacement(0..1, "x\n".into()),
+            (Range::new(at(0, 0), at(0, 1)), "x\n".into())
+        );
+        let rope = Rope::from_str("a\r\n");
+        let mapper = PositionMapper::new(&rope, PositionEncoding::Utf16);
+        assert_eq!(
+            mapper.replacement(3..3, "b\r\n".into()),
+            (Range::new(at(1, 0), at(1, 0)), "b\r\n".into())
+        );
+        let applied = |text: &str, span: std::ops::Range<usize>, new: &str| {
+            let rope = Rope::from_str(text);
+            let mapper = PositionMapper::new(&rope, PositionEncoding::Utf8);
+            let (range, new) = mapper.replacement(span, new.to_owned());
+            let chars = mapper.char_range(range);
+            let mut out = rope.clone();
+            out.remove(chars.clone());
+            out.insert(chars.start, &new);
+            out.to_string()
+        };
+        for (text, span, new) in [
+            ("a\n", 2..2, "b\n"),
+            ("a\n", 0..2, "\n"),
+            ("\n", 1..1, "\n"),
+        ] {
+            let mut expected = text.to_owned();
+            expected.replace_range(span.clone(), new);
+            assert_eq!(applied(text, span, new), expected, "{text:?}");
+        }
     }
 
     #[test]

@@ -343,14 +343,10 @@ impl State {
         for &i in indices {
             let hunk = &mut review.hunks[i];
             hunk.state = HunkState::Applying;
-            edits.extend(
-                hunk_edits(hunk, &rope)
-                    .into_iter()
-                    .map(|(span, text)| TextEdit {
-                        range: mapper.range(span),
-                        new_text: text,
-                    }),
-            );
+            edits.extend(hunk_edits(hunk, &rope).into_iter().map(|(span, text)| {
+                let (range, new_text) = mapper.replacement(span, text);
+                TextEdit { range, new_text }
+            }));
         }
         if let ReviewText::Open { echo_after, .. } = &mut review.text {
             *echo_after = (*echo_after).max(Some(version));

@@ -353,10 +353,10 @@ impl State {
         let mapper = document.mapper(self.encoding);
         diff::minimal_edits(old, new)
             .into_iter()
-            .map(|edit| TextEdit {
-                range: mapper
-                    .range(rope.byte_to_char(edit.range.start)..rope.byte_to_char(edit.range.end)),
-                new_text: edit.text,
+            .map(|edit| {
+                let span = rope.byte_to_char(edit.range.start)..rope.byte_to_char(edit.range.end);
+                let (range, new_text) = mapper.replacement(span, edit.text);
+                TextEdit { range, new_text }
             })
             .collect()
     }

@@ -3,7 +3,8 @@
 -- Neovim's own showDocument handler opens it; agentls attaches to it (the same server, though
 -- the chat lives outside the repository); the user writes under `## You`, runs the code action
 -- *Send to demo*, and the reply streams into the buffer; a second message goes with
--- `agentls.send`. Prints what happened as ONE JSON line on stdout.
+-- `agentls.send`, and two more that stream slowly (whole lines, then lines in pieces). Prints
+-- what happened as ONE JSON line on stdout.
 --
 --   nvim --headless --clean -l chat.lua <plugin dir> <agentls binary> <log file> <notes file>
 
@@ -78,6 +79,18 @@ local ok, err = xpcall(function()
   exec('agentls.send', { { uri = vim.uri_from_bufnr(chat) } }, chat)
   wait_for('the second reply', function()
     return count('_demo: end_turn') == 2
+  end)
+  -- Replies that stream for a while: whole lines apart, then lines in two pieces, each piece
+  -- reaching the buffer on its own.
+  write('@flood 3 @pace 300')
+  exec('agentls.send', { { uri = vim.uri_from_bufnr(chat) } }, chat)
+  wait_for('the third reply', function()
+    return count('_demo: end_turn') == 3
+  end)
+  write('@flood 2 @pace 300 @split')
+  exec('agentls.send', { { uri = vim.uri_from_bufnr(chat) } }, chat)
+  wait_for('the fourth reply', function()
+    return count('_demo: end_turn') == 4
   end)
   output.chat = chat_text()
   -- agentls keeps the conversation: the chat needs no save, unless the user writes a draft.
