@@ -796,6 +796,7 @@ fn emacs_lsp_mode_reviews_with_agentls_as_an_add_on_server() {
     let (out, _) = on_a_python_file(&emacs, "lsp_mode.el", "agentls-lsp.el");
     let out = &out;
     assert_eq!(out["servers"], json!(["pylsp", "agentls"]), "{out}");
+    assert_eq!(out["told_where_it_answers"], true, "{out}");
     one_accepted_one_rejected_nothing_lost(out);
     assert_eq!(out["chat_first_line"], "# Chat with demo", "{out}");
 }

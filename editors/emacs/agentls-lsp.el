@@ -38,6 +38,10 @@
   :activation-fn (lambda (file-name &rest _) (and file-name t))
   :add-on? t
   :priority -1
+  ;; lsp-mode's synchronous requests (code actions, commands) leave its process filter at the
+  ;; reply and drop what came in the same read: agentls holds what follows a reply until
+  ;; Emacs has read it.
+  :initialization-options (lambda () (list :paceReplies t))
   :server-id 'agentls))
 
 (defun agentls-lsp--execute (command &optional argument)
