@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::mcp_client::{McpClient, lockfile};
+use support::mcp_client::McpClient;
 use support::peers::{self, Sandbox};
 use support::{Options, TestClient};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -208,7 +208,7 @@ async fn a_web_page_on_localhost_gets_nothing_from_either_port() {
     let notes = client.workspace.join("notes.txt").display().to_string();
     // The three ports and their tokens: the lockfile's, the companion file's (as a terminal's
     // environment names it), and a session's editor tools (given to the demo agent).
-    let lock = lockfile(&client.lock_dir()).await;
+    let lock = client.lockfile().await;
     let (companion_port, companion_token) = client.companion_port().await;
     client.prompt("hello").await;
     client.take_message("demo: end_turn").await;

@@ -517,7 +517,7 @@ async fn mcp_clients_stalled_in_the_middle_of_a_frame_are_closed_and_stall_nobod
     })
     .await;
     let uri = client.open("main.rs", "rust", "fn main() {}\n").await;
-    let lock = support::mcp_client::lockfile(&client.lock_dir()).await;
+    let lock = client.lockfile().await;
     let good = support::mcp_client::McpClient::connect(&lock, "good").await;
     // A masked text frame announcing 1,000 bytes, of which 10 arrive.
     let mut in_payload = raw_websocket(&lock).await;

@@ -39,7 +39,7 @@ async fn chat_says(client: &TestClient, uri: &str, needle: &str) {
 
 #[tokio::test]
 async fn a_conversation_in_a_chat_document_with_code_actions_only() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     client.open("notes.txt", "text", "one\ntwo\n").await;
     let opened = client
         .execute("agentls.openChat", Value::Null)
@@ -138,7 +138,7 @@ async fn titles_at(client: &TestClient, uri: &str, range: Value) -> Vec<String> 
 /// second one goes into that chat, now open, through the editor.
 #[tokio::test]
 async fn asking_about_a_selection_quotes_it_in_the_agents_chat() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let notes = client.open("notes.txt", "text", "one\ntwo\nthree\n").await;
     client
         .run_code_action_at(&notes, range(1, 0, 2, 0), "Ask demo about this")
@@ -182,7 +182,7 @@ async fn asking_about_a_selection_quotes_it_in_the_agents_chat() {
 /// chat was not the last document opened), so only the path can say which chat to send.
 #[tokio::test]
 async fn commands_take_files_and_lines_as_an_editors_command_line_names_them() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let (path, text, uri) = open_chat(&client).await;
     client.open("notes.txt", "text", "one\ntwo\nthree\n").await;
     client
@@ -221,7 +221,7 @@ async fn commands_take_files_and_lines_as_an_editors_command_line_names_them() {
 /// turn as cancelled, in the chat; then it is gone.
 #[tokio::test]
 async fn a_turn_is_stopped_from_its_chat() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let (_, text, uri) = open_chat(&client).await;
     let idle = titles_at(&client, &uri, range(0, 0, 0, 0)).await;
     assert!(!idle.contains(&"Stop demo".to_owned()), "{idle:?}");
@@ -238,7 +238,7 @@ async fn a_turn_is_stopped_from_its_chat() {
 /// The chat's header line offers the agent's other modes; picking one switches its session.
 #[tokio::test]
 async fn the_chat_header_switches_the_agents_mode() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let (_, text, uri) = open_chat(&client).await;
     client.edit(&uri, end_of(&text), "hello").await;
     client.run_code_action(&uri, "Send to demo").await;
@@ -263,7 +263,7 @@ async fn the_chat_header_switches_the_agents_mode() {
 /// code actions right there; the answer is noted under it.
 #[tokio::test]
 async fn a_permission_is_asked_and_answered_in_the_chat() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let (_, text, uri) = open_chat(&client).await;
     client.edit(&uri, end_of(&text), "@run echo hi").await;
     client.run_code_action(&uri, "Send to demo").await;
@@ -291,7 +291,7 @@ async fn a_permission_is_asked_and_answered_in_the_chat() {
 /// the next reply is thought with the one picked, and the header then offers the other.
 #[tokio::test]
 async fn the_chat_header_picks_the_agents_model() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let (_, text, uri) = open_chat(&client).await;
     client.edit(&uri, end_of(&text), "hello").await;
     client.run_code_action(&uri, "Send to demo").await;
@@ -360,7 +360,7 @@ async fn completions(client: &TestClient, uri: &str, line: u32, character: u32) 
 /// session told them) and `@` completes workspace files; `/help` then works as sent.
 #[tokio::test]
 async fn a_chat_completes_slash_commands_and_file_mentions() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     std::fs::create_dir_all(client.workspace.join("src")).unwrap();
     std::fs::write(client.workspace.join("src/lib.rs"), "fn main() {}\n").unwrap();
     std::fs::create_dir_all(client.workspace.join("target")).unwrap();
@@ -605,7 +605,7 @@ async fn a_send_from_a_chat_being_made_whole_again_waits_for_it() {
 /// streamed into it), so it opens again whole in the same run.
 #[tokio::test]
 async fn a_chat_closed_without_saving_keeps_the_reply_in_its_file() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let (path, template, uri) = open_chat(&client).await;
     client.edit(&uri, end_of(&template), "hello").await;
     client.run_code_action(&uri, "Send to demo").await;
@@ -826,7 +826,7 @@ async fn a_chat_whose_session_is_gone_tells_the_agent_the_conversation() {
 /// after the user's draft, which stays.
 #[tokio::test]
 async fn a_prompt_from_elsewhere_is_answered_in_the_agents_chat() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let notes = client.open("notes.txt", "text", "one\ntwo\n").await;
     client.select(&notes, range(1, 0, 1, 3)).await;
     let sent = client
@@ -894,7 +894,7 @@ async fn a_prompt_from_elsewhere_is_answered_in_the_agents_chat() {
 /// lines asked about are added at its end; nothing before is rewritten or lost.
 #[tokio::test]
 async fn a_chat_not_open_gets_the_next_prompt_and_quotes_at_its_end() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     client.open("notes.txt", "text", "one\ntwo\n").await;
     let sent = client
         .execute("agentls.prompt", json!({"text": "@flood 200 @chunk 100"}))
@@ -948,7 +948,7 @@ async fn a_chat_not_open_gets_the_next_prompt_and_quotes_at_its_end() {
 /// the disk gets the change).
 #[tokio::test]
 async fn a_proposal_is_shown_and_decided_from_the_chat() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let notes = client.workspace.join("notes.txt");
     std::fs::write(&notes, "keep\n// TODO fix\n").unwrap();
     let (_, text, uri) = open_chat(&client).await;
@@ -1014,7 +1014,7 @@ async fn a_proposal_is_shown_and_decided_from_the_chat() {
 /// text where the file is open); a mention of no workspace file, or outside it, stays text.
 #[tokio::test]
 async fn mentions_in_a_message_go_along_as_context() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     client
         .open("notes.txt", "text", "one\ntwo\nthree\nfour\n")
         .await;
@@ -1052,7 +1052,7 @@ async fn mentions_in_a_message_go_along_as_context() {
 async fn a_long_reply_and_fast_typing_both_land_whole() {
     const CHUNKS: usize = 1000;
     const CHUNK_BYTES: usize = 1000;
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let (_, text, uri) = open_chat(&client).await;
     client
         .edit(
@@ -1105,7 +1105,7 @@ async fn a_long_reply_and_fast_typing_both_land_whole() {
 /// as a review, and once it is accepted the comment is gone from the buffer (nothing else is).
 #[tokio::test]
 async fn a_comment_prompt_is_sent_and_goes_once_its_change_is_in() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let before = "fn a() {}\n\n// agent: uppercase the todo\n// TODO a\nfn b() {}\n";
     let notes = client.open("notes.rs", "rust", before).await;
     // A hint says what the line is and how to send it.
@@ -1345,7 +1345,7 @@ async fn with_no_home_a_chat_is_refused_not_put_in_a_shared_folder() {
 /// prompt is answered in a chat agentls made, never written into the repository.
 #[tokio::test]
 async fn a_look_alike_chat_in_a_repository_is_plain_markdown() {
-    let client = TestClient::started(capabilities_without_dialogs()).await;
+    let client = TestClient::in_process_started(capabilities_without_dialogs()).await;
     let fake = client
         .workspace
         .join("agentls/chats/workspace-0123abcd/demo-1.md");

@@ -26,7 +26,7 @@ use agentls::lsp::framing::{Framer, MAX_BODY};
 use agentls::lsp::message_check::{Checked, check};
 use futures::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
-use support::mcp_client::{McpClient, lockfile, websocket};
+use support::mcp_client::{McpClient, websocket};
 use support::{Options, TestClient};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -520,7 +520,7 @@ async fn the_server_survives_random_lsp_messages() {
 #[tokio::test]
 async fn the_server_survives_random_mcp_frames() {
     let client = TestClient::start_initialized(Options::default()).await;
-    let lock = lockfile(&client.lock_dir()).await;
+    let lock = client.lockfile().await;
     let seeds = corpus("mcp_frames");
     let seed = seed("mcp_frames");
     let mut rng = Rng::new(seed);

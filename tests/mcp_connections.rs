@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::intruder::{self, Intruder};
-use support::mcp_client::{McpClient, lockfile};
+use support::mcp_client::McpClient;
 use support::{Options, TestClient, WAIT};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -171,7 +171,7 @@ async fn the_port_cannot_be_starved(
 #[tokio::test]
 async fn the_websocket_port_closes_silent_sockets_and_caps_connections() {
     let client = started().await;
-    let lock = lockfile(&client.lock_dir()).await;
+    let lock = client.lockfile().await;
     let upgrade = format!(
         "GET / HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
@@ -404,7 +404,7 @@ async fn another_account_cannot_lock_the_users_clients_out() {
         ..Options::default()
     })
     .await;
-    let lock = lockfile(&client.lock_dir()).await;
+    let lock = client.lockfile().await;
     let (companion, companion_token) = client.companion_port().await;
     let (tools, tools_token) = editor_tools_port(&client).await;
     let intruder = Intruder::hammer(&[lock.port, companion, tools], HAMMERED);

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
-use support::mcp_client::{McpClient, lockfile, read_locks, websocket};
+use support::mcp_client::{McpClient, read_locks, websocket};
 use support::processes::runs;
 use support::{Options, TestClient};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -45,7 +45,7 @@ fn request(host: &str, extra: &str) -> String {
 #[tokio::test]
 async fn only_the_token_holder_from_loopback_may_connect() {
     let client = TestClient::start_initialized(Options::default()).await;
-    let lock = lockfile(&client.lock_dir()).await;
+    let lock = client.lockfile().await;
     let (port, token) = (lock.port, lock.token());
     let host = format!("127.0.0.1:{port}");
     let auth = format!("x-claude-code-ide-authorization: {token}\r\n");
@@ -133,7 +133,7 @@ async fn the_http_endpoint_wants_the_bearer_token_and_our_host() {
 #[tokio::test]
 async fn malformed_frames_get_errors_and_oversized_ones_close_only_that_socket() {
     let client = TestClient::start_initialized(Options::default()).await;
-    let lock = lockfile(&client.lock_dir()).await;
+    let lock = client.lockfile().await;
 
     let mut socket = websocket(lock.port, &lock.token()).await;
     socket.send(Message::Text("{nope".into())).await.unwrap();
@@ -187,7 +187,7 @@ async fn malformed_frames_get_errors_and_oversized_ones_close_only_that_socket()
 #[tokio::test]
 async fn calls_answered_at_once_match_rmcps_answers_and_follow_initialize() {
     let client = TestClient::start_initialized(Options::default()).await;
-    let lock = lockfile(&client.lock_dir()).await;
+    let lock = client.lockfile().await;
     let mut socket = websocket(lock.port, &lock.token()).await;
     let call = |id: u64, tool: &str, meta: bool| {
         let mut params = json!({"name": tool, "arguments": {}});
@@ -294,7 +294,7 @@ async fn companion_file(client: &TestClient) -> std::path::PathBuf {
 /// `signal` ends the server: it exits, its agent with it, and neither discovery file is left.
 async fn terminated_by(signal: &str) {
     let mut client = TestClient::start_initialized(Options::default()).await;
-    let lock = lockfile(&client.lock_dir()).await;
+    let lock = client.lockfile().await;
     let companion = companion_file(&client).await;
     // An agent in the middle of a turn.
     client.prompt("@hang").await;
@@ -408,7 +408,7 @@ async fn a_shared_discovery_directory_others_may_swap_gets_no_file() {
     })
     .await;
     // The lockfile (in a directory of ours) is written, and agents connect.
-    let lock = lockfile(&client.lock_dir()).await;
+    let lock = client.lockfile().await;
     McpClient::connect(&lock, "agent").await.close().await;
     let ide = gemini.join("ide");
     let files: Vec<_> = std::fs::read_dir(&ide)

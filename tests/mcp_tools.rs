@@ -6,11 +6,11 @@ mod support;
 use std::os::unix::fs::PermissionsExt as _;
 
 use serde_json::{Value, json};
-use support::mcp_client::{McpClient, lockfile};
+use support::mcp_client::McpClient;
 use support::{Options, TestClient, file_uri, range};
 
 async fn connected(client: &TestClient, name: &str) -> McpClient {
-    let lock = lockfile(&client.lock_dir()).await;
+    let lock = client.lockfile().await;
     McpClient::connect(&lock, name).await
 }
 
@@ -47,7 +47,7 @@ fn open_diff_args(path: &str, contents: &str, tab: &str) -> Value {
 #[tokio::test]
 async fn the_lockfile_is_private_and_names_this_server() {
     let client = TestClient::start_initialized(Options::default()).await;
-    let lock = lockfile(&client.lock_dir()).await;
+    let lock = client.lockfile().await;
     let token = lock.token();
     assert_eq!(token.len(), 32);
     assert_eq!(
@@ -116,7 +116,7 @@ async fn the_lockfile_is_private_and_names_this_server() {
 
 #[tokio::test]
 async fn initialize_and_list_every_tool() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let mcp = connected(&client, "test-agent").await;
     let info = mcp.server_info();
     assert_eq!(info["protocolVersion"], "2025-11-25");
@@ -151,7 +151,7 @@ async fn initialize_and_list_every_tool() {
 
 #[tokio::test]
 async fn context_tools_answer_in_the_shapes_agents_parse() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let mcp = connected(&client, "test-agent").await;
     let ws = client.workspace.display().to_string();
 
@@ -309,7 +309,7 @@ async fn context_tools_answer_in_the_shapes_agents_parse() {
 
 #[tokio::test]
 async fn selection_changes_are_debounced_to_the_last() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let mcp = connected(&client, "test-agent").await;
     let uri = client.open("b.txt", "text", "abcdef\n").await;
     for end in 1..=5 {
@@ -330,7 +330,7 @@ async fn selection_changes_are_debounced_to_the_last() {
 
 #[tokio::test]
 async fn open_diff_accepted_whole_answers_file_saved_with_the_text() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let mcp = connected(&client, "test-agent").await;
     let uri = client.open("src/main.rs", "rust", BASE).await;
     let path = support::file_uri_to_path(&uri);
@@ -361,7 +361,7 @@ async fn open_diff_accepted_whole_answers_file_saved_with_the_text() {
 
 #[tokio::test]
 async fn open_diff_partly_accepted_answers_exactly_the_accepted_text() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let mcp = connected(&client, "test-agent").await;
     let uri = client.open("src/main.rs", "rust", BASE).await;
     let path = support::file_uri_to_path(&uri);
@@ -379,7 +379,7 @@ async fn open_diff_partly_accepted_answers_exactly_the_accepted_text() {
 
 #[tokio::test]
 async fn open_diff_rejected_answers_diff_rejected_and_touches_nothing() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let mcp = connected(&client, "test-agent").await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let path = support::file_uri_to_path(&uri);
@@ -396,7 +396,7 @@ async fn open_diff_rejected_answers_diff_rejected_and_touches_nothing() {
 
 #[tokio::test]
 async fn closing_tabs_withdraws_pending_reviews_as_rejected() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let mcp = std::sync::Arc::new(connected(&client, "test-agent").await);
     let uri = client.open("a.rs", "rust", BASE).await;
     let path = support::file_uri_to_path(&uri);
@@ -444,7 +444,7 @@ async fn closing_tabs_withdraws_pending_reviews_as_rejected() {
 
 #[tokio::test]
 async fn a_disconnected_agent_has_its_reviews_withdrawn() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let mcp = connected(&client, "test-agent").await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let path = support::file_uri_to_path(&uri);
@@ -472,7 +472,7 @@ async fn a_disconnected_agent_has_its_reviews_withdrawn() {
 /// nothing the user accepts later applies a change the agent abandoned.
 #[tokio::test]
 async fn a_cancelled_open_diff_has_its_review_withdrawn() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let mcp = connected(&client, "test-agent").await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let path = support::file_uri_to_path(&uri);
@@ -494,7 +494,7 @@ async fn a_cancelled_open_diff_has_its_review_withdrawn() {
 
 #[tokio::test]
 async fn two_agents_at_once_each_with_its_own_reviews() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let first = connected(&client, "agent-one").await;
     let second = connected(&client, "agent-two").await;
     let a = client.open("a.rs", "rust", BASE).await;
@@ -546,7 +546,7 @@ async fn two_agents_at_once_each_with_its_own_reviews() {
 /// while its first review is open, however many follow (the flood of a hostile client).
 #[tokio::test]
 async fn a_burst_of_open_diffs_shows_one_document() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let mcp = std::sync::Arc::new(connected(&client, "test-agent").await);
     let mut uris = Vec::new();
     let mut pending = Vec::new();
@@ -582,7 +582,7 @@ async fn a_burst_of_open_diffs_shows_one_document() {
 /// agent goes, its allowance goes with it.
 #[tokio::test]
 async fn files_opened_in_a_flood_are_shown_at_a_bounded_rate() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let uri = client.open("a.rs", "rust", BASE).await;
     let path = support::file_uri_to_path(&uri);
     let mcp = connected(&client, "test-agent").await;
@@ -644,7 +644,7 @@ async fn files_opened_in_a_flood_are_shown_at_a_bounded_rate() {
 #[tokio::test]
 async fn a_killed_server_leaves_no_discovery_file() {
     let mut client = TestClient::start_initialized(Options::default()).await;
-    let lock = lockfile(&client.lock_dir()).await;
+    let lock = client.lockfile().await;
     let (port, _) = client.companion_port().await;
     let companion = client
         .home
@@ -721,7 +721,7 @@ const REVISIONS: usize = 300;
 async fn a_flood_of_proposals_for_one_file_is_one_review_shown_once() {
     for same_tab in [true, false] {
         eprintln!("same tab: {same_tab}");
-        let client = TestClient::start_initialized(Options::default()).await;
+        let client = TestClient::in_process_initialized().await;
         let uri = client.open("a.rs", "rust", BASE).await;
         let path = support::file_uri_to_path(&uri);
         let mcp = std::sync::Arc::new(connected(&client, "test-agent").await);

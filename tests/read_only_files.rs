@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::json;
 use support::reviews::{propose, verdict};
-use support::{Options, TestClient, file_uri};
+use support::{TestClient, file_uri};
 
 /// Writes `text` to `relative` in the workspace and makes it read-only (0444); its inode.
 fn read_only(client: &TestClient, relative: &str, text: &str) -> u64 {
@@ -30,7 +30,7 @@ fn left_alone(path: &Path, text: &str, inode: u64) {
 
 #[tokio::test]
 async fn accepting_a_change_to_a_closed_read_only_file_writes_nothing() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let inode = read_only(&client, "locked.txt", "old\n");
     let path = client.workspace.join("locked.txt");
     let uri = file_uri(&path);
@@ -54,7 +54,7 @@ async fn accepting_a_change_to_a_closed_read_only_file_writes_nothing() {
 
 #[tokio::test]
 async fn an_agents_write_to_a_read_only_file_is_refused() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     // An agent (the demo one) writing without asking, to a closed file: refused, user told.
     let inode = read_only(&client, "closed.txt", "TODO closed\n");
     client.prompt("uppercase closed.txt @unasked").await;
@@ -89,7 +89,7 @@ async fn an_agents_write_to_a_read_only_file_is_refused() {
 /// counts the edit as failed and quotes why, with no word of a rejection.
 #[tokio::test]
 async fn an_accepted_change_that_cannot_be_written_is_a_failure_not_a_rejection() {
-    let client = TestClient::start_initialized(Options::default()).await;
+    let client = TestClient::in_process_initialized().await;
     let inode = read_only(&client, "locked.txt", "// TODO locked\n");
     let uri = file_uri(&client.workspace.join("locked.txt"));
     client.prompt("uppercase locked.txt").await;

@@ -12,7 +12,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
@@ -47,6 +47,32 @@ pub async fn lockfile(dir: &Path) -> Lock {
         dir.display()
     );
     locks.into_iter().next().unwrap()
+}
+
+impl super::TestClient {
+    /// This server's lockfile, once it is there: the one lockfile in its lock folder, or, for
+    /// a server in this process (whose folder every such server shares), the one naming its
+    /// workspace.
+    pub async fn lockfile(&self) -> Lock {
+        let dir = self.lock_dir();
+        let workspace = json!(self.workspace.display().to_string());
+        let ours = |lock: &Lock| {
+            !self.in_this_process()
+                || lock.json["workspaceFolders"]
+                    .as_array()
+                    .is_some_and(|folders| folders.contains(&workspace))
+        };
+        let found =
+            super::eventually(|| read_locks(&dir).iter().filter(|l| ours(l)).count() == 1).await;
+        let locks: Vec<Lock> = read_locks(&dir).into_iter().filter(ours).collect();
+        assert!(
+            found.is_some() && locks.len() == 1,
+            "expected one lockfile for {} in {}, found {locks:?}",
+            self.workspace.display(),
+            dir.display()
+        );
+        locks.into_iter().next().unwrap()
+    }
 }
 
 /// Every parseable lockfile in `dir`.

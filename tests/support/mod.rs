@@ -609,6 +609,11 @@ impl TestClient {
         }
     }
 
+    /// Whether the server runs in this process ([`TestClient::in_process`]).
+    pub fn in_this_process(&self) -> bool {
+        matches!(self.server, Server::InProcess { .. })
+    }
+
     /// The process id of the server.
     pub fn pid(&self) -> u32 {
         match &self.server {
