@@ -33,12 +33,12 @@ pub struct Hint {
 }
 
 impl State {
-    /// Publishes everything agentls shows on `path` and tells plugins the reviews on that file
-    /// changed: only that file's reviews travel (an empty list: none left there), so the message
-    /// stays the size of one file's changes however many reviews are open elsewhere.
+    /// Tells plugins the reviews on `path` changed, then publishes everything agentls shows on
+    /// it: a plugin knows a review before its user can see it (a key pressed at the sight of
+    /// the diagnostics finds it). Only that file's reviews travel (an empty list: none left
+    /// there), so the message stays the size of one file's changes however many reviews are
+    /// open elsewhere.
     pub fn present(&self, path: &Path) {
-        self.publish_diagnostics(path);
-        self.effects.send(Effect::RefreshInlayHints);
         self.effects.notify_plugins(PluginEvent::ReviewChanged, || {
             json!({
                 "uri": crate::file_uri::from_path(path),
@@ -46,6 +46,8 @@ impl State {
                 "reviews": self.reviews_summary(Some(path)),
             })
         });
+        self.publish_diagnostics(path);
+        self.effects.send(Effect::RefreshInlayHints);
     }
 
     /// Shows the reviews on `path` again within [`PRESENT_EVERY`]: what the user types in a file
@@ -357,5 +359,22 @@ fn one_line(text: &str, max: usize) -> String {
         format!("{cut}…")
     } else {
         flat
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::effects::{Effect, PluginEvents};
+    use super::super::state::tests::test_state;
+
+    /// A plugin hears of a file's reviews before the diagnostics its user sees: a key pressed at
+    /// their sight finds the review.
+    #[tokio::test]
+    async fn plugins_hear_of_reviews_before_the_diagnostics_show() {
+        let (state, mut effects) = test_state();
+        state.effects.set_plugin_events(PluginEvents::all());
+        state.present(std::path::Path::new("/ws/a.txt"));
+        assert!(matches!(effects.try_recv(), Ok(Effect::Plugin { .. })));
+        assert!(matches!(effects.try_recv(), Ok(Effect::Diagnostics { .. })));
     }
 }
