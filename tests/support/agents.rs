@@ -174,17 +174,27 @@ impl TestClient {
     }
 
     /// Waits until the user was told something containing `needle` in a `window/showMessage`;
-    /// returns that line.
+    /// returns that line. agentls merges a burst of popups into one: its other lines stay for
+    /// the next take.
     pub async fn take_message(&self, needle: &str) -> String {
         let matches = |p: &Value| p["message"].as_str().unwrap_or_default().contains(needle);
         // Popups are never dropped (a burst goes out merged, a little later); the log copy
         // stays for `shown_until`.
-        let message = self.take("window/showMessage", matches).await;
-        let text = message["params"]["message"].as_str().unwrap();
-        text.lines()
-            .find(|line| line.contains(needle))
-            .unwrap_or(text)
-            .to_owned()
+        let mut message = self.take("window/showMessage", matches).await;
+        let text = message["params"]["message"].as_str().unwrap().to_owned();
+        let Some(at) = text.lines().position(|line| line.contains(needle)) else {
+            return text;
+        };
+        // The other messages of a merged popup stay for the next take.
+        let others: Vec<&str> = (text.lines().enumerate())
+            .filter(|&(i, _)| i != at)
+            .map(|(_, line)| line)
+            .collect();
+        if !others.is_empty() {
+            message["params"]["message"] = others.join("\n").into();
+            self.put_back(message);
+        }
+        text.lines().nth(at).unwrap_or_default().to_owned()
     }
 
     /// Waits until the user was shown `needle`, in the log or in a chat document (where

@@ -435,6 +435,12 @@ impl TestClient {
         *self.shared.encoding.lock().unwrap()
     }
 
+    /// Puts `message` back at the front of the record, for the next [`TestClient::take`].
+    pub fn put_back(&self, message: Value) {
+        self.shared.received.lock().unwrap().insert(0, message);
+        self.shared.arrived.notify_waiters();
+    }
+
     /// Waits for the first message from the server (notification or request) with `method`
     /// matching `pred`, and removes it from the record.
     pub async fn take(&self, method: &str, pred: impl Fn(&Value) -> bool) -> Value {
