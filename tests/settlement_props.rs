@@ -9,6 +9,11 @@
 //! disk itself, that with the accepted hunks only. 10,000 cases through the port and 400 to
 //! disk by default (`PROPTEST_CASES` to change).
 
+// The test client's position math; the rest of it serves the other tests.
+#[allow(dead_code)]
+#[path = "support/text.rs"]
+mod text;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -90,14 +95,10 @@ struct Client {
     typed: Vec<usize>,
 }
 
-/// Byte offset of (line, character) in ASCII `text`.
+/// Byte offset of `at` in `text` (the user's marker lines are not ASCII).
 fn offset(text: &str, at: Position) -> usize {
-    let start: usize = text
-        .split_inclusive('\n')
-        .take(at.line as usize)
-        .map(str::len)
-        .sum();
-    start + at.character as usize
+    let at = serde_json::to_value(at).expect("a position is JSON");
+    text::offset(text, &at, text::Encoding::Utf16)
 }
 
 /// Applies the port's edits as an editor does and reports them back as `didChange`.
