@@ -1,7 +1,7 @@
-//! The ACP adapter, served in this process (the binary where a test needs a process), driving the built-in demo agent (`agentls
-//! demo-agent`, the default when no agent is configured): streamed output, progress, summaries,
-//! plugin events, permissions accepted and rejected, cancel, a killed agent, stdout noise, a
-//! 10 MB line, and file access outside the workspace.
+//! The ACP adapter, served in this process (the binary where a test needs a process), driving
+//! the built-in demo agent (`agentls demo-agent`, the default when no agent is configured):
+//! streamed output, progress, summaries, plugin events, permissions accepted and rejected,
+//! cancel, a killed agent, stdout noise, a 10 MB line, and file access outside the workspace.
 
 mod support;
 

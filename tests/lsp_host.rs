@@ -1,5 +1,5 @@
-//! The LSP host through the real binary: lifecycle, position encodings, ordering under load,
-//! selection, configuration, and an editor that never answers.
+//! The LSP host, served in this process (the binary for an exit code): lifecycle, position
+//! encodings, ordering under load, selection, configuration, and an editor that never answers.
 
 mod support;
 
@@ -8,7 +8,7 @@ use support::text::{self, Encoding};
 use support::{Answer, Options, TestClient, range};
 
 async fn started(utf8: bool) -> TestClient {
-    let client = TestClient::start(Options::default()).await;
+    let client = TestClient::in_process().await;
     client
         .initialize(TestClient::rich_capabilities(utf8), None)
         .await;
@@ -31,7 +31,7 @@ async fn server_text(client: &TestClient, uri: &str) -> String {
 
 #[tokio::test]
 async fn initialize_advertises_what_we_serve() {
-    let client = TestClient::start(Options::default()).await;
+    let client = TestClient::in_process().await;
     let result = client
         .initialize(TestClient::rich_capabilities(true), None)
         .await;
@@ -46,7 +46,7 @@ async fn initialize_advertises_what_we_serve() {
 
 #[tokio::test]
 async fn commands_are_advertised_without_the_debug_ones_and_an_unknown_one_is_refused() {
-    let client = TestClient::start(Options::default()).await;
+    let client = TestClient::in_process().await;
     let result = client
         .initialize(TestClient::rich_capabilities(true), None)
         .await;
@@ -89,14 +89,15 @@ async fn exit_without_shutdown_is_exit_code_1() {
 
 #[tokio::test]
 async fn closed_stdin_without_shutdown_is_exit_code_1() {
-    let mut client = started(false).await;
+    // The process's exit code: the binary.
+    let mut client = TestClient::start_initialized(Options::default()).await;
     client.close_stdin().await;
     assert_eq!(client.wait_exit().await.code(), Some(1));
 }
 
 #[tokio::test]
 async fn utf16_is_chosen_when_utf8_is_not_offered() {
-    let client = TestClient::start(Options::default()).await;
+    let client = TestClient::in_process().await;
     let result = client.initialize(json!({}), None).await;
     assert_eq!(result["capabilities"]["positionEncoding"], "utf-16");
 }
