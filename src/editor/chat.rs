@@ -463,6 +463,15 @@ pub struct Mention {
 /// How much of the end of what a reopened chat got back tells that its document shows it.
 const WHOLE_END: usize = 256;
 
+/// How the document ends once `pending` is in it (its last [`WHOLE_END`] bytes, trimmed).
+fn pending_end(pending: &str) -> String {
+    let start = pending.len().saturating_sub(WHOLE_END);
+    let start = (start..pending.len())
+        .find(|&i| pending.is_char_boundary(i))
+        .unwrap_or(start);
+    pending[start..].trim_end().to_owned()
+}
+
 /// The most files one message takes along.
 pub const MAX_MENTIONS: usize = 10;
 
@@ -631,12 +640,9 @@ impl State {
             self.chat_records.append(path, Entry::Ended, true);
         }
         if let Some(chat) = self.chats.docs.get_mut(path) {
-            let start = chat.pending.len().saturating_sub(WHOLE_END);
-            let start = (start..chat.pending.len())
-                .find(|&i| chat.pending.is_char_boundary(i))
-                .unwrap_or(start);
-            let end = chat.pending[start..].trim_end().to_owned();
-            chat.wholeness = Wholeness::Appending { end };
+            chat.wholeness = Wholeness::Appending {
+                end: pending_end(&chat.pending),
+            };
         }
         if let Some(missing) = missing {
             self.effects.message(
@@ -649,6 +655,25 @@ impl State {
             );
         }
         self.schedule_chat_flush(path, FLUSH_EVERY);
+    }
+
+    /// The editor opened the document of the chat at `path`. Text that waits to go out to it
+    /// (it was closed before it went) goes now, and sending waits until the document shows it:
+    /// a message written meanwhile would come before it.
+    pub(super) fn chat_document_opened(&mut self, path: &Path) {
+        self.chats.opened(path);
+        let Some(chat) = self.chats.docs.get_mut(path) else {
+            return;
+        };
+        if chat.pending.is_empty() || chat.wholeness != Wholeness::Whole {
+            return;
+        }
+        chat.wholeness = Wholeness::Appending {
+            end: pending_end(&chat.pending),
+        };
+        if chat.flush != Flush::Appending {
+            self.flush_chat(path);
+        }
     }
 
     /// Whether the chat at `path` was resumed and has not sent its transcript yet; from now on
@@ -1309,6 +1334,30 @@ mod tests {
             Flush::Waiting(1),
             "an open chat is paced to the editor"
         );
+    }
+
+    /// A chat closed while text waited for it, opened again before its timer: the text goes to
+    /// the document at once, and sending waits until the document shows it.
+    #[tokio::test]
+    async fn a_chat_opened_again_gets_what_waited_at_once_and_sending_waits_for_it() {
+        let (mut state, mut effects) = crate::editor::state::tests::test_state();
+        let path = PathBuf::from("/ws/chat.md");
+        state.chat_opened(path.clone(), "demo".into());
+        state.append_to_chat(&path, "Done.\n\n## You\n\n");
+        assert_eq!(state.chats.docs[&path].flush, Flush::Waiting(1));
+        state.did_open(path.clone(), "# Chat\n\n", 1, "markdown");
+        assert_eq!(
+            state.chats.docs[&path].flush,
+            Flush::Appending,
+            "not at the timer"
+        );
+        let appended = std::iter::from_fn(|| effects.try_recv().ok()).find_map(|e| match e {
+            Effect::ApplyEdit { edit, .. } => Some(edit.edits[0].new_text.clone()),
+            _ => None,
+        });
+        // Before the document's final line break, the same text (see `replacement`).
+        assert_eq!(appended.as_deref(), Some("\nDone.\n\n## You\n"));
+        assert!(state.chat_restoring(&path).is_some(), "a send waits");
     }
 
     #[tokio::test]

@@ -197,32 +197,27 @@ mod tests {
         let rope = Rope::from_str("a\nb\n");
         let mapper = PositionMapper::new(&rope, PositionEncoding::Utf16);
         let at = |line, character| Position::new(line, character);
-        // Appending whole lines: the line break moves to the front.
-        assert_eq!(
-            mapper.replacement(4..4, "c\n\n".into()),
-            (Range::new(at(1, 1), at(1, 1)), "\nc\n".into())
-        );
-        // Replacing the last line: both lose their final line break.
-        assert_eq!(
-            mapper.replacement(2..4, "B\n".into()),
-            (Range::new(at(1, 0), at(1, 1)), "B".into())
-        );
-        // Text that ends mid-line, an edit elsewhere, a text without a final line break, and
-        // a final \r\n are left as they are.
-        assert_eq!(
-            mapper.replacement(4..4, "c".into()),
-            (Range::new(at(2, 0), at(2, 0)), "c".into())
-        );
-        assert_eq!(
-            mapper.replacement(0..1, "x\n".into()),
-            (Range::new(at(0, 0), at(0, 1)), "x\n".into())
-        );
+        let cases = [
+            // Appending whole lines: the line break moves to the front.
+            (4..4, "c\n\n", Range::new(at(1, 1), at(1, 1)), "\nc\n"),
+            // Replacing the last line: both lose their final line break.
+            (2..4, "B\n", Range::new(at(1, 0), at(1, 1)), "B"),
+            // Text that ends mid-line, and an edit elsewhere, are left as they are.
+            (4..4, "c", Range::new(at(2, 0), at(2, 0)), "c"),
+            (0..1, "x\n", Range::new(at(0, 0), at(0, 1)), "x\n"),
+        ];
+        for (span, text, range, moved) in cases {
+            let expected = (range, moved.to_owned());
+            assert_eq!(mapper.replacement(span, text.into()), expected, "{text:?}");
+        }
+        // A final \r\n is left as it is.
         let rope = Rope::from_str("a\r\n");
         let mapper = PositionMapper::new(&rope, PositionEncoding::Utf16);
         assert_eq!(
             mapper.replacement(3..3, "b\r\n".into()),
             (Range::new(at(1, 0), at(1, 0)), "b\r\n".into())
         );
+        // Moved or not, the text comes out the same.
         let applied = |text: &str, span: std::ops::Range<usize>, new: &str| {
             let rope = Rope::from_str(text);
             let mapper = PositionMapper::new(&rope, PositionEncoding::Utf8);

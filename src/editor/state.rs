@@ -148,7 +148,7 @@ impl State {
         self.selections.focus(&path);
         self.documents
             .open(path.clone(), Document::new(text, version, language));
-        self.chats.opened(&path);
+        self.chat_document_opened(&path);
         self.reviews_follow_open(&path);
         self.comment_hints_due(&path);
         self.context.publish(ContextEvent::DocumentsChanged);

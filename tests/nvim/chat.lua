@@ -75,23 +75,19 @@ local ok, err = xpcall(function()
     return count('_demo: end_turn') == 1
   end)
 
-  write('read notes.txt again')
-  exec('agentls.send', { { uri = vim.uri_from_bufnr(chat) } }, chat)
-  wait_for('the second reply', function()
-    return count('_demo: end_turn') == 2
-  end)
+  -- The next message, sent with `agentls.send`, and its reply (the `replies`th).
+  local function send_next(message, replies)
+    write(message)
+    exec('agentls.send', { { uri = vim.uri_from_bufnr(chat) } }, chat)
+    wait_for('reply ' .. replies, function()
+      return count('_demo: end_turn') == replies
+    end)
+  end
+  send_next('read notes.txt again', 2)
   -- Replies that stream for a while: whole lines apart, then lines in two pieces, each piece
   -- reaching the buffer on its own.
-  write('@flood 3 @pace 300')
-  exec('agentls.send', { { uri = vim.uri_from_bufnr(chat) } }, chat)
-  wait_for('the third reply', function()
-    return count('_demo: end_turn') == 3
-  end)
-  write('@flood 2 @pace 300 @split')
-  exec('agentls.send', { { uri = vim.uri_from_bufnr(chat) } }, chat)
-  wait_for('the fourth reply', function()
-    return count('_demo: end_turn') == 4
-  end)
+  send_next('@flood 3 @pace 300', 3)
+  send_next('@flood 2 @pace 300 @split', 4)
   output.chat = chat_text()
   -- agentls keeps the conversation: the chat needs no save, unless the user writes a draft.
   output.modified_after_reply = vim.bo[chat].modified
