@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite, real peers included: installs them first (scripts/test-tools.sh),
 # and builds the real-agent edit matrix (feature `real-peers`, tests/agent_matrix.rs).
-# With arguments, they go on to one `cargo test`. Without, the two long test binaries (the agent
-# matrix and the soak, each minutes spent mostly waiting on agents and turns) run beside the
-# rest, and their output follows it.
+# With arguments, they go on to one `cargo test`. Without, the long test binaries (the agent
+# matrix and the soak, each minutes spent mostly waiting on agents and turns, and the VS Code
+# test, a minute and a half) run beside the rest, and their output follows it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/test-tools.sh)"
@@ -11,7 +11,7 @@ if [ $# -gt 0 ]; then
     exec cargo test --features real-peers "$@"
 fi
 cargo test --features real-peers --no-run
-long=(agent_matrix soak)
+long=(agent_matrix soak editor_vscode)
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 pids=()
