@@ -66,6 +66,17 @@ async fn undo_all(client: &TestClient, told: &str) {
 /// One turn proposes changes to two files, both accepted; the user types a line of their own;
 /// undoing the turn offers both files back as they were, the typed line kept; redoing puts the
 /// turn's changes back, the typed line still kept.
+/// Opens the agent's chat (`agentls.openChat`) as the editor would; returns its URI.
+async fn open_the_chat(client: &TestClient) -> String {
+    let opened = client
+        .execute("agentls.openChat", Value::Null)
+        .await
+        .unwrap();
+    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    client.open_unsaved(&path, "markdown", &text).await
+}
+
 #[tokio::test]
 async fn a_turn_over_two_files_is_undone_and_redone_keeping_later_typing() {
     let client = started().await;
@@ -82,13 +93,7 @@ async fn a_turn_over_two_files_is_undone_and_redone_keeping_later_typing() {
     client.edit(&a, range(2, 0, 2, 0), "mine\n").await;
 
     // The chat the turn answered in offers the undo.
-    let opened = client
-        .execute("agentls.openChat", Value::Null)
-        .await
-        .unwrap();
-    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
-    let text = std::fs::read_to_string(&path).unwrap();
-    let chat = client.open_unsaved(&path, "markdown", &text).await;
+    let chat = open_the_chat(&client).await;
     client
         .run_code_action(&chat, "Undo demo's turn 1 (2 files)")
         .await;
@@ -194,13 +199,7 @@ async fn undo_keeps_lines_changed_since_and_restores_a_closed_file() {
     );
     refuses(&client, "agentls.undoTurn", 99, "turn 99 changed no file").await;
     // The chat offers each recent turn, newest first, and the redo of the one undone.
-    let opened = client
-        .execute("agentls.openChat", Value::Null)
-        .await
-        .unwrap();
-    let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
-    let text = std::fs::read_to_string(&path).unwrap();
-    let chat = client.open_unsaved(&path, "markdown", &text).await;
+    let chat = open_the_chat(&client).await;
     let titles: Vec<String> = client
         .code_actions(&chat)
         .await
