@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::checkpoints::TurnNumber;
-use super::file_name;
+use super::file_names::file_name;
 use super::position::Range;
 use super::questions::ChoiceKind;
 use super::review::{ReviewId, ReviewKind};

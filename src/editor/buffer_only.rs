@@ -7,8 +7,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use super::access::EditorAccess;
+use super::effects::Level;
+use super::file_names::file_name;
 use super::state::State;
-use super::{EditorAccess, Level, file_name};
 
 /// Open documents whose buffer holds an agent's change that the disk has not, by the label of
 /// the agent that made the last one.

@@ -11,11 +11,12 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::chat_record::Entry;
+use super::effects::Level;
 use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
+use super::file_names::file_name;
 use super::position::PositionMapper;
 use super::reports::Report;
 use super::state::State;
-use super::{Level, file_name};
 use crate::private_files::{PrivateDir, PrivateError};
 
 /// The longest a reply waits before it reaches the document (10 edits a second at most).

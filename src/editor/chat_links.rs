@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::diff::line_hunks;
-use super::file_name;
+use super::file_names::file_name;
 use super::position::{Position, PositionMapper};
 use super::state::State;
 

@@ -11,8 +11,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
+use super::origin::Origin;
 use super::review::ReviewId;
-use super::{Origin, diff, reconcile};
+use super::{diff, reconcile};
 
 /// How many turns are kept unless `review.keepTurns` says otherwise.
 pub const KEEP_TURNS: usize = 50;

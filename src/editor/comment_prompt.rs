@@ -129,7 +129,7 @@ impl super::state::State {
     pub fn comment_action(
         &self,
         path: &std::path::Path,
-        range: super::Range,
+        range: super::position::Range,
         agent: &str,
     ) -> Option<super::actions::UserAction> {
         let line = range.start.line as usize;
@@ -171,11 +171,14 @@ impl super::state::State {
         let start = mapper.position(rope.line_to_char(line));
         let end = mapper.position(rope.line_to_char((line + 1).min(rope.len_lines())));
         let edit = super::effects::DocumentEdit {
-            label: format!("the comment prompt in {}", super::file_name(path)),
+            label: format!(
+                "the comment prompt in {}",
+                super::file_names::file_name(path)
+            ),
             path: path.to_owned(),
             version: Some(doc.version()),
             edits: vec![super::effects::TextEdit {
-                range: super::Range::new(start, end),
+                range: super::position::Range::new(start, end),
                 new_text: String::new(),
             }],
         };
@@ -303,8 +306,11 @@ impl super::state::State {
                 let start = doc.rope().line_to_char(*line);
                 let end = start + line_text(doc.rope(), *line).map_or(0, |l| l.chars().count());
                 super::effects::Diagnostic {
-                    range: super::Range::new(mapper.position(start), mapper.position(end)),
-                    level: super::Level::Log,
+                    range: super::position::Range::new(
+                        mapper.position(start),
+                        mapper.position(end),
+                    ),
+                    level: super::effects::Level::Log,
                     message: format!(
                         "comment prompt: the code action *Send to …* on this line sends \
                          {instruction:?} to the agent"

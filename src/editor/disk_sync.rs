@@ -12,9 +12,12 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::effects::EffectSender;
+use super::effects::Level;
+use super::file_names::file_name;
+use super::files;
 use super::reconcile::Reviewed;
 use super::state::{State, StateHandle};
-use super::{EffectSender, Level, file_name, files};
 
 /// How long after a verdict agentls watches the disk for the agent's own write.
 const WATCH_FOR: Duration = Duration::from_secs(30);

@@ -10,11 +10,12 @@ use serde_json::Value;
 use super::actions::UserAction;
 use super::chat::ChatToken;
 use super::comment_prompt::CommentPrompt;
+use super::feed::EditorFeed;
 use super::position::{Position, Range};
 use super::review::ReviewId;
 use super::review_view::Hint;
 use super::reviews::{Decision, DecisionError};
-use super::{EditorFeed, StateGone};
+use super::state::StateGone;
 
 /// What sending from a chat needs to know of it (see [`EditorFeed::chat_to_send`]).
 #[derive(Debug, Default)]

@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 
 use ropey::Rope;
 
+use super::effects::Level;
+use super::file_names::file_name;
+use super::origin::Origin;
 use super::review::{Applier, Phase, Review, ReviewKind, ReviewText};
 use super::state::State;
-use super::{Level, Origin, file_name};
 
 /// A change that landed in an open buffer whose `didChange` has not arrived yet.
 #[derive(Debug)]

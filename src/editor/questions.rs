@@ -5,7 +5,7 @@
 use serde::Serialize;
 use tokio::sync::oneshot;
 
-use super::Origin;
+use super::origin::Origin;
 
 /// Whether a choice lets the agent go ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 
-use super::FileError;
 use super::chat_inbox::ChatInbox;
 use super::effects::EffectError;
+use super::files::FileError;
 use super::review::ReviewId;
 use super::state::State;
 

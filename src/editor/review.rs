@@ -13,8 +13,8 @@ use ropey::Rope;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
-use super::Origin;
 use super::diff;
+use super::origin::Origin;
 
 /// Identifies a review in commands, diagnostics and plugins' messages: a number from 1, never
 /// reused while the server runs.
@@ -181,20 +181,20 @@ pub struct Terms {
     /// Who carries out what the user accepts.
     pub applied_by: Applier,
     /// Whether the user is told when the proposer stops waiting for the verdict.
-    pub abandoned: super::Withdrawal,
+    pub abandoned: super::origin::Withdrawal,
 }
 
 impl Terms {
     /// A terminal agent's diff: agentls applies it; a client that gives up is announced.
     pub const APPLIED_BY_EDITOR: Self = Self {
         applied_by: Applier::Editor,
-        abandoned: super::Withdrawal::Announced,
+        abandoned: super::origin::Withdrawal::Announced,
     };
     /// An ACP agent's permission: it writes the change itself once allowed; its adapter reports
     /// withdrawals in the turn's summary.
     pub const APPLIED_BY_PROPOSER: Self = Self {
         applied_by: Applier::Proposer,
-        abandoned: super::Withdrawal::Silent,
+        abandoned: super::origin::Withdrawal::Silent,
     };
 }
 

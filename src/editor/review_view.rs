@@ -8,12 +8,13 @@ use ropey::Rope;
 use serde_json::{Value, json};
 
 use super::actions::{ActionCommand, UserAction};
+use super::effects::Level;
 use super::effects::{Diagnostic, Effect, PluginEvent};
+use super::file_names::file_name;
 use super::position::{Position, PositionMapper, Range};
 use super::review::{Hunk, HunkState, Review, ReviewKind};
 use super::reviews::{Choice, Decision};
 use super::state::State;
-use super::{Level, file_name};
 
 /// How often reviews are shown again while the user types in their file (at most).
 pub const PRESENT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);

@@ -11,13 +11,16 @@ use tokio::sync::oneshot;
 
 use super::disk_sync::Expectation;
 use super::documents::{Splice, splices_between};
+use super::effects::Level;
 use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
+use super::file_names::file_name;
+use super::origin::Origin;
 use super::reports::Report;
 use super::review::{
     Applier, Hunk, HunkState, Phase, Review, ReviewId, ReviewKind, ReviewText, Terms, Verdict,
 };
 use super::state::State;
-use super::{Level, Origin, diff, file_name, files};
+use super::{diff, files};
 
 /// How long a verdict waits for the editor to report the document version that contains the
 /// accepted edit before it settles for the text it has.
@@ -199,7 +202,7 @@ impl State {
         let first = review.hunks[0].span.start;
         self.reviews.add(review);
         let (me, caller_gone) = (self.me.clone(), request.caller_gone);
-        let announce = request.terms.abandoned == super::Withdrawal::Announced;
+        let announce = request.terms.abandoned == super::origin::Withdrawal::Announced;
         let (file, who) = (file_name(&request.path), label.clone());
         tokio::spawn(async move {
             if caller_gone.await.is_err() {
@@ -649,7 +652,7 @@ impl State {
         id: ReviewId,
         text: String,
         rejected: Vec<String>,
-        written: Result<(), super::FileError>,
+        written: Result<(), super::files::FileError>,
     ) {
         match written {
             Ok(()) => self.resolve(id, Verdict::Accepted { text, rejected }),
@@ -920,7 +923,7 @@ impl State {
         let selection = self.review_rope(review).map(|rope| {
             let mapper = super::position::PositionMapper::new(&rope, self.encoding);
             let at = mapper.position(first);
-            super::Range::new(at, at)
+            super::position::Range::new(at, at)
         });
         let (reply, _answer) = oneshot::channel();
         self.effects.send(Effect::ShowDocument {

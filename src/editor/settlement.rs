@@ -15,10 +15,14 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::{Notify, oneshot};
 
+use super::effects::EffectError;
+use super::effects::Level;
+use super::file_names::file_name;
+use super::files;
+use super::origin::Origin;
 use super::reconcile::Reviewed;
 use super::review::{Applier, HunkState, Phase, ReviewId, Verdict};
 use super::state::{State, StateHandle};
-use super::{EffectError, Level, Origin, file_name, files};
 
 /// How long agentls waits for a proposer's own write before applying the accepted change itself
 /// (the end of its turn usually comes first). Counted from the file's verdict: long enough for
@@ -473,7 +477,7 @@ impl super::review::Review {
 /// Writes `text` to the disk from a task; `corrected`: the proposer wrote more than was accepted.
 fn write_disk(
     me: &StateHandle,
-    effects: &super::EffectSender,
+    effects: &super::effects::EffectSender,
     path: &Path,
     text: String,
     label: &str,

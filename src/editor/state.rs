@@ -171,7 +171,7 @@ impl State {
                 self.chat_whole_yet(path);
             }
             None => self.effects.log(
-                super::Level::Warning,
+                super::effects::Level::Warning,
                 format!(
                     "didChange for {} which is not open; ignored\n",
                     path.display()
@@ -296,11 +296,11 @@ impl State {
     }
 
     /// How to carry out an agent's write of `content` to `path` (see
-    /// [`super::EditorAccess::write_text_file`]); `None` when it conflicts with the user's edits
+    /// [`super::access::EditorAccess::write_text_file`]); `None` when it conflicts with the user's edits
     /// since `base`. Decided in one job, so no keystroke can slip between the check and the edits.
     pub fn plan_agent_write(
         &mut self,
-        origin: &super::Origin,
+        origin: &super::origin::Origin,
         path: &Path,
         content: String,
         base: Option<String>,
@@ -565,7 +565,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// A state for tests, with a handle that goes nowhere.
-    pub(crate) fn test_state() -> (State, super::super::EffectReceiver) {
+    pub(crate) fn test_state() -> (State, super::super::effects::EffectReceiver) {
         let (effects, rx) = EffectSender::channel();
         let (jobs, _queue) = mpsc::unbounded_channel();
         let me = StateHandle {

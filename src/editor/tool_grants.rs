@@ -14,14 +14,15 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::Origin;
+use super::origin::Origin;
 use super::token::AuthToken;
 use crate::private_files::{PrivateDir, PrivateError};
 
 /// How the host starts the listener for an editor: resolves to its loopback port, or why it
 /// could not. (It gets the editor as an argument: a registry holding one would keep it alive.)
-pub type Starter =
-    Box<dyn Fn(super::EditorAccess) -> BoxFuture<'static, Result<u16, String>> + Send + Sync>;
+pub type Starter = Box<
+    dyn Fn(super::access::EditorAccess) -> BoxFuture<'static, Result<u16, String>> + Send + Sync,
+>;
 
 /// The registry; clone freely.
 #[derive(Clone, Default)]
@@ -201,7 +202,7 @@ impl ToolGrants {
     /// listener (serving `editor`) on the first call. `Err` says why there is none.
     pub async fn grant(
         &self,
-        editor: &super::EditorAccess,
+        editor: &super::access::EditorAccess,
         agent: &str,
         origin: Origin,
         transport: Transport,

@@ -11,9 +11,14 @@ use ropey::Rope;
 
 use super::actions::{ActionCommand, UserAction};
 use super::checkpoints::{Change, TurnNumber, undo};
+use super::effects::Level;
+use super::feed::EditorFeed;
+use super::file_names::file_name;
+use super::files;
+use super::origin::Origin;
 use super::review::{Applier, Phase, Review, ReviewKind, ReviewText};
 use super::state::State;
-use super::{EditorFeed, Level, Origin, StateGone, file_name, files};
+use super::state::StateGone;
 
 /// The prefix of the origin key an undo's reviews carry, followed by the undone turn's number.
 const UNDO_KEY: &str = "turn-undo:";

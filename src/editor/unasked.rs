@@ -11,9 +11,14 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use super::effects::Level;
+use super::file_names::file_name;
+use super::file_names::some_file_names;
+use super::files::FileError;
+use super::origin::Origin;
 use super::reports::Report;
 use super::state::{State, StateHandle};
-use super::{FileError, Level, Origin, file_name, files, reconcile, some_file_names};
+use super::{files, reconcile};
 
 /// How long after its turn ended a disk change is still put down to an agent: the watcher reports
 /// a change some milliseconds after the write, and an agent often ends its turn right after it.
@@ -311,7 +316,8 @@ impl State {
         let label = format!("{} changed {}", origin.label, file_name(&path));
         if let Some(edit) = self.plan_write(&path, &merged, &label) {
             let (reply, applied) = tokio::sync::oneshot::channel();
-            self.effects.send(super::Effect::ApplyEdit { edit, reply });
+            self.effects
+                .send(super::effects::Effect::ApplyEdit { edit, reply });
             let (me, owned, who) = (self.me.clone(), path.clone(), origin.label.clone());
             let effects = self.effects.clone();
             tokio::spawn(async move {
