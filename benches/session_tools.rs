@@ -63,7 +63,7 @@ async fn run() {
     initialize(&mut socket).await;
 
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    editor.tool_grants().serve_with(Box::new(move |editor| {
+    editor.serve_tools_with(Box::new(move |editor| {
         let stopped = stopped.clone();
         Box::pin(async move {
             agentls::mcp::granted::start(editor, stopped)
@@ -73,8 +73,7 @@ async fn run() {
     }));
     let origin = Origin::new("acp:bench:s1", "bench");
     let grant = editor
-        .tool_grants()
-        .grant(&editor, "bench", origin, Transport::Http)
+        .grant_tools("bench", origin, Transport::Http)
         .await
         .expect("grant");
     let mut http = KeptAlive::connect(&grant.url(), grant.token().as_str()).await;

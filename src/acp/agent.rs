@@ -428,10 +428,7 @@ impl RunningAgent {
             Transport::Stdio
         };
         let editor = &self.link.editor;
-        let granted = editor
-            .tool_grants()
-            .grant(editor, self.name(), origin, transport)
-            .await;
+        let granted = editor.grant_tools(self.name(), origin, transport).await;
         let grant = match granted {
             Ok(grant) => grant,
             Err(why) => {

@@ -320,7 +320,7 @@ fn stop_reason(reason: &StopReason) -> String {
 /// The turn's outcome `line` closes the reply in the chat at `chat`; the user writes the next
 /// message below it.
 pub fn close_chat_reply(editor: &crate::editor::EditorAccess, chat: &Path, line: &str) {
-    let you = crate::editor::chat::YOU;
+    let you = crate::editor::chat_record::YOU;
     editor.append_paragraph_to_chat(chat, format!("_{line}_\n\n{you}\n\n"));
     editor.chat_turn(chat, false);
 }

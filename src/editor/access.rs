@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use futures::future::BoxFuture;
 use serde::Serialize;
 use thiserror::Error;
 
@@ -14,6 +15,7 @@ use super::files::FileError;
 use super::origin::{Origin, Withdrawal};
 use super::position::Range;
 use super::questions::Choice;
+use super::reports::Report;
 use super::review::Terms;
 use super::selection::Selection;
 use super::state::{State, StateGone, StateHandle, WritePlan};
@@ -138,6 +140,28 @@ pub struct EditorAccess {
     pub(super) chat_inbox: chat_inbox::ChatInbox,
     pub(super) chat_records: chat_record::Recorder,
     pub(super) tool_grants: tool_grants::ToolGrants,
+    pub(super) tool_listener: std::sync::Arc<ToolListener>,
+}
+
+/// How the host starts the listener that serves the editor's tools to agent sessions: resolves
+/// to its loopback port, or why it could not. It gets the editor as an argument: a listener
+/// holding one would keep it alive.
+pub type ToolStarter =
+    Box<dyn Fn(EditorAccess) -> BoxFuture<'static, Result<u16, String>> + Send + Sync>;
+
+/// The editor tools' listener: started once, on the first grant.
+#[derive(Default)]
+pub struct ToolListener {
+    starter: std::sync::OnceLock<ToolStarter>,
+    listening: tokio::sync::OnceCell<Result<u16, String>>,
+}
+
+impl std::fmt::Debug for ToolListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolListener")
+            .field("listening", &self.listening.get())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A question admitted for an origin; it leaves the count when dropped (answered, or the
@@ -164,7 +188,8 @@ pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
         state.chat_records = records;
         state
     });
-    let watch = disk_watch::DiskWatch::start(state.clone());
+    let me = state.clone();
+    let watch = disk_watch::DiskWatch::start(move |news| me.report(Report::from(news)));
     state.update(move |s| s.disk_watch = Some(watch));
     let policy = std::sync::Arc::default();
     let chat_inbox = chat_inbox::ChatInbox::default();
@@ -176,6 +201,7 @@ pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
         chat_inbox: chat_inbox.clone(),
         chat_records,
         tool_grants: tool_grants::ToolGrants::default(),
+        tool_listener: std::sync::Arc::default(),
     };
     let feed = EditorFeed {
         state,
@@ -190,6 +216,32 @@ impl EditorAccess {
     /// The editor's tools granted to agent sessions (agentls's MCP server, offered per session).
     pub fn tool_grants(&self) -> &tool_grants::ToolGrants {
         &self.tool_grants
+    }
+
+    /// How to start the editor tools' listener (the host's business); until set, nothing is
+    /// granted.
+    pub fn serve_tools_with(&self, starter: ToolStarter) {
+        let _ = self.tool_listener.starter.set(starter);
+    }
+
+    /// A grant of the editor tools to `agent`'s session `origin`, reached over `transport`;
+    /// starts the listener on the first call. `Err` says why there is none.
+    pub async fn grant_tools(
+        &self,
+        agent: &str,
+        origin: Origin,
+        transport: tool_grants::Transport,
+    ) -> Result<tool_grants::Grant, String> {
+        let listener = &self.tool_listener;
+        let Some(starter) = listener.starter.get() else {
+            return Err("no MCP listener in this process".into());
+        };
+        let port = listener
+            .listening
+            .get_or_init(|| starter(self.clone()))
+            .await
+            .clone()?;
+        self.tool_grants.grant(port, agent, origin, transport)
     }
 
     /// The selection in the document the user is in.
@@ -680,7 +732,7 @@ impl EditorAccess {
 
     /// `item` goes to the chat at `path` ([`chat_inbox::ChatInbox::send`]).
     fn to_chat(&self, path: &Path, item: chat_inbox::ChatItem) {
-        self.chat_inbox.send(&self.state, path, item);
+        self.state.send_to_chat(&self.chat_inbox, path, item);
     }
 
     /// The comment prompt `comment` in `path` was answered with a change there: it goes
@@ -860,6 +912,27 @@ pub fn select_lines(text: &str, line: Option<u32>, limit: Option<u32>) -> String
 mod tests {
     use super::*;
     use crate::editor::review::Verdict;
+
+    #[tokio::test]
+    async fn tools_are_granted_once_a_listener_runs() {
+        let (editor, _feed, _effects) = start();
+        let origin = || Origin::new("acp:demo:s1", "demo");
+        let refused = editor.grant_tools("demo", origin(), tool_grants::Transport::Http);
+        assert_eq!(
+            refused.await.unwrap_err(),
+            "no MCP listener in this process"
+        );
+        editor.serve_tools_with(Box::new(|_| Box::pin(async { Ok(4242) })));
+        let grant = editor
+            .grant_tools("demo", origin(), tool_grants::Transport::Http)
+            .await
+            .unwrap();
+        assert_eq!(grant.url(), "http://127.0.0.1:4242/mcp");
+        let (failing, _feed, _effects) = start();
+        failing.serve_tools_with(Box::new(|_| Box::pin(async { Err("no port".to_owned()) })));
+        let refused = failing.grant_tools("demo", origin(), tool_grants::Transport::Http);
+        assert_eq!(refused.await.unwrap_err(), "no port");
+    }
 
     /// Two agents write the same closed file at once, each having read the same text: both
     /// changes land (the second merges with the first), none is lost.

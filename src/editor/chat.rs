@@ -10,19 +10,18 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::chat_record::Entry;
+use super::chat_inbox::{ChatInbox, ChatItem};
+use super::chat_record::{Entry, YOU};
 use super::effects::Level;
 use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
 use super::file_names::file_name;
 use super::position::PositionMapper;
 use super::reports::Report;
-use super::state::State;
+use super::state::{State, StateHandle};
 use crate::private_files::{PrivateDir, PrivateError};
 
 /// The longest a reply waits before it reaches the document (10 edits a second at most).
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
-/// The heading the user writes under.
-pub const YOU: &str = "## You";
 
 /// The chat documents agentls knows, by path.
 #[derive(Debug, Default)]
@@ -1177,6 +1176,34 @@ impl State {
             word,
             start,
         })
+    }
+}
+
+impl State {
+    /// Carries out `item` for the chat at `path`.
+    pub fn chat_item(&mut self, path: &Path, item: ChatItem) {
+        match item {
+            ChatItem::Text(text) => self.append_to_chat(path, &text),
+            ChatItem::Paragraph(text) => self.append_paragraph_to_chat(path, &text),
+            ChatItem::Thought(text) => self.append_thought_to_chat(path, &text),
+            ChatItem::Call(call) => self.chat_tool_call(path, call),
+            ChatItem::Plan(steps) => self.chat_plan(path, &steps),
+            ChatItem::Sent(message) => self.chat_sent(path, message),
+            ChatItem::Said(message) => self.chat_said(path, &message),
+            ChatItem::Turn(running) => self.chat_turn(path, running),
+            ChatItem::Opened(agent) => self.chat_opened(path.to_owned(), agent),
+            ChatItem::Reopened(agent) => self.chat_reopened(path.to_owned(), agent),
+        }
+    }
+}
+
+impl StateHandle {
+    /// `item` goes to the chat at `path` through `inbox`, in order with every other item (a
+    /// chat is known before what goes to it), one state job for all that arrive before it runs.
+    pub fn send_to_chat(&self, inbox: &ChatInbox, path: &Path, item: ChatItem) {
+        if inbox.put(path, item) {
+            self.report(Report::ChatItemsWaiting(inbox.clone()));
+        }
     }
 }
 

@@ -7,31 +7,29 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::chat::{PlanStep, ToolCallLine};
-use super::reports::Report;
-use super::state::{State, StateHandle};
 
 /// One thing for a chat document.
 #[derive(Debug)]
 pub enum ChatItem {
-    /// It is a chat with this agent ([`State::chat_opened`]).
+    /// It is a chat with this agent (`chat_opened`).
     Opened(String),
-    /// It is a chat with this agent, maybe from an earlier run ([`State::chat_reopened`]).
+    /// It is a chat with this agent, maybe from an earlier run (`chat_reopened`).
     Reopened(String),
-    /// Text at its end ([`State::append_to_chat`]).
+    /// Text at its end (`append_to_chat`).
     Text(String),
-    /// Text at its end after a blank line ([`State::append_paragraph_to_chat`]).
+    /// Text at its end after a blank line (`append_paragraph_to_chat`).
     Paragraph(String),
-    /// The agent's thought, quoted ([`State::append_thought_to_chat`]).
+    /// The agent's thought, quoted (`append_thought_to_chat`).
     Thought(String),
-    /// Where a tool call stands ([`State::chat_tool_call`]).
+    /// Where a tool call stands (`chat_tool_call`).
     Call(ToolCallLine),
-    /// The agent's plan, whole ([`State::chat_plan`]).
+    /// The agent's plan, whole (`chat_plan`).
     Plan(Vec<PlanStep>),
-    /// The user sent this message from it ([`State::chat_sent`]).
+    /// The user sent this message from it (`chat_sent`).
     Sent(String),
-    /// agentls put this message of the user's in it ([`State::chat_said`]).
+    /// agentls put this message of the user's in it (`chat_said`).
     Said(String),
-    /// A message from it went to its agent (`true`), or its answer ended ([`State::chat_turn`]).
+    /// A message from it went to its agent (`true`), or its answer ended (`chat_turn`).
     Turn(bool),
 }
 
@@ -42,17 +40,9 @@ pub struct ChatInbox {
 }
 
 impl ChatInbox {
-    /// `item` goes to the chat at `path` through `state`, in order with every other item (a
-    /// chat is known before what goes to it), one state job for all that arrive before it runs.
-    pub fn send(&self, state: &StateHandle, path: &Path, item: ChatItem) {
-        if self.put(path, item) {
-            state.report(Report::ChatItemsWaiting(self.clone()));
-        }
-    }
-
     /// Adds `item` for the chat at `path`; `true` when the inbox was empty, so that a job must
     /// be queued to take it.
-    fn put(&self, path: &Path, item: ChatItem) -> bool {
+    pub fn put(&self, path: &Path, item: ChatItem) -> bool {
         let mut items = self.lock();
         let was_empty = items.is_empty();
         if let (ChatItem::Text(more), Some((last, ChatItem::Text(text)))) =
@@ -73,24 +63,6 @@ impl ChatInbox {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(PathBuf, ChatItem)>> {
         self.items.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl State {
-    /// Carries out `item` for the chat at `path`.
-    pub fn chat_item(&mut self, path: &Path, item: ChatItem) {
-        match item {
-            ChatItem::Text(text) => self.append_to_chat(path, &text),
-            ChatItem::Paragraph(text) => self.append_paragraph_to_chat(path, &text),
-            ChatItem::Thought(text) => self.append_thought_to_chat(path, &text),
-            ChatItem::Call(call) => self.chat_tool_call(path, call),
-            ChatItem::Plan(steps) => self.chat_plan(path, &steps),
-            ChatItem::Sent(message) => self.chat_sent(path, message),
-            ChatItem::Said(message) => self.chat_said(path, &message),
-            ChatItem::Turn(running) => self.chat_turn(path, running),
-            ChatItem::Opened(agent) => self.chat_opened(path.to_owned(), agent),
-            ChatItem::Reopened(agent) => self.chat_reopened(path.to_owned(), agent),
-        }
     }
 }
 

@@ -18,6 +18,9 @@ use tokio::sync::oneshot;
 
 use crate::private_files::{PrivateDir, PrivateError};
 
+/// The heading the user writes under in a chat document.
+pub const YOU: &str = "## You";
+
 /// What a record's file name adds to its chat's: `.<chat>` + this.
 pub const SUFFIX: &str = ".chat";
 /// The most of a record read to learn which agent a chat talks to (its first line).
@@ -180,7 +183,7 @@ pub fn adopt(root: &Path, path: &Path, agent: &str) -> Result<(), PrivateError> 
 /// bytes), for an agent that did not see it. `None` when there is none yet.
 fn transcript(record: &[u8]) -> Option<String> {
     let text = conversation(record).text;
-    let you = format!("\n{}\n", super::chat::YOU);
+    let you = format!("\n{YOU}\n");
     let (first, last) = (text.find(&you)?, text.rfind(&you)?);
     let conversation = text[first..last].trim();
     if conversation.is_empty() {

@@ -3,14 +3,13 @@
 //! subscribe to and pass on in their own protocol.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 use tokio::sync::broadcast;
 
 use super::effects::Diagnostic;
 use super::selection::Selection;
-use super::state::State;
 
 /// How many events a slow subscriber may fall behind before it skips to the latest.
 const BACKLOG: usize = 256;
@@ -79,6 +78,11 @@ impl Context {
         let _ = self.events.send(event);
     }
 
+    /// The diagnostics the editor forwarded, by file.
+    pub fn forwarded(&self) -> &HashMap<PathBuf, Vec<Diagnostic>> {
+        &self.forwarded
+    }
+
     /// Replaces what the editor says about `path`.
     pub fn set_forwarded(&mut self, path: PathBuf, diagnostics: Vec<Diagnostic>) {
         if diagnostics.is_empty() {
@@ -86,29 +90,5 @@ impl Context {
         } else {
             self.forwarded.insert(path, diagnostics);
         }
-    }
-}
-
-impl State {
-    /// Diagnostics for `path` (or every file): those the editor forwarded plus agentls's own,
-    /// sorted by path.
-    pub fn all_diagnostics(&self, path: Option<&Path>) -> Vec<FileDiagnostics> {
-        let mut paths: Vec<PathBuf> = self.context.forwarded.keys().cloned().collect();
-        paths.extend(self.reviews.iter().map(|r| r.path.clone()));
-        paths.sort();
-        paths.dedup();
-        paths
-            .into_iter()
-            .filter(|p| path.is_none_or(|wanted| wanted == p))
-            .map(|p| {
-                let mut diagnostics = self.context.forwarded.get(&p).cloned().unwrap_or_default();
-                diagnostics.extend(self.diagnostics(&p));
-                FileDiagnostics {
-                    path: p,
-                    diagnostics,
-                }
-            })
-            .filter(|f| !f.diagnostics.is_empty())
-            .collect()
     }
 }

@@ -22,8 +22,6 @@ use std::time::{Duration, SystemTime};
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 
-use super::reports::Report;
-use super::state::StateHandle;
 use super::workspace_tree;
 
 /// How long events are gathered before they are reported.
@@ -43,12 +41,24 @@ pub struct DiskWatch {
     checks: mpsc::UnboundedSender<SystemTime>,
 }
 
+/// What the watcher has to tell.
+#[derive(Debug)]
+pub enum DiskNews {
+    /// The system refused to watch some folders.
+    WatchesRefused(WatchesRefused),
+    /// These files changed (or appeared, or went).
+    FilesChanged(Vec<PathBuf>),
+}
+
+/// Where the watcher's news goes (from its own task and from blocking threads).
+type Tell = Arc<dyn Fn(DiskNews) + Send + Sync>;
+
 impl DiskWatch {
-    /// Starts watching (no folders yet); changed paths go to `state`.
-    pub fn start(state: StateHandle) -> Self {
+    /// Starts watching (no folders yet); what changed goes to `tell`.
+    pub fn start(tell: impl Fn(DiskNews) + Send + Sync + 'static) -> Self {
         let (watched, watched_rx) = watch::channel(Watched::default());
         let (checks, checks_rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(watched_rx, checks_rx, state));
+        tokio::spawn(run(watched_rx, checks_rx, Arc::new(tell)));
         Self { watched, checks }
     }
 
@@ -85,7 +95,7 @@ pub struct WatchesRefused {
 async fn run(
     mut watched: watch::Receiver<Watched>,
     mut checks: mpsc::UnboundedReceiver<SystemTime>,
-    state: StateHandle,
+    tell: Tell,
 ) {
     let (events, mut changed) = mpsc::unbounded_channel::<PathBuf>();
     let mut watching: Option<Arc<Mutex<Watching>>> = None;
@@ -101,7 +111,7 @@ async fn run(
                 let started = tokio::task::spawn_blocking(move || Watching::start(&wanted, events));
                 if let Ok(Some((started, refused))) = started.await {
                     if let Some(refused) = refused {
-                        state.report(Report::WatchesRefused(refused));
+                        tell(DiskNews::WatchesRefused(refused));
                     }
                     watching = Some(Arc::new(Mutex::new(started)));
                 }
@@ -114,11 +124,11 @@ async fn run(
                 if unwatched.is_empty() {
                     continue;
                 }
-                let state = state.clone();
+                let tell = Arc::clone(&tell);
                 tokio::task::spawn_blocking(move || {
                     let paths = changed_since(&unwatched, since);
                     if !paths.is_empty() {
-                        state.report(Report::FilesChangedOnDisk(paths));
+                        tell(DiskNews::FilesChanged(paths));
                     }
                 });
             }
@@ -142,10 +152,10 @@ async fn run(
                 });
                 let Ok((paths, refused)) = expanded.await else { continue };
                 if let Some(refused) = refused {
-                    state.report(Report::WatchesRefused(refused));
+                    tell(DiskNews::WatchesRefused(refused));
                 }
                 if !paths.is_empty() {
-                    state.report(Report::FilesChangedOnDisk(paths));
+                    tell(DiskNews::FilesChanged(paths));
                 }
             }
         }

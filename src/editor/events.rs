@@ -2,9 +2,9 @@
 //! notification into one [`EditorEvent`], and [`State::handle`] is the one place that says what
 //! each does. Events run in the order they were sent, between the other jobs of the state task.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use super::context::ContextEvent;
+use super::context::{ContextEvent, FileDiagnostics};
 use super::documents::TextChange;
 use super::effects::Diagnostic;
 use super::position::{PositionEncoding, Range};
@@ -148,5 +148,34 @@ impl State {
             doc.mark_saved();
         }
         self.buffer_saved(path);
+    }
+}
+
+impl State {
+    /// Diagnostics for `path` (or every file): those the editor forwarded plus agentls's own,
+    /// sorted by path.
+    pub fn all_diagnostics(&self, path: Option<&Path>) -> Vec<FileDiagnostics> {
+        let mut paths: Vec<PathBuf> = self.context.forwarded().keys().cloned().collect();
+        paths.extend(self.reviews.iter().map(|r| r.path.clone()));
+        paths.sort();
+        paths.dedup();
+        paths
+            .into_iter()
+            .filter(|p| path.is_none_or(|wanted| wanted == p))
+            .map(|p| {
+                let mut diagnostics = self
+                    .context
+                    .forwarded()
+                    .get(&p)
+                    .cloned()
+                    .unwrap_or_default();
+                diagnostics.extend(self.diagnostics(&p));
+                FileDiagnostics {
+                    path: p,
+                    diagnostics,
+                }
+            })
+            .filter(|f| !f.diagnostics.is_empty())
+            .collect()
     }
 }

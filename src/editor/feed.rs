@@ -81,13 +81,13 @@ impl EditorFeed {
     /// `path` is a chat document with `agent`.
     pub fn chat_opened(&self, path: PathBuf, agent: String) {
         let item = chat_inbox::ChatItem::Opened(agent);
-        self.chat_inbox.send(&self.state, &path, item);
+        self.state.send_to_chat(&self.chat_inbox, &path, item);
     }
 
     /// `path`, a chat document with `agent` (maybe from an earlier run), was opened.
     pub fn chat_reopened(&self, path: PathBuf, agent: String) {
         let item = chat_inbox::ChatItem::Reopened(agent);
-        self.chat_inbox.send(&self.state, &path, item);
+        self.state.send_to_chat(&self.chat_inbox, &path, item);
     }
 
     /// The user saved a document: the disk says what its buffer says.

@@ -103,6 +103,16 @@ pub enum Report {
     },
 }
 
+impl From<super::disk_watch::DiskNews> for Report {
+    fn from(news: super::disk_watch::DiskNews) -> Self {
+        use super::disk_watch::DiskNews;
+        match news {
+            DiskNews::WatchesRefused(refused) => Self::WatchesRefused(refused),
+            DiskNews::FilesChanged(paths) => Self::FilesChangedOnDisk(paths),
+        }
+    }
+}
+
 impl Report {
     /// The report's name, for logs.
     pub fn name(&self) -> &'static str {

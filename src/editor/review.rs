@@ -8,12 +8,14 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ropey::Rope;
 use serde::{Deserialize, Serialize};
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 use super::diff;
+use super::effects::EffectError;
 use super::origin::Origin;
 
 /// Identifies a review in commands, diagnostics and plugins' messages: a number from 1, never
@@ -243,7 +245,7 @@ pub enum Phase {
     /// Every hunk is decided and the proposer carries out its change itself: the verdict goes
     /// to it (once the disk it writes on is known), and agentls waits for its write
     /// (`settlement.rs`).
-    Settling(super::settlement::Settling),
+    Settling(Settling),
 }
 
 /// A pending review.
@@ -279,7 +281,7 @@ pub struct Review {
 
 impl Review {
     /// The settlement this review waits in, if its verdict went to a proposer that writes.
-    pub fn settling(&self) -> Option<&super::settlement::Settling> {
+    pub fn settling(&self) -> Option<&Settling> {
         match &self.phase {
             Phase::Settling(settling) => Some(settling),
             Phase::Deciding => None,
@@ -287,7 +289,7 @@ impl Review {
     }
 
     /// The settlement this review waits in, if any.
-    pub fn settling_mut(&mut self) -> Option<&mut super::settlement::Settling> {
+    pub fn settling_mut(&mut self) -> Option<&mut Settling> {
         match &mut self.phase {
             Phase::Settling(settling) => Some(settling),
             Phase::Deciding => None,
@@ -453,4 +455,35 @@ fn shorten(text: &str) -> String {
         short.push('…');
     }
     short
+}
+
+/// A review whose verdict went out while its accepted hunks wait for the proposer's write.
+#[derive(Debug, Default)]
+pub struct Settling {
+    /// Tells the watcher to settle now (the turn ended, the origin went away); dropped once the
+    /// review settled another way.
+    pub(super) force: Option<oneshot::Sender<()>>,
+    /// Writers waiting for the accepted hunks to reach the buffer: they get its text, or why
+    /// the editor did not apply them.
+    pub(super) waiters: Vec<oneshot::Sender<Result<String, EffectError>>>,
+    /// Wakes the watcher: the workspace watcher saw the file change.
+    pub(super) disk_changed: Arc<Notify>,
+    /// What agentls made the disk say when the proposer's write came (`None`: it left the disk
+    /// alone): a later write of the same proposal is made this again, never merged anew.
+    pub(super) disk: Option<String>,
+}
+
+impl Settling {
+    /// What agentls made the disk say when it settled, if it did.
+    pub fn settled_disk(&self) -> Option<&str> {
+        self.disk.as_deref()
+    }
+
+    /// The editor did not apply the accepted hunks: the writers waiting for them hear why
+    /// (their write did not happen), instead of the unchanged buffer as if it had.
+    pub fn fail_writers(&mut self, error: &EffectError) {
+        for waiter in self.waiters.drain(..) {
+            let _ = waiter.send(Err(error.clone()));
+        }
+    }
 }

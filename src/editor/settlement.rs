@@ -21,7 +21,7 @@ use super::file_names::file_name;
 use super::files;
 use super::origin::Origin;
 use super::reconcile::Reviewed;
-use super::review::{Applier, HunkState, Phase, ReviewId, Verdict};
+use super::review::{Applier, HunkState, Phase, ReviewId, Settling, Verdict};
 use super::state::{State, StateHandle};
 
 /// How long agentls waits for a proposer's own write before applying the accepted change itself
@@ -31,37 +31,6 @@ pub const SETTLE_WAIT: Duration = Duration::from_secs(60);
 /// How often the watcher looks at the disk when the workspace watcher has not told it of a
 /// change (it tells at once; this covers a file it cannot watch).
 const LOOK_ANYWAY_EVERY: Duration = Duration::from_secs(1);
-
-/// A review whose verdict went out while its accepted hunks wait for the proposer's write.
-#[derive(Debug, Default)]
-pub struct Settling {
-    /// Tells the watcher to settle now (the turn ended, the origin went away); dropped once the
-    /// review settled another way.
-    force: Option<oneshot::Sender<()>>,
-    /// Writers waiting for the accepted hunks to reach the buffer: they get its text, or why
-    /// the editor did not apply them.
-    waiters: Vec<oneshot::Sender<Result<String, EffectError>>>,
-    /// Wakes the watcher: the workspace watcher saw the file change.
-    disk_changed: Arc<Notify>,
-    /// What agentls made the disk say when the proposer's write came (`None`: it left the disk
-    /// alone): a later write of the same proposal is made this again, never merged anew.
-    disk: Option<String>,
-}
-
-impl Settling {
-    /// What agentls made the disk say when it settled, if it did.
-    pub fn settled_disk(&self) -> Option<&str> {
-        self.disk.as_deref()
-    }
-
-    /// The editor did not apply the accepted hunks: the writers waiting for them hear why
-    /// (their write did not happen), instead of the unchanged buffer as if it had.
-    pub fn fail_writers(&mut self, error: &EffectError) {
-        for waiter in self.waiters.drain(..) {
-            let _ = waiter.send(Err(error.clone()));
-        }
-    }
-}
 
 /// How an agent's write of a file whose accepted proposal waits for it is carried out.
 #[derive(Debug)]

@@ -1,7 +1,7 @@
 //! The editor's tools granted to agent sessions: agentls offers its MCP server to every ACP
 //! session it opens, each with a token of its own. This registry is where the two adapters meet
 //! without importing each other: the ACP side takes a [`Grant`] per session and drops it when
-//! the session ends (the token dies with it); the MCP side, started by the host's [`Starter`] on
+//! the session ends (the token dies with it); the MCP side, whose listener the port starts on
 //! the first grant, asks whose a presented token is and records each call. What was offered and
 //! used is kept for `agentls.status`, the turn's summary and (in a state file per process)
 //! `agentls doctor`. It holds no wire types: URLs and tokens are plain data here.
@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -18,29 +17,19 @@ use super::origin::Origin;
 use super::token::AuthToken;
 use crate::private_files::{PrivateDir, PrivateError};
 
-/// How the host starts the listener for an editor: resolves to its loopback port, or why it
-/// could not. (It gets the editor as an argument: a registry holding one would keep it alive.)
-pub type Starter = Box<
-    dyn Fn(super::access::EditorAccess) -> BoxFuture<'static, Result<u16, String>> + Send + Sync,
->;
-
 /// The registry; clone freely.
 #[derive(Clone, Default)]
 pub struct ToolGrants(Arc<Inner>);
 
 #[derive(Default)]
 struct Inner {
-    starter: OnceLock<Starter>,
-    listening: tokio::sync::OnceCell<Result<u16, String>>,
     state: Mutex<Registry>,
     record: OnceLock<PathBuf>,
 }
 
 impl std::fmt::Debug for ToolGrants {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ToolGrants")
-            .field("listening", &self.0.listening.get())
-            .finish_non_exhaustive()
+        f.debug_struct("ToolGrants").finish_non_exhaustive()
     }
 }
 
@@ -188,34 +177,20 @@ impl ToolGrants {
         self.0.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// How to start the listener (the host's business); until set, nothing is granted.
-    pub fn serve_with(&self, starter: Starter) {
-        let _ = self.0.starter.set(starter);
-    }
-
     /// Keeps what was offered and used in `path` (for `agentls doctor`), rewritten on change.
     pub fn keep_record_at(&self, path: PathBuf) {
         let _ = self.0.record.set(path);
     }
 
-    /// A grant of the tools to `agent`'s session `origin`, reached over `transport`; starts the
-    /// listener (serving `editor`) on the first call. `Err` says why there is none.
-    pub async fn grant(
+    /// A grant of the tools to `agent`'s session `origin`, reached over `transport` at the
+    /// listener on `port`.
+    pub fn grant(
         &self,
-        editor: &super::access::EditorAccess,
+        port: u16,
         agent: &str,
         origin: Origin,
         transport: Transport,
     ) -> Result<Grant, String> {
-        let Some(starter) = self.0.starter.get() else {
-            return Err("no MCP listener in this process".into());
-        };
-        let port = self
-            .0
-            .listening
-            .get_or_init(|| starter(editor.clone()))
-            .await
-            .clone()?;
         let token = AuthToken::generate().map_err(|e| format!("no random token: {e}"))?;
         let id = {
             let mut state = self.lock();
@@ -412,33 +387,24 @@ fn process_alive(pid: u32) -> bool {
 mod tests {
     use super::*;
 
-    fn serving(port: u16) -> ToolGrants {
+    #[test]
+    fn a_token_names_its_session_until_the_grant_is_dropped() {
         let grants = ToolGrants::default();
-        grants.serve_with(Box::new(move |_| Box::pin(async move { Ok(port) })));
-        grants
-    }
-
-    #[tokio::test]
-    async fn a_token_names_its_session_until_the_grant_is_dropped() {
-        let (editor, _feed, _effects) = crate::editor::start();
-        let grants = serving(4242);
         let a = grants
             .grant(
-                &editor,
+                4242,
                 "demo",
                 Origin::new("acp:demo:pending", "demo"),
                 Transport::Http,
             )
-            .await
             .unwrap();
         let b = grants
             .grant(
-                &editor,
+                4242,
                 "demo",
                 Origin::new("acp:demo:s2", "demo"),
                 Transport::Stdio,
             )
-            .await
             .unwrap();
         assert_eq!(a.url(), "http://127.0.0.1:4242/mcp");
         assert_ne!(a.token().as_str(), b.token().as_str());
@@ -463,22 +429,6 @@ mod tests {
             used.describe(),
             "offered over stdio in 2 sessions; used getDiagnostics ×2"
         );
-    }
-
-    #[tokio::test]
-    async fn nothing_is_granted_without_a_listener() {
-        let (editor, _feed, _effects) = crate::editor::start();
-        let grants = ToolGrants::default();
-        let origin = Origin::new("acp:demo:s1", "demo");
-        let refused = grants.grant(&editor, "demo", origin, Transport::Http);
-        assert!(refused.await.is_err());
-        let failing = ToolGrants::default();
-        failing.serve_with(Box::new(|_| Box::pin(async { Err("no port".to_owned()) })));
-        let origin = Origin::new("acp:demo:s1", "demo");
-        let refused = failing
-            .grant(&editor, "demo", origin, Transport::Http)
-            .await;
-        assert_eq!(refused.unwrap_err(), "no port");
     }
 
     #[test]

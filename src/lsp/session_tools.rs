@@ -18,18 +18,16 @@ impl SessionTools {
     /// Lets `editor` grant its tools to agent sessions from now on.
     pub fn install(editor: &EditorAccess) -> Self {
         let (stop, stopped) = watch::channel(false);
-        editor
-            .tool_grants()
-            .serve_with(Box::new(move |editor: EditorAccess| {
-                let stopped = stopped.clone();
-                Box::pin(async move {
-                    let port = crate::mcp::granted::start(editor, stopped)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    tracing::info!(port, "serving the editor tools to agent sessions");
-                    Ok(port)
-                })
-            }));
+        editor.serve_tools_with(Box::new(move |editor: EditorAccess| {
+            let stopped = stopped.clone();
+            Box::pin(async move {
+                let port = crate::mcp::granted::start(editor, stopped)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tracing::info!(port, "serving the editor tools to agent sessions");
+                Ok(port)
+            })
+        }));
         if let Some(dir) = tool_grants::record_dir() {
             tool_grants::prune_records(&dir);
             let record = dir.join(format!("{}.json", std::process::id()));
