@@ -12,6 +12,7 @@ pub mod chat_inbox;
 pub mod chat_links;
 pub mod chat_record;
 pub mod chat_sessions;
+pub mod chat_writing;
 pub mod checkpoints;
 pub mod comment_prompt;
 pub mod context;
