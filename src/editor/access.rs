@@ -8,6 +8,7 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 use thiserror::Error;
 
+use super::access_policy::AccessPolicy;
 use super::effects::{Effect, EffectError, EffectReceiver, EffectSender, Level, PluginEvent};
 use super::feed::EditorFeed;
 use super::file_names::file_name;
@@ -103,31 +104,6 @@ pub struct OpenDocument {
     pub version: i32,
     /// Whether it is the document the user is in.
     pub focused: bool,
-}
-
-/// Rules the port applies to agents' requests, from the config.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AccessPolicy {
-    /// Let agents touch files outside the workspace folders.
-    pub allow_outside_workspace: bool,
-    /// Accept every review without asking (`review.autoAccept`).
-    pub auto_accept: bool,
-    /// Per-origin overrides of `auto_accept`, by origin label (`review.agents.<name>.autoAccept`).
-    pub auto_accept_for: std::collections::BTreeMap<String, bool>,
-    /// How many lines of each side a review preview shows (`review.maxPreviewLines`).
-    pub max_preview_lines: usize,
-    /// How many of the newest turns' changes are kept for undoing (`review.keepTurns`).
-    pub keep_turns: usize,
-}
-
-impl AccessPolicy {
-    /// Whether reviews from the origin labelled `label` are accepted without asking.
-    pub fn auto_accepts(&self, label: &str) -> bool {
-        self.auto_accept_for
-            .get(label)
-            .copied()
-            .unwrap_or(self.auto_accept)
-    }
 }
 
 /// The whole surface an agent may use; clone it freely.
@@ -886,6 +862,44 @@ impl EditorAccess {
             seen.focused_document = None;
         }
         std::sync::Arc::new(seen)
+    }
+}
+
+impl EditorAccess {
+    /// Writes every open buffer that holds an agent's change its file lacks, so that what an
+    /// agent runs next (its terminal command, its own tool) sees the text the agent and the user
+    /// see. Returns the files written.
+    pub async fn write_buffer_only_changes(&self, for_whom: &str) -> Vec<PathBuf> {
+        let Ok(buffers) = self.state.query(State::take_buffer_only).await else {
+            return Vec::new();
+        };
+        let mut written = Vec::new();
+        for (path, text) in buffers {
+            if files::read(&path).await.ok().as_deref() == Some(text.as_str()) {
+                continue;
+            }
+            match self.state.write_file(&path, &text).await {
+                Ok(()) => written.push(path),
+                Err(e) => self.effects.message(
+                    Level::Error,
+                    format!(
+                        "agentls: could not write {} before {for_whom}'s command: {e}",
+                        file_name(&path)
+                    ),
+                ),
+            }
+        }
+        if !written.is_empty() {
+            let names: Vec<String> = written.iter().map(|p| file_name(p)).collect();
+            self.effects.log(
+                Level::Info,
+                format!(
+                    "wrote {} (unsaved in the editor) before {for_whom}'s command\n",
+                    names.join(", ")
+                ),
+            );
+        }
+        written
     }
 }
 

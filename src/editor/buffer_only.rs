@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::access::EditorAccess;
 use super::effects::Level;
 use super::file_names::file_name;
 use super::state::State;
@@ -62,7 +61,7 @@ impl State {
 
     /// The open buffers holding agents' changes their files lack, with their text; forgotten
     /// here, since the caller writes them.
-    fn take_buffer_only(&mut self) -> Vec<(PathBuf, String)> {
+    pub(super) fn take_buffer_only(&mut self) -> Vec<(PathBuf, String)> {
         let paths: Vec<PathBuf> = self.buffer_only.by_path.drain().map(|(p, _)| p).collect();
         paths
             .into_iter()
@@ -71,43 +70,5 @@ impl State {
                 Some((path, text))
             })
             .collect()
-    }
-}
-
-impl EditorAccess {
-    /// Writes every open buffer that holds an agent's change its file lacks, so that what an
-    /// agent runs next (its terminal command, its own tool) sees the text the agent and the user
-    /// see. Returns the files written.
-    pub async fn write_buffer_only_changes(&self, for_whom: &str) -> Vec<PathBuf> {
-        let Ok(buffers) = self.state.query(State::take_buffer_only).await else {
-            return Vec::new();
-        };
-        let mut written = Vec::new();
-        for (path, text) in buffers {
-            if super::files::read(&path).await.ok().as_deref() == Some(text.as_str()) {
-                continue;
-            }
-            match self.state.write_file(&path, &text).await {
-                Ok(()) => written.push(path),
-                Err(e) => self.effects.message(
-                    Level::Error,
-                    format!(
-                        "agentls: could not write {} before {for_whom}'s command: {e}",
-                        file_name(&path)
-                    ),
-                ),
-            }
-        }
-        if !written.is_empty() {
-            let names: Vec<String> = written.iter().map(|p| file_name(p)).collect();
-            self.effects.log(
-                Level::Info,
-                format!(
-                    "wrote {} (unsaved in the editor) before {for_whom}'s command\n",
-                    names.join(", ")
-                ),
-            );
-        }
-        written
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::access::AccessPolicy;
+use super::access_policy::AccessPolicy;
 use super::documents::TextChange;
 use super::effects::{EffectSender, PluginEvents};
 use super::events::EditorEvent;

@@ -5,6 +5,7 @@
 //! to the one task that owns [`State`].
 
 pub mod access;
+pub mod access_policy;
 pub mod actions;
 pub mod buffer_only;
 pub mod chat;
@@ -14,6 +15,7 @@ pub mod chat_record;
 pub mod chat_sessions;
 pub mod chat_writing;
 pub mod checkpoints;
+pub mod comment_actions;
 pub mod comment_prompt;
 pub mod context;
 pub mod diff;
@@ -46,9 +48,8 @@ pub mod turn_undo;
 pub mod unasked;
 pub mod workspace_tree;
 
-pub use access::{
-    AccessPolicy, EditorAccess, OpenDocument, ShowError, WriteError, Written, select_lines, start,
-};
+pub use access::{EditorAccess, OpenDocument, ShowError, WriteError, Written, select_lines, start};
+pub use access_policy::AccessPolicy;
 pub use documents::TextChange;
 pub use effects::{
     Effect, EffectError, EffectReceiver, EffectSender, Level, PluginEvent, PluginEvents,
