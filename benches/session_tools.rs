@@ -13,7 +13,7 @@ mod ide_socket;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use agentls::editor::effects::{Diagnostic, Level};
+use agentls::editor::documents::effects::{Diagnostic, Level};
 use agentls::editor::tool_grants::Transport;
 use agentls::editor::{Origin, Position, Range};
 use http_body_util::{BodyExt as _, Full};

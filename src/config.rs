@@ -138,7 +138,7 @@ impl Default for ReviewConfig {
         Self {
             auto_accept: false,
             max_preview_lines: 8,
-            keep_turns: crate::editor::checkpoints::KEEP_TURNS,
+            keep_turns: crate::editor::review::checkpoints::KEEP_TURNS,
             agents: BTreeMap::new(),
         }
     }
@@ -162,7 +162,7 @@ pub struct ChatConfig {
 impl Default for ChatConfig {
     fn default() -> Self {
         Self {
-            comment_marker: crate::editor::comment_prompt::DEFAULT_MARKER.to_owned(),
+            comment_marker: crate::editor::chat::comment_prompt::DEFAULT_MARKER.to_owned(),
             directory: None,
             keys: String::new(),
         }

@@ -199,7 +199,7 @@ fn plain_text(update: &SessionUpdate) -> Option<&str> {
 mod tests {
     use super::*;
     use crate::editor::PluginEvents;
-    use crate::editor::effects::{Effect, EffectReceiver};
+    use crate::editor::documents::effects::{Effect, EffectReceiver};
     use agent_client_protocol::v1::schema::{Plan, ToolCall};
 
     fn message(text: &str) -> SessionUpdate {

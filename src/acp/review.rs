@@ -52,7 +52,7 @@ pub async fn proposals(
             // else the disk (a tool reading the file itself).
             let seen = match last_read(&diff.path) {
                 Some(read) => Some(read),
-                None => crate::editor::files::read(&diff.path).await.ok(),
+                None => crate::editor::disk::files::read(&diff.path).await.ok(),
             };
             proposal.text = whole_text(
                 current,
@@ -94,7 +94,8 @@ fn whole_text(
 fn merged_onto(current: &str, seen: Option<&str>, new: &str) -> String {
     match seen {
         Some(seen) if !seen.is_empty() => {
-            crate::editor::reconcile::onto(seen, current, new).unwrap_or_else(|| new.to_owned())
+            crate::editor::review::reconcile::onto(seen, current, new)
+                .unwrap_or_else(|| new.to_owned())
         }
         _ => new.to_owned(),
     }

@@ -20,7 +20,7 @@ use super::context::{Prompt, PromptContext};
 use super::error::AgentFailure;
 use super::turn::{self, TurnEnd};
 use crate::config::{AgentSpec, Config};
-use crate::editor::effects::ProgressPhase;
+use crate::editor::documents::effects::ProgressPhase;
 use crate::editor::{EditorAccess, Level};
 
 /// Crashes older than this are forgiven.

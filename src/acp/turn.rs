@@ -15,8 +15,8 @@ use super::agent::{Claimed, RunningAgent};
 use super::context::{self, PromptContext};
 use super::error::AgentFailure;
 use super::session::Turn;
-use crate::editor::chat_sessions;
-use crate::editor::effects::ProgressPhase;
+use crate::editor::chat;
+use crate::editor::documents::effects::ProgressPhase;
 use crate::editor::{Level, PluginEvent};
 
 /// How long a turn may go on after `session/cancel` before agentls ends it as cancelled.
@@ -170,10 +170,10 @@ async fn session_of<'a>(
     let Some(chat) = asked.chat else {
         return Ok((agent.session().await?, asked.note));
     };
-    let earlier = chat_sessions::remembered(chat, agent.name()).await;
+    let earlier = chat::sessions::remembered(chat, agent.name()).await;
     let chosen = agent.session_for(chat, earlier.as_deref()).await?;
     if chosen.how == Claimed::Given
-        && let Err(e) = chat_sessions::remember(chat, agent.name(), &chosen.id).await
+        && let Err(e) = chat::sessions::remember(chat, agent.name(), &chosen.id).await
     {
         tracing::warn!(chat = %chat.display(), "its session is not kept for a restart: {e}");
     }
@@ -320,7 +320,7 @@ fn stop_reason(reason: &StopReason) -> String {
 /// The turn's outcome `line` closes the reply in the chat at `chat`; the user writes the next
 /// message below it.
 pub fn close_chat_reply(editor: &crate::editor::EditorAccess, chat: &Path, line: &str) {
-    let you = crate::editor::chat_record::YOU;
+    let you = crate::editor::chat::record::YOU;
     editor.append_paragraph_to_chat(chat, format!("_{line}_\n\n{you}\n\n"));
     editor.chat_turn(chat, false);
 }

@@ -7,7 +7,7 @@ use super::link::AgentLink;
 use super::session::Turn;
 use crate::editor::Level;
 use crate::editor::chat::{CallMark, PlanStep, Stage, ToolCallLine};
-use crate::editor::effects::ProgressPhase;
+use crate::editor::documents::effects::ProgressPhase;
 use agent_client_protocol::v1::schema::{
     ContentBlock, Diff, PlanEntry, PlanEntryStatus, SessionNotification, SessionUpdate, ToolCall,
     ToolCallContent, ToolCallStatus, ToolCallUpdateFields, ToolKind,

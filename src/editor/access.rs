@@ -9,21 +9,31 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::access_policy::AccessPolicy;
-use super::effects::{Effect, EffectError, EffectReceiver, EffectSender, Level, PluginEvent};
+use super::chat;
+use super::disk;
+use super::disk::files;
+use super::disk::files::FileError;
+use super::disk::path_locks;
+use super::documents::context;
+use super::documents::effects;
+use super::documents::effects::{
+    Effect, EffectError, EffectReceiver, EffectSender, Level, PluginEvent,
+};
+use super::documents::position::Range;
+use super::documents::selection::Selection;
 use super::feed::EditorFeed;
 use super::file_names::file_name;
-use super::files::FileError;
 use super::origin::{Origin, Withdrawal};
-use super::position::Range;
+use super::questions;
 use super::questions::Choice;
 use super::reports::Report;
+use super::review;
 use super::review::Terms;
-use super::selection::Selection;
+use super::review::show_limits;
+use super::reviews;
+use super::settlement;
 use super::state::{State, StateGone, StateHandle, WritePlan};
-use super::{
-    chat, chat_inbox, chat_record, context, disk_watch, effects, files, path_locks, questions,
-    review, reviews, settlement, show_limits, tool_grants,
-};
+use super::tool_grants;
 
 /// Why a write through the editor failed.
 #[derive(Debug, Error)]
@@ -113,8 +123,8 @@ pub struct EditorAccess {
     pub(super) effects: EffectSender,
     pub(super) policy: std::sync::Arc<std::sync::RwLock<AccessPolicy>>,
     pub(super) writing: path_locks::PathLocks,
-    pub(super) chat_inbox: chat_inbox::ChatInbox,
-    pub(super) chat_records: chat_record::Recorder,
+    pub(super) chat_inbox: chat::inbox::ChatInbox,
+    pub(super) chat_records: chat::record::Recorder,
     pub(super) tool_grants: tool_grants::ToolGrants,
     pub(super) tool_listener: std::sync::Arc<ToolListener>,
 }
@@ -157,7 +167,7 @@ impl Drop for Waiting {
 /// Starts the state task; effects for the editor arrive on the returned receiver.
 pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
     let (effects, receiver) = EffectSender::channel();
-    let chat_records = chat_record::Recorder::default();
+    let chat_records = chat::record::Recorder::default();
     let records = chat_records.clone();
     let state = StateHandle::spawn(|me| {
         let mut state = State::new(effects.clone(), me);
@@ -165,10 +175,10 @@ pub fn start() -> (EditorAccess, EditorFeed, EffectReceiver) {
         state
     });
     let me = state.clone();
-    let watch = disk_watch::DiskWatch::start(move |news| me.report(Report::from(news)));
+    let watch = disk::watch::DiskWatch::start(move |news| me.report(Report::from(news)));
     state.update(move |s| s.disk_watch = Some(watch));
     let policy = std::sync::Arc::default();
-    let chat_inbox = chat_inbox::ChatInbox::default();
+    let chat_inbox = chat::inbox::ChatInbox::default();
     let access = EditorAccess {
         state: state.clone(),
         effects: effects.clone(),
@@ -661,38 +671,38 @@ impl EditorAccess {
 
     /// Appends `text` to the chat document at `path` (coalesced; never touching the user's text).
     pub fn append_to_chat(&self, path: &Path, text: impl Into<String>) {
-        self.to_chat(path, chat_inbox::ChatItem::Text(text.into()));
+        self.to_chat(path, chat::inbox::ChatItem::Text(text.into()));
     }
 
     /// Appends `text` to the chat document at `path` after a blank line.
     pub fn append_paragraph_to_chat(&self, path: &Path, text: impl Into<String>) {
-        self.to_chat(path, chat_inbox::ChatItem::Paragraph(text.into()));
+        self.to_chat(path, chat::inbox::ChatItem::Paragraph(text.into()));
     }
 
     /// Appends the agent's thought `text` to the chat document at `path`, quoted.
     pub fn append_thought_to_chat(&self, path: &Path, text: String) {
-        self.to_chat(path, chat_inbox::ChatItem::Thought(text));
+        self.to_chat(path, chat::inbox::ChatItem::Thought(text));
     }
 
     /// The agent's plan in the chat at `path` is now `steps` ([`State::chat_plan`]).
     pub fn chat_plan(&self, path: &Path, steps: Vec<chat::PlanStep>) {
-        self.to_chat(path, chat_inbox::ChatItem::Plan(steps));
+        self.to_chat(path, chat::inbox::ChatItem::Plan(steps));
     }
 
     /// A tool call in the chat at `path` stands where `call` says ([`State::chat_tool_call`]).
     pub fn chat_tool_call(&self, path: &Path, call: chat::ToolCallLine) {
-        self.to_chat(path, chat_inbox::ChatItem::Call(call));
+        self.to_chat(path, chat::inbox::ChatItem::Call(call));
     }
 
     /// The user sent `message` from the chat at `path` ([`State::chat_sent`]).
     pub fn chat_sent(&self, path: &Path, message: String) {
-        self.to_chat(path, chat_inbox::ChatItem::Sent(message));
+        self.to_chat(path, chat::inbox::ChatItem::Sent(message));
     }
 
     /// Puts `message`, the user's prompt sent from elsewhere, at the end of the chat at `path`,
     /// recorded as sent ([`State::chat_said`]).
     pub fn chat_said(&self, path: &Path, message: String) {
-        self.to_chat(path, chat_inbox::ChatItem::Said(message));
+        self.to_chat(path, chat::inbox::ChatItem::Said(message));
     }
 
     /// The transcript of the chat at `path` from agentls's own record of it, for an agent
@@ -703,11 +713,11 @@ impl EditorAccess {
 
     /// A message from the chat at `path` went to its agent (`running`), or its answer ended.
     pub fn chat_turn(&self, path: &Path, running: bool) {
-        self.to_chat(path, chat_inbox::ChatItem::Turn(running));
+        self.to_chat(path, chat::inbox::ChatItem::Turn(running));
     }
 
-    /// `item` goes to the chat at `path` ([`chat_inbox::ChatInbox::send`]).
-    fn to_chat(&self, path: &Path, item: chat_inbox::ChatItem) {
+    /// `item` goes to the chat at `path` ([`chat::inbox::ChatInbox::send`]).
+    fn to_chat(&self, path: &Path, item: chat::inbox::ChatItem) {
         self.state.send_to_chat(&self.chat_inbox, path, item);
     }
 

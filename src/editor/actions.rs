@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use super::checkpoints::TurnNumber;
+use super::documents::position::Range;
 use super::file_names::file_name;
-use super::position::Range;
 use super::questions::ChoiceKind;
+use super::review::checkpoints::TurnNumber;
 use super::review::{ReviewId, ReviewKind};
 use super::reviews::{Choice, Decision};
 use super::state::State;

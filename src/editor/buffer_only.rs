@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::effects::Level;
+use super::documents::effects::Level;
 use super::file_names::file_name;
 use super::state::State;
 
@@ -44,7 +44,7 @@ impl State {
         let effects = self.effects.clone();
         let path = path.to_owned();
         tokio::spawn(async move {
-            let on_disk = super::files::read(&path).await.ok();
+            let on_disk = super::disk::files::read(&path).await.ok();
             if text.is_some() && on_disk == text {
                 return;
             }

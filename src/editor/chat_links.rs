@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use super::diff::line_hunks;
+use super::documents::position::{Position, PositionMapper};
 use super::file_names::file_name;
-use super::position::{Position, PositionMapper};
 use super::state::State;
 
 /// The most hunks of one file listed as links.

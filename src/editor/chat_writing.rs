@@ -3,17 +3,17 @@
 //! [`FLUSH_EVERY`], or appended on disk while the chat is closed), tool calls and plans kept
 //! in place until they are out, and each turn's text kept in the chat's record.
 
+use super::chat::inbox::{ChatInbox, ChatItem};
+use super::chat::record::{Entry, YOU};
 use super::chat::{
     CallMark, ChatToken, END_READ, FILE_APPEND_AT, FLUSH_EVERY, Flush, MAX_APPEND, MAX_RETRY_WAIT,
     PlanStep, QUIET_AFTER_REFUSAL, ToolCallLine, WARN_AFTER_REFUSED, Wholeness, append_to_file,
     keep_unsaved_end, pending_end, take_front,
 };
-use super::chat_inbox::{ChatInbox, ChatItem};
-use super::chat_record::{Entry, YOU};
-use super::effects::Level;
-use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
+use super::documents::effects::Level;
+use super::documents::effects::{DocumentEdit, Effect, EffectError, TextEdit};
+use super::documents::position::PositionMapper;
 use super::file_names::file_name;
-use super::position::PositionMapper;
 use super::reports::Report;
 use super::state::{State, StateHandle};
 use std::path::{Path, PathBuf};
@@ -60,10 +60,10 @@ impl State {
         let me = self.me.clone();
         tokio::spawn(async move {
             let compared = tokio::task::spawn_blocking(move || {
-                super::chat_record::restore(&record, &document.to_string())
+                super::chat::record::restore(&record, &document.to_string())
             });
             // A comparison that failed puts nothing back, and sending waits no longer.
-            let restore = compared.await.unwrap_or(super::chat_record::Restore {
+            let restore = compared.await.unwrap_or(super::chat::record::Restore {
                 missing: None,
                 interrupted: false,
             });
@@ -120,9 +120,9 @@ impl State {
     pub(super) fn chat_record_compared(
         &mut self,
         path: &Path,
-        restore: super::chat_record::Restore,
+        restore: super::chat::record::Restore,
     ) {
-        let super::chat_record::Restore {
+        let super::chat::record::Restore {
             missing,
             interrupted,
         } = restore;
@@ -254,9 +254,9 @@ impl State {
     }
 
     /// agentls is about to stop: every chat's record gets what its document has not got yet
-    /// (on disk once the returned recorder is [`done`](super::chat_record::Recorder::done)),
+    /// (on disk once the returned recorder is [`done`](super::chat::record::Recorder::done)),
     /// and nothing more is said in the chats.
-    pub fn keep_chats(&mut self) -> super::chat_record::Recorder {
+    pub fn keep_chats(&mut self) -> super::chat::record::Recorder {
         self.chats.stopping = true;
         let paths: Vec<PathBuf> = self.chats.docs.keys().cloned().collect();
         for path in &paths {
@@ -610,7 +610,11 @@ impl State {
     /// The lines of the open document `path` that `range` touches, quoted for a chat message:
     /// where they come from, then a fenced block in the document's language. `None` when the
     /// document is not open.
-    pub fn quote_lines(&self, path: &Path, range: super::position::Range) -> Option<String> {
+    pub fn quote_lines(
+        &self,
+        path: &Path,
+        range: super::documents::position::Range,
+    ) -> Option<String> {
         let doc = self.documents.get(path)?;
         let rope = doc.rope();
         let lines = rope.len_lines().max(1);
@@ -652,7 +656,7 @@ impl State {
     pub fn chat_token(
         &self,
         path: &Path,
-        position: super::position::Position,
+        position: super::documents::position::Position,
     ) -> Option<ChatToken> {
         let agent = self.chats.agent_of(path)?.to_owned();
         let doc = self.documents.get(path)?;

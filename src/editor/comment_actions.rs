@@ -2,7 +2,7 @@
 //! a while after the user stops typing), offers sending one as a code action, and takes the
 //! comment out of the buffer once it went to the agent.
 
-use super::comment_prompt::{CommentPrompt, at_line, find_all, line_text, without_line};
+use super::chat::comment_prompt::{CommentPrompt, at_line, find_all, line_text, without_line};
 use super::state::State;
 
 /// How long after a change a document is looked through for comment prompts (coalesced).
@@ -22,7 +22,7 @@ impl State {
     pub fn comment_action(
         &self,
         path: &std::path::Path,
-        range: super::position::Range,
+        range: super::documents::position::Range,
         agent: &str,
     ) -> Option<super::actions::UserAction> {
         let line = range.start.line as usize;
@@ -45,7 +45,7 @@ impl State {
         let Some(doc) = self.documents.get(path) else {
             let (me, path, comment) = (self.me.clone(), path.to_owned(), comment.to_owned());
             tokio::spawn(async move {
-                let Ok(text) = super::files::read(&path).await else {
+                let Ok(text) = super::disk::files::read(&path).await else {
                     return;
                 };
                 if let Some(without) = without_line(&text, &comment) {
@@ -60,24 +60,24 @@ impl State {
         else {
             return;
         };
-        let mapper = super::position::PositionMapper::new(rope, self.encoding);
+        let mapper = super::documents::position::PositionMapper::new(rope, self.encoding);
         let start = mapper.position(rope.line_to_char(line));
         let end = mapper.position(rope.line_to_char((line + 1).min(rope.len_lines())));
-        let edit = super::effects::DocumentEdit {
+        let edit = super::documents::effects::DocumentEdit {
             label: format!(
                 "the comment prompt in {}",
                 super::file_names::file_name(path)
             ),
             path: path.to_owned(),
             version: Some(doc.version()),
-            edits: vec![super::effects::TextEdit {
-                range: super::position::Range::new(start, end),
+            edits: vec![super::documents::effects::TextEdit {
+                range: super::documents::position::Range::new(start, end),
                 new_text: String::new(),
             }],
         };
         let (reply, applied) = tokio::sync::oneshot::channel();
         self.effects
-            .send(super::effects::Effect::ApplyEdit { edit, reply });
+            .send(super::documents::effects::Effect::ApplyEdit { edit, reply });
         // Refused because the buffer moved on meanwhile (the accepted change landing): once
         // more, on the buffer as it is then.
         let (me, path, comment) = (self.me.clone(), path.to_owned(), comment.to_owned());
@@ -130,24 +130,27 @@ impl State {
     }
 
     /// A hint on each comment prompt of `path`: how to send it.
-    pub fn comment_prompt_hints(&self, path: &std::path::Path) -> Vec<super::effects::Diagnostic> {
+    pub fn comment_prompt_hints(
+        &self,
+        path: &std::path::Path,
+    ) -> Vec<super::documents::effects::Diagnostic> {
         let (Some(found), Some(doc)) =
             (self.comment_hints.found.get(path), self.documents.get(path))
         else {
             return Vec::new();
         };
-        let mapper = super::position::PositionMapper::new(doc.rope(), self.encoding);
+        let mapper = super::documents::position::PositionMapper::new(doc.rope(), self.encoding);
         found
             .iter()
             .map(|(line, instruction)| {
                 let start = doc.rope().line_to_char(*line);
                 let end = start + line_text(doc.rope(), *line).map_or(0, |l| l.chars().count());
-                super::effects::Diagnostic {
-                    range: super::position::Range::new(
+                super::documents::effects::Diagnostic {
+                    range: super::documents::position::Range::new(
                         mapper.position(start),
                         mapper.position(end),
                     ),
-                    level: super::effects::Level::Log,
+                    level: super::documents::effects::Level::Log,
                     message: format!(
                         "comment prompt: the code action *Send to …* on this line sends \
                          {instruction:?} to the agent"

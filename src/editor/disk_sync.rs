@@ -12,11 +12,11 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::effects::EffectSender;
-use super::effects::Level;
+use super::disk::files;
+use super::documents::effects::EffectSender;
+use super::documents::effects::Level;
 use super::file_names::file_name;
-use super::files;
-use super::reconcile::Reviewed;
+use super::review::reconcile::Reviewed;
 use super::state::{State, StateHandle};
 
 /// How long after a verdict agentls watches the disk for the agent's own write.
@@ -115,7 +115,7 @@ impl Expectations {
 }
 
 impl Expectation {
-    /// The change the user reviewed, for [`super::reconcile`].
+    /// The change the user reviewed, for [`super::review::reconcile`].
     fn reviewed(&self) -> Reviewed<'_> {
         Reviewed {
             base: &self.base,

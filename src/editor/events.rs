@@ -4,11 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::context::{ContextEvent, FileDiagnostics};
 use super::documents::TextChange;
-use super::effects::Diagnostic;
-use super::position::{PositionEncoding, Range};
-use super::selection::Selection;
+use super::documents::context::{ContextEvent, FileDiagnostics};
+use super::documents::effects::Diagnostic;
+use super::documents::position::{PositionEncoding, Range};
+use super::documents::selection::Selection;
 use super::state::State;
 
 /// One thing the editor (or its settings) told agentls.

@@ -4,13 +4,15 @@
 use std::path::PathBuf;
 
 use super::access_policy::AccessPolicy;
+use super::chat;
+use super::disk::files;
 use super::documents::TextChange;
-use super::effects::{EffectSender, PluginEvents};
+use super::documents::effects;
+use super::documents::effects::{EffectSender, PluginEvents};
+use super::documents::position::{PositionEncoding, Range};
+use super::documents::selection::Selection;
 use super::events::EditorEvent;
-use super::position::{PositionEncoding, Range};
-use super::selection::Selection;
 use super::state::{State, StateGone, StateHandle};
-use super::{chat_inbox, effects, files};
 
 /// The host's side: what the editor did. Every method queues synchronously, so calling them in
 /// the order messages arrived keeps that order.
@@ -19,7 +21,7 @@ pub struct EditorFeed {
     pub(super) state: StateHandle,
     pub(super) effects: EffectSender,
     pub(super) policy: std::sync::Arc<std::sync::RwLock<AccessPolicy>>,
-    pub(super) chat_inbox: chat_inbox::ChatInbox,
+    pub(super) chat_inbox: chat::inbox::ChatInbox,
 }
 
 impl EditorFeed {
@@ -80,13 +82,13 @@ impl EditorFeed {
 
     /// `path` is a chat document with `agent`.
     pub fn chat_opened(&self, path: PathBuf, agent: String) {
-        let item = chat_inbox::ChatItem::Opened(agent);
+        let item = chat::inbox::ChatItem::Opened(agent);
         self.state.send_to_chat(&self.chat_inbox, &path, item);
     }
 
     /// `path`, a chat document with `agent` (maybe from an earlier run), was opened.
     pub fn chat_reopened(&self, path: PathBuf, agent: String) {
-        let item = chat_inbox::ChatItem::Reopened(agent);
+        let item = chat::inbox::ChatItem::Reopened(agent);
         self.state.send_to_chat(&self.chat_inbox, &path, item);
     }
 

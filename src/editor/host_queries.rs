@@ -9,9 +9,9 @@ use serde_json::Value;
 
 use super::actions::UserAction;
 use super::chat::ChatToken;
-use super::comment_prompt::CommentPrompt;
+use super::chat::comment_prompt::CommentPrompt;
+use super::documents::position::{Position, Range};
 use super::feed::EditorFeed;
-use super::position::{Position, Range};
 use super::review::ReviewId;
 use super::review_view::Hint;
 use super::reviews::{Decision, DecisionError};

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use ropey::Rope;
 
-use super::effects::Level;
+use super::documents::effects::Level;
 use super::file_names::file_name;
 use super::origin::Origin;
 use super::review::{Applier, Phase, Review, ReviewKind, ReviewText};

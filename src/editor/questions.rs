@@ -183,7 +183,7 @@ mod tests {
     /// no at once, with one message; another origin still asks; an answered one makes room.
     #[tokio::test(start_paused = true)]
     async fn one_origin_has_at_most_ten_questions_waiting() {
-        use crate::editor::effects::Effect;
+        use crate::editor::documents::effects::Effect;
         let (editor, _feed, mut effects) = crate::editor::start();
         let ask = |key: &'static str| {
             let editor = editor.clone();

@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 
-use super::chat_inbox::ChatInbox;
-use super::effects::EffectError;
-use super::files::FileError;
+use super::chat::inbox::ChatInbox;
+use super::disk::files::FileError;
+use super::documents::effects::EffectError;
 use super::review::ReviewId;
 use super::state::State;
 
@@ -38,7 +38,7 @@ pub enum Report {
     /// ... and compared with its document: what it lacks, and whether its last turn ended.
     ChatRecordCompared {
         path: PathBuf,
-        restore: super::chat_record::Restore,
+        restore: super::chat::record::Restore,
     },
     /// Items wait in the chats' inbox.
     ChatItemsWaiting(ChatInbox),
@@ -47,7 +47,7 @@ pub enum Report {
     /// `path` is due to be looked through for comment prompts.
     CommentScanDue(PathBuf),
     /// The system refused to watch folders of the workspace.
-    WatchesRefused(super::disk_watch::WatchesRefused),
+    WatchesRefused(super::disk::watch::WatchesRefused),
     /// The workspace watcher saw these files change on disk.
     FilesChangedOnDisk(Vec<PathBuf>),
     /// The reviews of the files the user typed in are due to be shown again.
@@ -103,9 +103,9 @@ pub enum Report {
     },
 }
 
-impl From<super::disk_watch::DiskNews> for Report {
-    fn from(news: super::disk_watch::DiskNews) -> Self {
-        use super::disk_watch::DiskNews;
+impl From<super::disk::watch::DiskNews> for Report {
+    fn from(news: super::disk::watch::DiskNews) -> Self {
+        use super::disk::watch::DiskNews;
         match news {
             DiskNews::WatchesRefused(refused) => Self::WatchesRefused(refused),
             DiskNews::FilesChanged(paths) => Self::FilesChangedOnDisk(paths),

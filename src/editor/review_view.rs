@@ -8,10 +8,10 @@ use ropey::Rope;
 use serde_json::{Value, json};
 
 use super::actions::{ActionCommand, UserAction};
-use super::effects::Level;
-use super::effects::{Diagnostic, Effect, PluginEvent};
+use super::documents::effects::Level;
+use super::documents::effects::{Diagnostic, Effect, PluginEvent};
+use super::documents::position::{Position, PositionMapper, Range};
 use super::file_names::file_name;
-use super::position::{Position, PositionMapper, Range};
 use super::review::{Hunk, HunkState, Review, ReviewKind};
 use super::reviews::{Choice, Decision};
 use super::state::State;
@@ -365,7 +365,7 @@ fn one_line(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::effects::{Effect, PluginEvents};
+    use super::super::documents::effects::{Effect, PluginEvents};
     use super::super::state::tests::test_state;
 
     /// A plugin hears of a file's reviews before the diagnostics its user sees: a key pressed at

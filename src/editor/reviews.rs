@@ -9,10 +9,12 @@ use std::time::Duration;
 use ropey::Rope;
 use tokio::sync::oneshot;
 
+use super::diff;
+use super::disk::files;
 use super::disk_sync::Expectation;
+use super::documents::effects::Level;
+use super::documents::effects::{DocumentEdit, Effect, EffectError, TextEdit};
 use super::documents::{Splice, splices_between};
-use super::effects::Level;
-use super::effects::{DocumentEdit, Effect, EffectError, TextEdit};
 use super::file_names::file_name;
 use super::origin::Origin;
 use super::reports::Report;
@@ -20,7 +22,6 @@ use super::review::{
     Applier, Hunk, HunkState, Phase, Review, ReviewId, ReviewKind, ReviewText, Terms, Verdict,
 };
 use super::state::State;
-use super::{diff, files};
 
 /// How long a verdict waits for the editor to report the document version that contains the
 /// accepted edit before it settles for the text it has.
@@ -340,7 +341,7 @@ impl State {
             return;
         };
         let (version, rope) = (doc.version(), doc.rope().clone());
-        let mapper = super::position::PositionMapper::new(&rope, self.encoding);
+        let mapper = super::documents::position::PositionMapper::new(&rope, self.encoding);
         let review = self.reviews.get_mut(id).expect("checked above");
         let mut edits = Vec::new();
         for &i in indices {
@@ -652,7 +653,7 @@ impl State {
         id: ReviewId,
         text: String,
         rejected: Vec<String>,
-        written: Result<(), super::files::FileError>,
+        written: Result<(), super::disk::files::FileError>,
     ) {
         match written {
             Ok(()) => self.resolve(id, Verdict::Accepted { text, rejected }),
@@ -921,9 +922,9 @@ impl State {
             return;
         };
         let selection = self.review_rope(review).map(|rope| {
-            let mapper = super::position::PositionMapper::new(&rope, self.encoding);
+            let mapper = super::documents::position::PositionMapper::new(&rope, self.encoding);
             let at = mapper.position(first);
-            super::position::Range::new(at, at)
+            super::documents::position::Range::new(at, at)
         });
         let (reply, _answer) = oneshot::channel();
         self.effects.send(Effect::ShowDocument {

@@ -15,12 +15,12 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::{Notify, oneshot};
 
-use super::effects::EffectError;
-use super::effects::Level;
+use super::disk::files;
+use super::documents::effects::EffectError;
+use super::documents::effects::Level;
 use super::file_names::file_name;
-use super::files;
 use super::origin::Origin;
-use super::reconcile::Reviewed;
+use super::review::reconcile::Reviewed;
 use super::review::{Applier, HunkState, Phase, ReviewId, Settling, Verdict};
 use super::state::{State, StateHandle};
 
@@ -446,7 +446,7 @@ impl super::review::Review {
 /// Writes `text` to the disk from a task; `corrected`: the proposer wrote more than was accepted.
 fn write_disk(
     me: &StateHandle,
-    effects: &super::effects::EffectSender,
+    effects: &super::documents::effects::EffectSender,
     path: &Path,
     text: String,
     label: &str,

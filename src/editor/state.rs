@@ -14,15 +14,16 @@ use std::sync::{Arc, RwLock};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use super::context::{ContextEvent, ContextSnapshot};
+use super::diff;
+use super::documents::context::{ContextEvent, ContextSnapshot};
+use super::documents::effects::{DocumentEdit, EffectSender, TextEdit};
+use super::documents::position::{PositionEncoding, Range};
+use super::documents::selection::{Selection, Selections};
 use super::documents::{Document, Documents, TextChange};
-use super::effects::{DocumentEdit, EffectSender, TextEdit};
 use super::events::EditorEvent;
-use super::position::{PositionEncoding, Range};
 use super::questions::Questions;
 use super::reports::Report;
-use super::selection::{Selection, Selections};
-use super::{diff, reconcile};
+use super::review::reconcile;
 
 /// Everything the editor has told us, owned by one task.
 #[derive(Debug)]
@@ -44,21 +45,21 @@ pub struct State {
     /// What makes a line comment a comment prompt (`chat.commentMarker`).
     pub(super) comment_marker: String,
     /// The comment prompts found in open documents.
-    pub(super) comment_hints: super::comment_prompt::CommentHints,
+    pub(super) comment_hints: super::chat::comment_prompt::CommentHints,
     /// Forwarded diagnostics and context events for agents.
-    pub(super) context: super::context::Context,
+    pub(super) context: super::documents::context::Context,
     /// What accepted reviews lead us to expect agents to write.
     pub(super) expectations: super::disk_sync::Expectations,
     /// Changes made without asking, waiting for the buffer to show them before their review.
     pub(super) landings: Vec<super::landed::Landing>,
     /// What each agent turn changed, for undoing it.
-    pub(super) checkpoints: super::checkpoints::Checkpoints,
+    pub(super) checkpoints: super::review::checkpoints::Checkpoints,
     /// What tells agents' unasked disk writes from everything else.
     pub(super) unasked: super::unasked::UnaskedWrites,
     /// Chat documents.
     pub(super) chats: super::chat::Chats,
     /// Writes agentls's own record of each chat.
-    pub(super) chat_records: super::chat_record::Recorder,
+    pub(super) chat_records: super::chat::record::Recorder,
     /// Open buffers holding agents' changes their files lack.
     pub(super) buffer_only: super::buffer_only::BufferOnlyChanges,
     /// Files whose reviews are shown again soon (the user typed in them).
@@ -70,9 +71,9 @@ pub struct State {
     /// Origins told that their proposals are refused for being too many (see `reviews`).
     pub(super) review_caps_told: std::collections::HashSet<String>,
     /// How many files each origin may still show the user now.
-    pub(super) show_limits: super::show_limits::ShowLimits,
+    pub(super) show_limits: super::review::show_limits::ShowLimits,
     /// The workspace watcher (once the state task runs).
-    pub(super) disk_watch: Option<super::disk_watch::DiskWatch>,
+    pub(super) disk_watch: Option<super::disk::watch::DiskWatch>,
     /// Where effects for the editor go.
     pub(super) effects: EffectSender,
     /// This task's own handle, for work that reports back later (an editor's answer, a write).
@@ -92,7 +93,7 @@ impl State {
             questions: Questions::default(),
             reviews: Default::default(),
             review_preview_lines: super::review_view::DEFAULT_PREVIEW_LINES,
-            comment_marker: super::comment_prompt::DEFAULT_MARKER.to_owned(),
+            comment_marker: super::chat::comment_prompt::DEFAULT_MARKER.to_owned(),
             comment_hints: Default::default(),
             expectations: Default::default(),
             landings: Vec::new(),
@@ -171,7 +172,7 @@ impl State {
                 self.chat_whole_yet(path);
             }
             None => self.effects.log(
-                super::effects::Level::Warning,
+                super::documents::effects::Level::Warning,
                 format!(
                     "didChange for {} which is not open; ignored\n",
                     path.display()
@@ -561,11 +562,11 @@ impl StateHandle {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::super::position::Position;
+    use super::super::documents::position::Position;
     use super::*;
 
     /// A state for tests, with a handle that goes nowhere.
-    pub(crate) fn test_state() -> (State, super::super::effects::EffectReceiver) {
+    pub(crate) fn test_state() -> (State, super::super::documents::effects::EffectReceiver) {
         let (effects, rx) = EffectSender::channel();
         let (jobs, _queue) = mpsc::unbounded_channel();
         let me = StateHandle {

@@ -1,5 +1,5 @@
 //! Undoing a whole turn (`agentls.undoTurn`) and redoing it (`agentls.redoTurn`): every file the
-//! turn changed ([`super::checkpoints`]) gets a review whose changes go back to the text before
+//! turn changed ([`super::review::checkpoints`]) gets a review whose changes go back to the text before
 //! the turn, decided with Undo/Keep per change like a change made without asking. What the user
 //! or a later turn changed since stays; a change whose lines were touched since is kept and
 //! said so. The accepted undo is itself kept as a turn of its own, so redoing is undoing it.
@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use ropey::Rope;
 
 use super::actions::{ActionCommand, UserAction};
-use super::checkpoints::{Change, TurnNumber, undo};
-use super::effects::Level;
+use super::disk::files;
+use super::documents::effects::Level;
 use super::feed::EditorFeed;
 use super::file_names::file_name;
-use super::files;
 use super::origin::Origin;
+use super::review::checkpoints::{Change, TurnNumber, undo};
 use super::review::{Applier, Phase, Review, ReviewKind, ReviewText};
 use super::state::State;
 use super::state::StateGone;

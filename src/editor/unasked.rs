@@ -11,14 +11,15 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::effects::Level;
+use super::disk::files;
+use super::disk::files::FileError;
+use super::documents::effects::Level;
 use super::file_names::file_name;
 use super::file_names::some_file_names;
-use super::files::FileError;
 use super::origin::Origin;
 use super::reports::Report;
+use super::review::reconcile;
 use super::state::{State, StateHandle};
-use super::{files, reconcile};
 
 /// How long after its turn ended a disk change is still put down to an agent: the watcher reports
 /// a change some milliseconds after the write, and an agent often ends its turn right after it.
@@ -97,7 +98,7 @@ impl State {
     /// `origin`'s turn began: disk changes from now on may be its own, except in `own_files`,
     /// the folders where it keeps its own state; `chat`: the chat it answers in. Returns what
     /// it is to be told of its earlier turns undone or redone since
-    /// ([`super::checkpoints::Checkpoints::take_told`]).
+    /// ([`super::review::checkpoints::Checkpoints::take_told`]).
     pub fn turn_started(
         &mut self,
         origin: Origin,
@@ -153,7 +154,7 @@ impl State {
     /// The system refused to watch some folders of the workspace: the user hears which and how
     /// to raise the limit (what an agent changes there without asking is seen only when its
     /// turn ends, by a look at the files' times).
-    pub(super) fn watches_refused(&mut self, refused: &super::disk_watch::WatchesRefused) {
+    pub(super) fn watches_refused(&mut self, refused: &super::disk::watch::WatchesRefused) {
         let more = match refused.count {
             1 => String::new(),
             n => format!(" and {} more", n - 1),
@@ -190,8 +191,8 @@ impl State {
                 .any(|r| r.path == path && r.kind == super::review::ReviewKind::Proposal);
             // A chat document, agentls's records of it and of its session, and its folder's
             // workspace record are agentls's own, written while a reply streams.
-            let chat_path = super::chat_sessions::chat_of(&path)
-                .or_else(|| super::chat_record::chat_of(&path))
+            let chat_path = super::chat::sessions::chat_of(&path)
+                .or_else(|| super::chat::record::chat_of(&path))
                 .unwrap_or_else(|| path.clone());
             let chat =
                 self.chats.agent_of(&chat_path).is_some() || self.chats.is_folder_record(&path);
@@ -317,7 +318,7 @@ impl State {
         if let Some(edit) = self.plan_write(&path, &merged, &label) {
             let (reply, applied) = tokio::sync::oneshot::channel();
             self.effects
-                .send(super::effects::Effect::ApplyEdit { edit, reply });
+                .send(super::documents::effects::Effect::ApplyEdit { edit, reply });
             let (me, owned, who) = (self.me.clone(), path.clone(), origin.label.clone());
             let effects = self.effects.clone();
             tokio::spawn(async move {

@@ -14,7 +14,7 @@ use super::convert;
 use super::prompt_context::Budget;
 use super::server::Backend;
 use crate::acp::{AgentFailure, AnsweredComment, Prompt, PromptContext};
-use crate::editor::files::Bounded;
+use crate::editor::disk::files::Bounded;
 
 #[derive(Debug, Deserialize)]
 struct PromptArgs {

@@ -17,10 +17,10 @@ use super::convert;
 use super::prompt_context::Budget;
 use super::server::Backend;
 use crate::acp::{Prompt, PromptContext};
+use crate::editor::chat;
+use crate::editor::chat::record::YOU;
+use crate::editor::chat::sessions::WORKSPACE_RECORD;
 use crate::editor::chat::{file_end, mentions, message_to_send};
-use crate::editor::chat_record;
-use crate::editor::chat_record::YOU;
-use crate::editor::chat_sessions::WORKSPACE_RECORD;
 use crate::editor::{Level, file_name};
 use crate::private_files::{NO_STATE_HOME, PrivateDir, PrivateError};
 
@@ -187,7 +187,7 @@ async fn create(backend: &Backend, agent: &str, first: &str) -> Result<PathBuf> 
             dir.replace(WORKSPACE_RECORD, record.as_bytes(), false)?;
         }
         dir.create_new(&name, text.as_bytes())?;
-        chat_record::create(&dir, &name, &agent_name, &text)
+        chat::record::create(&dir, &name, &agent_name, &text)
     })
     .await
     .unwrap_or_else(|e| {
@@ -572,10 +572,10 @@ fn made_by_agentls(root: &Path, path: &Path, text: &str) -> Option<String> {
     if path.parent().and_then(Path::parent) != Some(root) {
         return None;
     }
-    chat_record::agent_of(root, path).or_else(|| {
+    chat::record::agent_of(root, path).or_else(|| {
         let first = text.lines().next()?;
         let agent = first.strip_prefix(HEADER)?.trim();
-        chat_record::adopt(root, path, agent).ok()?;
-        chat_record::agent_of(root, path)
+        chat::record::adopt(root, path, agent).ok()?;
+        chat::record::agent_of(root, path)
     })
 }

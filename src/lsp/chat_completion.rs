@@ -84,7 +84,7 @@ fn commands(advertised: &Value, token: &ChatToken, range: Range) -> Vec<Completi
 fn files(folders: &[PathBuf], typed: &str, range: Range) -> Vec<CompletionItem> {
     let mut found = Vec::new();
     for folder in folders {
-        let walked = crate::editor::workspace_tree::walk(folder).flatten();
+        let walked = crate::editor::disk::tree::walk(folder).flatten();
         for entry in walked.take(MAX_WALK) {
             if found.len() >= MAX_FILES {
                 return found;

@@ -12,7 +12,7 @@ use tower_lsp_server::ls_types::{
 
 use super::convert;
 use super::server::Backend;
-use crate::editor::chat_record::{self, ListedChat};
+use crate::editor::chat::record::{self, ListedChat};
 
 /// The most characters of a first message a chat's symbol shows.
 const NAME_CHARS: usize = 80;
@@ -23,7 +23,7 @@ async fn listed(backend: &Backend) -> Vec<ListedChat> {
     let Ok(folder) = super::chat_commands::workspace_chats(backend).await else {
         return Vec::new();
     };
-    tokio::task::spawn_blocking(move || chat_record::list(&folder))
+    tokio::task::spawn_blocking(move || record::list(&folder))
         .await
         .unwrap_or_default()
 }

@@ -50,12 +50,12 @@ pub fn text_change(change: lsp::TextDocumentContentChangeEvent) -> TextChange {
 }
 
 /// A port edit as LSP's.
-pub fn text_edit(edit: editor::effects::TextEdit) -> lsp::TextEdit {
+pub fn text_edit(edit: editor::documents::effects::TextEdit) -> lsp::TextEdit {
     lsp::TextEdit::new(lsp_range(edit.range), edit.new_text)
 }
 
 /// A port diagnostic as LSP's, with source `agentls`.
-pub fn diagnostic(d: editor::effects::Diagnostic) -> lsp::Diagnostic {
+pub fn diagnostic(d: editor::documents::effects::Diagnostic) -> lsp::Diagnostic {
     let severity = match d.level {
         Level::Error => lsp::DiagnosticSeverity::ERROR,
         Level::Warning => lsp::DiagnosticSeverity::WARNING,
@@ -87,7 +87,7 @@ pub fn inlay_hint(hint: editor::review_view::Hint) -> lsp::InlayHint {
 }
 
 /// An LSP diagnostic (forwarded by the editor) as the port's.
-pub fn editor_diagnostic(d: lsp::Diagnostic) -> editor::effects::Diagnostic {
+pub fn editor_diagnostic(d: lsp::Diagnostic) -> editor::documents::effects::Diagnostic {
     let level = match d.severity {
         Some(lsp::DiagnosticSeverity::ERROR) => Level::Error,
         Some(lsp::DiagnosticSeverity::WARNING) => Level::Warning,
@@ -98,7 +98,7 @@ pub fn editor_diagnostic(d: lsp::Diagnostic) -> editor::effects::Diagnostic {
         lsp::NumberOrString::Number(n) => n.to_string(),
         lsp::NumberOrString::String(s) => s,
     });
-    editor::effects::Diagnostic {
+    editor::documents::effects::Diagnostic {
         range: range(d.range),
         level,
         message: d.message,

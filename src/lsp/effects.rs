@@ -19,7 +19,7 @@ use tower_service::Service as _;
 use super::capabilities::ClientFeatures;
 use super::convert;
 use super::output::{self, OutputEvent};
-use crate::editor::effects::{DocumentEdit, Reply};
+use crate::editor::documents::effects::{DocumentEdit, Reply};
 use crate::editor::{Choice, Effect, EffectError, EffectReceiver};
 
 /// How long a request to the editor may go unanswered.

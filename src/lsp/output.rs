@@ -17,7 +17,7 @@ use tower_lsp_server::ls_types::{
 use super::capabilities::ClientFeatures;
 use super::convert::message_type;
 use crate::editor::Level;
-use crate::editor::effects::ProgressPhase;
+use crate::editor::documents::effects::ProgressPhase;
 
 /// How often buffered log text is flushed.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::config::ContextConfig;
-use crate::editor::files::Bounded;
+use crate::editor::disk::files::Bounded;
 use crate::editor::{EditorAccess, Level, file_name};
 
 /// What is left of one prompt's limits.

@@ -13,7 +13,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::shapes;
 use super::tools::DiffStyle;
-use crate::editor::context::ContextEvent;
+use crate::editor::documents::context::ContextEvent;
 use crate::editor::{EditorAccess, Selection};
 
 /// Quiet time before a selection (or context) update goes out.

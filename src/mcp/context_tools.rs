@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::outcome::{ToolError, ToolOutcome, json, parse};
 use super::shapes;
-use crate::editor::context::ContextSnapshot;
+use crate::editor::documents::context::ContextSnapshot;
 use crate::editor::{EditorAccess, FileError, Origin, Position, Range};
 
 #[derive(Debug, Deserialize)]

@@ -38,7 +38,7 @@ pub use crate::editor::token::AuthToken;
 pub use discovery::Found;
 
 use crate::editor::EditorAccess;
-use crate::editor::context::ContextEvent;
+use crate::editor::documents::context::ContextEvent;
 use crate::editor::token;
 use discovery::{DiscoveryError, DiscoveryFile};
 

@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::diff_tabs::DiffTabs;
 use super::outcome::{ToolError, ToolOutcome, into_mcp};
 use super::tools::{self, Call, DiffStyle};
-use crate::editor::context::ContextEvent;
+use crate::editor::documents::context::ContextEvent;
 use crate::editor::{EditorAccess, Origin, Withdrawal};
 
 /// The newest MCP version with an `initialize` handshake; what agents send today.

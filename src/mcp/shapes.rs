@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::editor::context::FileDiagnostics;
+use crate::editor::documents::context::FileDiagnostics;
 use crate::editor::{Level, OpenDocument, Range, Selection};
 
 /// The path of a `file://` URL (or of a plain path), percent-decoded.
@@ -155,7 +155,7 @@ mod tests {
 
     use super::*;
     use crate::editor::Position;
-    use crate::editor::effects::Diagnostic;
+    use crate::editor::documents::effects::Diagnostic;
 
     fn sel(l1: u32, c1: u32, l2: u32, c2: u32) -> Selection {
         Selection {

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::context_tools as ctx;
 use super::diff_tabs::DiffTabs;
 use super::outcome::ToolOutcome;
-use crate::editor::context::ContextSnapshot;
+use crate::editor::documents::context::ContextSnapshot;
 use crate::editor::{EditorAccess, Origin};
 
 /// How `openDiff` answers.

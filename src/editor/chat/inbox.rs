@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::chat::{PlanStep, ToolCallLine};
+use super::{PlanStep, ToolCallLine};
 
 /// One thing for a chat document.
 #[derive(Debug)]
@@ -57,7 +57,7 @@ impl ChatInbox {
     }
 
     /// Takes everything waiting, in arrival order.
-    pub(super) fn take(&self) -> Vec<(PathBuf, ChatItem)> {
+    pub(in crate::editor) fn take(&self) -> Vec<(PathBuf, ChatItem)> {
         std::mem::take(&mut *self.lock())
     }
 

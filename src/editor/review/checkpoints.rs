@@ -11,9 +11,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-use super::origin::Origin;
-use super::review::ReviewId;
-use super::{diff, reconcile};
+use super::super::diff;
+use super::super::origin::Origin;
+use super::ReviewId;
+use super::reconcile;
 
 /// How many turns are kept unless `review.keepTurns` says otherwise.
 pub const KEEP_TURNS: usize = 50;

@@ -61,7 +61,7 @@ pub fn at_line(text: &Rope, line: usize, marker: &str) -> Option<CommentPrompt> 
 }
 
 /// Line `line` of `text` without its line break.
-pub(super) fn line_text(text: &Rope, line: usize) -> Option<String> {
+pub(in crate::editor) fn line_text(text: &Rope, line: usize) -> Option<String> {
     (line < text.len_lines()).then(|| {
         let mut l = text.line(line).to_string();
         let kept = l.trim_end_matches(['\n', '\r']).len();
@@ -71,7 +71,7 @@ pub(super) fn line_text(text: &Rope, line: usize) -> Option<String> {
 }
 
 /// `text` without its first line saying exactly `line`, if it has one.
-pub(super) fn without_line(text: &str, line: &str) -> Option<String> {
+pub(in crate::editor) fn without_line(text: &str, line: &str) -> Option<String> {
     let mut start = 0;
     for piece in text.split_inclusive('\n') {
         if piece.trim_end_matches(['\n', '\r']) == line {
@@ -89,8 +89,9 @@ pub(super) fn without_line(text: &str, line: &str) -> Option<String> {
 /// The comment prompts of each open document, as last looked for, and the looks due.
 #[derive(Debug, Default)]
 pub struct CommentHints {
-    pub(super) found: std::collections::HashMap<std::path::PathBuf, Vec<(usize, String)>>,
-    pub(super) due: std::collections::HashSet<std::path::PathBuf>,
+    pub(in crate::editor) found:
+        std::collections::HashMap<std::path::PathBuf, Vec<(usize, String)>>,
+    pub(in crate::editor) due: std::collections::HashSet<std::path::PathBuf>,
 }
 
 /// The lines of `text` that are comment prompts with `marker`: (line, instruction). Only the

@@ -2,12 +2,17 @@
 //! a log-time splice), version and language, keyed by absolute path. Offsets go through
 //! `position.rs` in the negotiated encoding.
 
+pub mod context;
+pub mod effects;
+pub mod position;
+pub mod selection;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use ropey::Rope;
 
-use super::position::{PositionEncoding, PositionMapper, Range};
+use position::{PositionEncoding, PositionMapper, Range};
 
 /// One change the editor reports: a range replaced by text, or the whole text when `range` is
 /// `None` (full sync).
@@ -199,7 +204,7 @@ impl Documents {
 
 #[cfg(test)]
 mod tests {
-    use super::super::position::Position;
+    use super::position::Position;
     use super::*;
 
     fn change(l1: u32, c1: u32, l2: u32, c2: u32, text: &str) -> TextChange {

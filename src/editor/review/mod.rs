@@ -5,6 +5,10 @@
 //! Hunk spans are char offsets of the *current* text: the open buffer's, or for a file that is
 //! not open, the review's own copy of the disk text.
 
+pub mod checkpoints;
+pub mod reconcile;
+pub mod show_limits;
+
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -15,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, oneshot};
 
 use super::diff;
-use super::effects::EffectError;
+use super::documents::effects::EffectError;
 use super::origin::Origin;
 
 /// Identifies a review in commands, diagnostics and plugins' messages: a number from 1, never

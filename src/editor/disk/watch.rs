@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 
-use super::workspace_tree;
+use super::tree;
 
 /// How long events are gathered before they are reported.
 const SETTLE: Duration = Duration::from_millis(30);
@@ -165,7 +165,7 @@ async fn run(
 /// A watcher, the user's patterns it leaves out, and the folders the system refused to watch.
 struct Watching {
     watcher: notify::RecommendedWatcher,
-    user: Arc<workspace_tree::UserIgnores>,
+    user: Arc<tree::UserIgnores>,
     unwatched: Vec<PathBuf>,
 }
 
@@ -190,7 +190,7 @@ impl Watching {
                 return;
             }
             for path in event.paths {
-                if !workspace_tree::is_scratch(&path) {
+                if !tree::is_scratch(&path) {
                     let _ = events.send(path);
                 }
             }
@@ -202,7 +202,7 @@ impl Watching {
                 return None;
             }
         };
-        let user = workspace_tree::UserIgnores::new(folders, &wanted.ignore);
+        let user = tree::UserIgnores::new(folders, &wanted.ignore);
         let mut watching = Self {
             watcher,
             user: Arc::new(user),
@@ -224,7 +224,7 @@ impl Watching {
         list_files: bool,
     ) -> Vec<PathBuf> {
         let mut files = Vec::new();
-        for entry in workspace_tree::walk_with(root, Arc::clone(&self.user)).flatten() {
+        for entry in tree::walk_with(root, Arc::clone(&self.user)).flatten() {
             if entry.file_type().is_some_and(|t| t.is_dir()) {
                 if let Err(e) = self
                     .watcher
@@ -233,7 +233,7 @@ impl Watching {
                     refused.add(entry.path(), &e);
                     self.unwatched.push(entry.into_path());
                 }
-            } else if list_files && !workspace_tree::is_scratch(entry.path()) {
+            } else if list_files && !tree::is_scratch(entry.path()) {
                 files.push(entry.into_path());
             }
         }
@@ -278,7 +278,7 @@ fn with_new_folders_watched(
             Ok(meta) if meta.is_dir() => {
                 let Some(watching) = watching else { continue };
                 let mut watching = watching.lock().unwrap_or_else(|e| e.into_inner());
-                if !workspace_tree::is_reviewable_folder(&path, &watching.user) {
+                if !tree::is_reviewable_folder(&path, &watching.user) {
                     continue;
                 }
                 files.extend(watching.watch_tree(&path, &mut refused, true));
@@ -302,7 +302,7 @@ fn changed_since(folders: &[PathBuf], since: SystemTime) -> Vec<PathBuf> {
             let Ok(meta) = entry.metadata() else { continue };
             let fresh = meta.modified().is_ok_and(|modified| modified >= since);
             let path = entry.path();
-            if meta.is_file() && fresh && !workspace_tree::is_scratch(&path) {
+            if meta.is_file() && fresh && !tree::is_scratch(&path) {
                 changed.push(path);
             }
         }

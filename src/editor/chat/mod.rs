@@ -4,15 +4,20 @@
 //! user types anywhere in the document meanwhile is never touched; a chat that is not open is
 //! appended to on disk. What the user sends is the text under the last `## You` heading.
 
+pub mod comment_prompt;
+pub mod inbox;
+pub mod record;
+pub mod sessions;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::chat_record::YOU;
-use super::effects::Level;
+use super::documents::effects::Level;
 use crate::private_files::{PrivateDir, PrivateError};
+use record::YOU;
 
 /// The longest a reply waits before it reaches the document (10 edits a second at most).
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -314,14 +319,14 @@ impl Chats {
     }
 
     /// Whether `path` is the workspace record of a folder holding a known chat
-    /// ([`super::chat_sessions::WORKSPACE_RECORD`]): agentls's own file.
+    /// ([`self::sessions::WORKSPACE_RECORD`]): agentls's own file.
     pub fn is_folder_record(&self, path: &Path) -> bool {
         let name = path
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or_default();
         let name = crate::private_files::being_written(name).unwrap_or(name);
-        name == super::chat_sessions::WORKSPACE_RECORD
+        name == self::sessions::WORKSPACE_RECORD
             && self.docs.keys().any(|chat| chat.parent() == path.parent())
     }
 
@@ -513,7 +518,7 @@ pub struct ChatToken {
     /// Whether only blanks come before it on its line.
     pub starts_line: bool,
     /// Where the word starts.
-    pub start: super::position::Position,
+    pub start: super::documents::position::Position,
 }
 
 #[cfg(test)]
