@@ -17,7 +17,7 @@ mod text;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use agentls::editor::reviews::{Choice, Decision};
+use agentls::editor::review::decision::{Choice, Decision};
 use agentls::editor::{
     self, EditorAccess, EditorFeed, Effect, Origin, Position, Range, Terms, TextChange, Verdict,
     diff,

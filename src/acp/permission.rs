@@ -19,7 +19,7 @@ use agent_client_protocol::{Agent, Error};
 use super::link::AgentLink;
 use super::review::{Proposal, proposals, review_proposed_edit};
 use super::updates::diffs_in;
-use crate::editor::chat_links::hunk_links;
+use crate::editor::chat::links::hunk_links;
 use crate::editor::review::Verdict;
 use crate::editor::{Choice, ChoiceKind, FileError, Level, Origin, file_name};
 

@@ -30,7 +30,6 @@ use super::reports::Report;
 use super::review;
 use super::review::Terms;
 use super::review::show_limits;
-use super::reviews;
 use super::settlement;
 use super::state::{State, StateGone, StateHandle, WritePlan};
 use super::tool_grants;
@@ -648,7 +647,7 @@ impl EditorAccess {
             path: path.to_owned(),
             source: std::io::Error::other(e),
         })?;
-        let request = reviews::ReviewRequest {
+        let request = review::request::ReviewRequest {
             origin: origin.clone(),
             path: path.to_owned(),
             title: title.to_owned(),
@@ -1008,10 +1007,15 @@ mod tests {
             }
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         };
-        feed.query(move |s| s.decide(reviews::Decision::all(id, reviews::Choice::Accept)))
-            .await
-            .unwrap()
-            .unwrap();
+        feed.query(move |s| {
+            s.decide(review::decision::Decision::all(
+                id,
+                review::decision::Choice::Accept,
+            ))
+        })
+        .await
+        .unwrap()
+        .unwrap();
         let verdict = review.await.unwrap().unwrap();
         assert!(matches!(verdict, Verdict::Accepted { .. }), "{verdict:?}");
         // A line more than the user saw: not what they accepted.

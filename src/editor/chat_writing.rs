@@ -4,6 +4,7 @@
 //! in place until they are out, and each turn's text kept in the chat's record.
 
 use super::chat::inbox::{ChatInbox, ChatItem};
+use super::chat::links::link_at;
 use super::chat::record::{Entry, YOU};
 use super::chat::{
     CallMark, ChatToken, END_READ, FILE_APPEND_AT, FLUSH_EVERY, Flush, MAX_APPEND, MAX_RETRY_WAIT,
@@ -12,7 +13,7 @@ use super::chat::{
 };
 use super::documents::effects::Level;
 use super::documents::effects::{DocumentEdit, Effect, EffectError, TextEdit};
-use super::documents::position::PositionMapper;
+use super::documents::position::{Position, PositionMapper};
 use super::file_names::file_name;
 use super::reports::Report;
 use super::state::{State, StateHandle};
@@ -706,6 +707,19 @@ impl StateHandle {
         if inbox.put(path, item) {
             self.report(Report::ChatItemsWaiting(inbox.clone()));
         }
+    }
+}
+
+impl State {
+    /// The file and line the link at `position` of the chat document `path` points to.
+    pub fn chat_link(&self, path: &Path, position: Position) -> Option<(PathBuf, u32)> {
+        self.chats.agent_of(path)?;
+        let rope = self.documents.get(path)?.rope();
+        let cursor = PositionMapper::new(rope, self.encoding).char_offset(position);
+        let number = rope.char_to_line(cursor);
+        let start = rope.line_to_char(number);
+        let line = rope.line(number).to_string();
+        link_at(&line, cursor - start)
     }
 }
 

@@ -10,11 +10,11 @@ use serde_json::Value;
 use super::actions::UserAction;
 use super::chat::ChatToken;
 use super::chat::comment_prompt::CommentPrompt;
+use super::documents::effects::Hint;
 use super::documents::position::{Position, Range};
 use super::feed::EditorFeed;
 use super::review::ReviewId;
-use super::review_view::Hint;
-use super::reviews::{Decision, DecisionError};
+use super::review::decision::{Decision, DecisionError};
 use super::state::StateGone;
 
 /// What sending from a chat needs to know of it (see [`EditorFeed::chat_to_send`]).

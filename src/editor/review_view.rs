@@ -8,12 +8,13 @@ use ropey::Rope;
 use serde_json::{Value, json};
 
 use super::actions::{ActionCommand, UserAction};
+use super::documents::effects::Hint;
 use super::documents::effects::Level;
 use super::documents::effects::{Diagnostic, Effect, PluginEvent};
-use super::documents::position::{Position, PositionMapper, Range};
+use super::documents::position::{PositionMapper, Range};
 use super::file_names::file_name;
+use super::review::decision::{Choice, Decision};
 use super::review::{Hunk, HunkState, Review, ReviewKind};
-use super::reviews::{Choice, Decision};
 use super::state::State;
 
 /// How often reviews are shown again while the user types in their file (at most).
@@ -21,17 +22,6 @@ pub const PRESENT_EVERY: std::time::Duration = std::time::Duration::from_millis(
 
 /// Default for `review.maxPreviewLines`.
 pub const DEFAULT_PREVIEW_LINES: usize = 8;
-
-/// An inlay hint: text shown at a position without being in the buffer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hint {
-    /// Where it shows.
-    pub position: Position,
-    /// What it says.
-    pub label: String,
-    /// Hover text with the whole change.
-    pub tooltip: String,
-}
 
 impl State {
     /// Tells plugins the reviews on `path` changed, then publishes everything agentls shows on

@@ -18,111 +18,16 @@ use super::documents::{Splice, splices_between};
 use super::file_names::file_name;
 use super::origin::Origin;
 use super::reports::Report;
+use super::review::decision::{Choice, Decision, DecisionError};
+use super::review::request::{MAX_OPEN_PER_ORIGIN, ReviewRequest, WithdrawnProposal};
 use super::review::{
-    Applier, Hunk, HunkState, Phase, Review, ReviewId, ReviewKind, ReviewText, Terms, Verdict,
+    Applier, Hunk, HunkState, Phase, Review, ReviewId, ReviewKind, ReviewText, Verdict,
 };
 use super::state::State;
 
 /// How long a verdict waits for the editor to report the document version that contains the
 /// accepted edit before it settles for the text it has.
 const SYNC_GRACE: Duration = Duration::from_secs(3);
-
-/// How many proposals one origin may have open at once; more are refused until the user has
-/// decided some (a flood of proposals must not flood the editor).
-pub const MAX_OPEN_PER_ORIGIN: usize = 50;
-
-/// Everything needed to open a review; built by `EditorAccess::review_diff` off the state task.
-#[derive(Debug)]
-pub struct ReviewRequest {
-    /// Who proposes.
-    pub origin: Origin,
-    /// The file.
-    pub path: PathBuf,
-    /// A short title.
-    pub title: String,
-    /// The text the hunks were computed against.
-    pub base: String,
-    /// The buffer version `base` came from (`None`: the disk).
-    pub base_version: Option<i32>,
-    /// Whether the file existed.
-    pub file_existed: bool,
-    /// The whole proposal.
-    pub proposal: String,
-    /// The proposal as hunks over `base`.
-    pub hunks: Vec<Hunk>,
-    /// Accept everything without asking (config).
-    pub auto_accept: bool,
-    /// Who carries out what the user accepts, and whether giving up is announced.
-    pub terms: Terms,
-    /// Closes when the caller stops waiting for the verdict (its future was dropped: an agent
-    /// withdrew the request); the review is then withdrawn too.
-    pub caller_gone: oneshot::Receiver<()>,
-}
-
-/// Why a decision was not taken.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DecisionError {
-    /// No such review (decided already, or withdrawn).
-    #[error("review {0} is no longer open")]
-    NoReview(ReviewId),
-    /// No such hunk.
-    #[error("review {0} has no change {1}")]
-    NoHunk(ReviewId, usize),
-    /// The user edited the same text: accepting would drop their edit.
-    #[error(
-        "change {1} of review {0} overlaps your own edit; reject it, or ask the agent to propose it again"
-    )]
-    Conflict(ReviewId, usize),
-    /// Every open hunk overlaps the user's own edits: none can be accepted.
-    #[error(
-        "every open change of review {0} overlaps your own edits; reject them, or ask the agent to propose them again"
-    )]
-    OnlyConflicts(ReviewId),
-}
-
-/// A proposal its proposer withdrew, not announced yet: a new one of the same origin for the
-/// same file before the next presentation makes it a revision instead.
-#[derive(Debug)]
-pub struct WithdrawnProposal {
-    at: tokio::time::Instant,
-    announce: bool,
-    who: String,
-    file: String,
-}
-
-/// What the user chose.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Choice {
-    /// Apply the change(s).
-    Accept,
-    /// Keep the text as it is.
-    Reject,
-    /// Reject everything and ask the agent to propose again against the current text.
-    Rerequest,
-}
-
-/// What the user decided about a review: its one hunk `hunk`, or all its open hunks. A code
-/// action carries it to `agentls.accept` / `agentls.reject` and back (`lsp::commands`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Decision {
-    /// The review.
-    pub review: ReviewId,
-    /// One hunk, or (`None`) all open ones.
-    pub hunk: Option<usize>,
-    /// What the user chose.
-    pub choice: Choice,
-}
-
-impl Decision {
-    /// All open hunks of `review`.
-    pub fn all(review: ReviewId, choice: Choice) -> Self {
-        Self {
-            review,
-            hunk: None,
-            choice,
-        }
-    }
-}
 
 impl State {
     /// Opens a review; its verdict goes to `reply`. A newer proposal from the same origin for

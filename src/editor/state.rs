@@ -67,7 +67,7 @@ pub struct State {
     /// Proposals withdrawn since the last presentation, by origin key and file (see
     /// `reviews::proposer_gone`).
     pub(super) withdrawn_proposals:
-        std::collections::HashMap<(String, PathBuf), super::reviews::WithdrawnProposal>,
+        std::collections::HashMap<(String, PathBuf), super::review::request::WithdrawnProposal>,
     /// Origins told that their proposals are refused for being too many (see `reviews`).
     pub(super) review_caps_told: std::collections::HashSet<String>,
     /// How many files each origin may still show the user now.

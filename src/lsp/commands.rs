@@ -16,7 +16,7 @@ use super::server::Backend;
 use super::{agent_commands, chat_commands};
 use crate::editor::actions::{ActionCommand, UserAction};
 use crate::editor::review::ReviewId;
-use crate::editor::reviews::{Choice, Decision};
+use crate::editor::review::decision::{Choice, Decision};
 use crate::editor::{Level, Origin, Selection, Terms, Withdrawal};
 
 /// A code action running the command behind a port action.

@@ -73,7 +73,7 @@ pub fn diagnostic(d: editor::documents::effects::Diagnostic) -> lsp::Diagnostic 
 }
 
 /// A port inlay hint as LSP's.
-pub fn inlay_hint(hint: editor::review_view::Hint) -> lsp::InlayHint {
+pub fn inlay_hint(hint: editor::documents::effects::Hint) -> lsp::InlayHint {
     lsp::InlayHint {
         position: lsp_position(hint.position),
         label: lsp::InlayHintLabel::String(hint.label),

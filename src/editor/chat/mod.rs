@@ -6,6 +6,7 @@
 
 pub mod comment_prompt;
 pub mod inbox;
+pub mod links;
 pub mod record;
 pub mod sessions;
 

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 
-use super::position::Range;
+use super::position::{Position, Range};
 
 /// How loud a message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -336,4 +336,15 @@ impl EffectSender {
             text: text.into(),
         });
     }
+}
+
+/// An inlay hint: text shown at a position without being in the buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hint {
+    /// Where it shows.
+    pub position: Position,
+    /// What it says.
+    pub label: String,
+    /// Hover text with the whole change.
+    pub tooltip: String,
 }

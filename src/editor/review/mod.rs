@@ -6,7 +6,9 @@
 //! not open, the review's own copy of the disk text.
 
 pub mod checkpoints;
+pub mod decision;
 pub mod reconcile;
+pub mod request;
 pub mod show_limits;
 
 use std::collections::BTreeMap;

@@ -5,10 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::diff::line_hunks;
-use super::documents::position::{Position, PositionMapper};
-use super::file_names::file_name;
-use super::state::State;
+use crate::editor::diff::line_hunks;
+use crate::editor::file_names::file_name;
 
 /// The most hunks of one file listed as links.
 const MAX_LINKS: usize = 20;
@@ -60,19 +58,6 @@ pub fn link_at(line: &str, column: usize) -> Option<(PathBuf, u32)> {
     let index = at_cursor.or((links.len() == 1).then_some(0))?;
     let (_, path, number) = links.swap_remove(index);
     Some((path, number))
-}
-
-impl State {
-    /// The file and line the link at `position` of the chat document `path` points to.
-    pub fn chat_link(&self, path: &Path, position: Position) -> Option<(PathBuf, u32)> {
-        self.chats.agent_of(path)?;
-        let rope = self.documents.get(path)?.rope();
-        let cursor = PositionMapper::new(rope, self.encoding).char_offset(position);
-        let number = rope.char_to_line(cursor);
-        let start = rope.line_to_char(number);
-        let line = rope.line(number).to_string();
-        link_at(&line, cursor - start)
-    }
 }
 
 #[cfg(test)]
