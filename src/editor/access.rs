@@ -26,11 +26,11 @@ use super::file_names::file_name;
 use super::origin::{Origin, Withdrawal};
 use super::questions;
 use super::questions::Choice;
-use super::reports::Report;
 use super::review;
 use super::review::Terms;
 use super::review::show_limits;
-use super::settlement;
+use super::state::reports::Report;
+use super::state::settlement;
 use super::state::{State, StateGone, StateHandle, WritePlan};
 use super::tool_grants;
 

@@ -11,7 +11,7 @@ use super::documents::effects;
 use super::documents::effects::{EffectSender, PluginEvents};
 use super::documents::position::{PositionEncoding, Range};
 use super::documents::selection::Selection;
-use super::events::EditorEvent;
+use super::state::events::EditorEvent;
 use super::state::{State, StateGone, StateHandle};
 
 /// The host's side: what the editor did. Every method queues synchronously, so calling them in

@@ -2,6 +2,7 @@
 //! everything fed before it, and answers owned values; no closure of the host's crosses into
 //! the state task (`EditorFeed::query` is for tests).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -10,10 +11,12 @@ use serde_json::Value;
 use super::actions::UserAction;
 use super::chat::ChatToken;
 use super::chat::comment_prompt::CommentPrompt;
+use super::disk::files;
 use super::documents::effects::Hint;
 use super::documents::position::{Position, Range};
 use super::feed::EditorFeed;
 use super::review::ReviewId;
+use super::review::checkpoints::TurnNumber;
 use super::review::decision::{Decision, DecisionError};
 use super::state::StateGone;
 
@@ -210,5 +213,33 @@ impl EditorFeed {
         let path = path.to_owned();
         let text = self.state.query(move |s| s.text_of(&path, range));
         text.await.ok().flatten()
+    }
+}
+
+impl EditorFeed {
+    /// Undoes turn `number` (the newest that changed a file when `None`), or redoes it
+    /// (`redo`): opens its reviews and answers what the user is told, or why it cannot.
+    pub async fn undo_turn(
+        &self,
+        number: Option<TurnNumber>,
+        redo: bool,
+    ) -> Result<Result<String, String>, StateGone> {
+        let (plan, closed) = match self
+            .state
+            .query(move |s| s.turn_undo_plan(number, redo))
+            .await?
+        {
+            Ok(planned) => planned,
+            Err(why) => return Ok(Err(why)),
+        };
+        let mut disks = BTreeMap::new();
+        for path in closed {
+            let disk = files::read(&path).await.ok();
+            disks.insert(path, disk);
+        }
+        self.state
+            .query(move |s| s.open_turn_undo(plan, disks))
+            .await
+            .map(Ok)
     }
 }

@@ -149,7 +149,7 @@ impl Bounded {
     }
 }
 
-/// Lines `line..line+limit` (1-based, line breaks kept, as [`super::super::access::select_lines`] takes them)
+/// Lines `line..line+limit` (1-based, line breaks kept, as [`crate::editor::access::select_lines`] takes them)
 /// of the file at `path`, at most `most` bytes of them: however big the file, no more than that
 /// is held (lines before `line` are read and dropped).
 pub async fn read_bounded(

@@ -29,7 +29,7 @@ pub enum ContextEvent {
 
 /// What agents read of the editor's context, as one job of the state task left it: the state
 /// task publishes it after each job that changed it, so tools answer from it without a round
-/// trip ([`super::super::state::StateHandle::context_now`]).
+/// trip ([`crate::editor::state::StateHandle::context_now`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContextSnapshot {
     /// The selection in the document the user is in.

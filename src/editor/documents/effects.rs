@@ -160,7 +160,7 @@ pub enum Effect {
         /// The question.
         text: String,
         /// The answers to offer.
-        choices: Vec<super::super::questions::Choice>,
+        choices: Vec<crate::editor::questions::Choice>,
         /// The id of the chosen answer, `None` if dismissed.
         reply: Reply<Option<String>>,
     },

@@ -11,10 +11,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-use super::super::diff;
-use super::super::origin::Origin;
 use super::ReviewId;
 use super::reconcile;
+use crate::editor::diff;
+use crate::editor::origin::Origin;
 
 /// How many turns are kept unless `review.keepTurns` says otherwise.
 pub const KEEP_TURNS: usize = 50;

@@ -15,7 +15,7 @@
 //! accepted lands, and no edit the user made since is lost — where both changed the same lines,
 //! the caller is told (`None`) and leaves the user's text.
 
-use super::super::diff;
+use crate::editor::diff;
 
 /// A change the user reviewed, as text.
 #[derive(Debug, Clone, Copy)]

@@ -11,15 +11,16 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::disk::files;
-use super::disk::files::FileError;
-use super::documents::effects::Level;
-use super::file_names::file_name;
-use super::file_names::some_file_names;
-use super::origin::Origin;
 use super::reports::Report;
-use super::review::reconcile;
-use super::state::{State, StateHandle};
+use super::{State, StateHandle};
+use crate::editor::disk::changes::{DiskChange, read_changed};
+use crate::editor::disk::files;
+use crate::editor::disk::files::FileError;
+use crate::editor::documents::effects::Level;
+use crate::editor::file_names::file_name;
+use crate::editor::file_names::some_file_names;
+use crate::editor::origin::Origin;
+use crate::editor::review::reconcile;
 
 /// How long after its turn ended a disk change is still put down to an agent: the watcher reports
 /// a change some milliseconds after the write, and an agent often ends its turn right after it.
@@ -88,7 +89,7 @@ impl StateHandle {
 impl State {
     /// agentls is about to write `text` (hashed to `digest`) to `path`: the watcher is not to
     /// take it for an agent's, and an open buffer's file now says `text`.
-    pub(super) fn own_write(&mut self, path: PathBuf, text: &str, digest: u64) {
+    pub(in crate::editor) fn own_write(&mut self, path: PathBuf, text: &str, digest: u64) {
         if let Some(doc) = self.documents.get_mut(&path) {
             doc.set_saved(text);
         }
@@ -98,7 +99,7 @@ impl State {
     /// `origin`'s turn began: disk changes from now on may be its own, except in `own_files`,
     /// the folders where it keeps its own state; `chat`: the chat it answers in. Returns what
     /// it is to be told of its earlier turns undone or redone since
-    /// ([`super::review::checkpoints::Checkpoints::take_told`]).
+    /// ([`crate::editor::review::checkpoints::Checkpoints::take_told`]).
     pub fn turn_started(
         &mut self,
         origin: Origin,
@@ -154,7 +155,10 @@ impl State {
     /// The system refused to watch some folders of the workspace: the user hears which and how
     /// to raise the limit (what an agent changes there without asking is seen only when its
     /// turn ends, by a look at the files' times).
-    pub(super) fn watches_refused(&mut self, refused: &super::disk::watch::WatchesRefused) {
+    pub(in crate::editor) fn watches_refused(
+        &mut self,
+        refused: &crate::editor::disk::watch::WatchesRefused,
+    ) {
         let more = match refused.count {
             1 => String::new(),
             n => format!(" and {} more", n - 1),
@@ -188,11 +192,11 @@ impl State {
             let reviewed = self
                 .reviews
                 .iter()
-                .any(|r| r.path == path && r.kind == super::review::ReviewKind::Proposal);
+                .any(|r| r.path == path && r.kind == crate::editor::review::ReviewKind::Proposal);
             // A chat document, agentls's records of it and of its session, and its folder's
             // workspace record are agentls's own, written while a reply streams.
-            let chat_path = super::chat::sessions::chat_of(&path)
-                .or_else(|| super::chat::record::chat_of(&path))
+            let chat_path = crate::editor::chat::sessions::chat_of(&path)
+                .or_else(|| crate::editor::chat::record::chat_of(&path))
                 .unwrap_or_else(|| path.clone());
             let chat =
                 self.chats.agent_of(&chat_path).is_some() || self.chats.is_folder_record(&path);
@@ -218,7 +222,7 @@ impl State {
                     let Some(change) = read_changed(path) else {
                         continue;
                     };
-                    bytes += change.len();
+                    bytes += change.text_bytes();
                     changes.push(change);
                     if changes.len() >= REPORT_FILES || bytes >= REPORT_BYTES {
                         reported.report(Report::DiskChangedUnasked(std::mem::take(&mut changes)));
@@ -235,7 +239,7 @@ impl State {
 
     /// These files changed on disk, and no review accounts for them. Closed files seen after
     /// their turn ended are told in one message per agent.
-    pub(super) fn disk_changed_unasked(&mut self, changes: Vec<DiskChange>) {
+    pub(in crate::editor) fn disk_changed_unasked(&mut self, changes: Vec<DiskChange>) {
         let mut late: BTreeMap<String, BTreeSet<PathBuf>> = BTreeMap::new();
         for change in changes {
             let seen = match change {
@@ -318,7 +322,7 @@ impl State {
         if let Some(edit) = self.plan_write(&path, &merged, &label) {
             let (reply, applied) = tokio::sync::oneshot::channel();
             self.effects
-                .send(super::documents::effects::Effect::ApplyEdit { edit, reply });
+                .send(crate::editor::documents::effects::Effect::ApplyEdit { edit, reply });
             let (me, owned, who) = (self.me.clone(), path.clone(), origin.label.clone());
             let effects = self.effects.clone();
             tokio::spawn(async move {
@@ -421,7 +425,12 @@ impl State {
 
     /// The editor did not take `who`'s change of `path` on disk into the buffer: the disk is not
     /// what the buffer was made from (it was saved as `saved_before`), and the user is told.
-    pub(super) fn landing_refused(&mut self, path: &Path, saved_before: &str, who: &str) {
+    pub(in crate::editor) fn landing_refused(
+        &mut self,
+        path: &Path,
+        saved_before: &str,
+        who: &str,
+    ) {
         if let Some(doc) = self.documents.get_mut(path) {
             doc.set_saved(saved_before);
         }
@@ -445,72 +454,6 @@ impl State {
 const REPORT_FILES: usize = 256;
 /// The most text one report of changed files carries (a file past it goes alone).
 const REPORT_BYTES: usize = 4 << 20;
-
-/// What a changed path on disk says now.
-#[derive(Debug)]
-pub enum DiskChange {
-    /// A regular file holding `disk`, last modified at `modified`.
-    Text {
-        path: PathBuf,
-        disk: String,
-        modified: Option<SystemTime>,
-    },
-    /// A symbolic link (never followed), made at `modified`.
-    Link {
-        path: PathBuf,
-        modified: Option<SystemTime>,
-    },
-    /// Nothing is there any more.
-    Removed { path: PathBuf },
-}
-
-impl DiskChange {
-    /// The bytes of text it carries.
-    fn len(&self) -> usize {
-        match self {
-            Self::Text { disk, .. } => disk.len(),
-            Self::Link { .. } | Self::Removed { .. } => 0,
-        }
-    }
-}
-
-/// What a changed path says now, read on the calling (blocking) thread: its text, or that it
-/// is now a symbolic link (never followed); `None` when it is gone or is not a text file.
-fn read_changed(path: PathBuf) -> Option<DiskChange> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    // Not following a link, and not waiting on a FIFO: what is opened is what is looked at.
-    let opened = std::fs::File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&path);
-    let mut file = match opened {
-        Ok(file) => file,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            let modified = std::fs::symlink_metadata(&path).and_then(|m| m.modified());
-            return Some(DiskChange::Link {
-                path,
-                modified: modified.ok(),
-            });
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Some(DiskChange::Removed { path });
-        }
-        Err(_) => return None,
-    };
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() {
-        return None;
-    }
-    let modified = meta.modified().ok();
-    let mut disk = String::new();
-    file.read_to_string(&mut disk).ok()?;
-    Some(DiskChange::Text {
-        path,
-        disk,
-        modified,
-    })
-}
 
 /// Now, on the coarse clock the kernel stamps file times with (a write just after this reads
 /// as no earlier than it; the precise clock can be a tick ahead). Read through libc, which

@@ -7,9 +7,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::documents::effects::Level;
-use super::file_names::file_name;
-use super::state::State;
+use super::State;
+use crate::editor::documents::effects::Level;
+use crate::editor::file_names::file_name;
 
 /// Open documents whose buffer holds an agent's change that the disk has not, by the label of
 /// the agent that made the last one.
@@ -20,7 +20,7 @@ pub struct BufferOnlyChanges {
 
 impl State {
     /// `label`'s change reached the open buffer at `path`, not its file.
-    pub(super) fn changed_in_buffer_only(&mut self, path: &Path, label: &str) {
+    pub(in crate::editor) fn changed_in_buffer_only(&mut self, path: &Path, label: &str) {
         if self.documents.get(path).is_some() && self.chats.agent_of(path).is_none() {
             self.buffer_only
                 .by_path
@@ -29,7 +29,7 @@ impl State {
     }
 
     /// The editor saved `path`: its file has what its buffer had.
-    pub(super) fn buffer_saved(&mut self, path: &Path) {
+    pub(in crate::editor) fn buffer_saved(&mut self, path: &Path) {
         self.buffer_only.by_path.remove(path);
     }
 
@@ -37,14 +37,14 @@ impl State {
     /// saving it is the user's decision, but an agent's change goes with it: the user is told,
     /// unless the file holds that text after all (the agent wrote it to disk itself, and the
     /// editor closed the buffer to reload it from there, as Neovim does).
-    pub(super) fn buffer_closed(&mut self, path: &Path, text: Option<String>) {
+    pub(in crate::editor) fn buffer_closed(&mut self, path: &Path, text: Option<String>) {
         let Some(label) = self.buffer_only.by_path.remove(path) else {
             return;
         };
         let effects = self.effects.clone();
         let path = path.to_owned();
         tokio::spawn(async move {
-            let on_disk = super::disk::files::read(&path).await.ok();
+            let on_disk = crate::editor::disk::files::read(&path).await.ok();
             if text.is_some() && on_disk == text {
                 return;
             }
@@ -61,7 +61,7 @@ impl State {
 
     /// The open buffers holding agents' changes their files lack, with their text; forgotten
     /// here, since the caller writes them.
-    pub(super) fn take_buffer_only(&mut self) -> Vec<(PathBuf, String)> {
+    pub(in crate::editor) fn take_buffer_only(&mut self) -> Vec<(PathBuf, String)> {
         let paths: Vec<PathBuf> = self.buffer_only.by_path.drain().map(|(p, _)| p).collect();
         paths
             .into_iter()

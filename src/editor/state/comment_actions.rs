@@ -2,8 +2,10 @@
 //! a while after the user stops typing), offers sending one as a code action, and takes the
 //! comment out of the buffer once it went to the agent.
 
-use super::chat::comment_prompt::{CommentPrompt, at_line, find_all, line_text, without_line};
-use super::state::State;
+use super::State;
+use crate::editor::chat::comment_prompt::{
+    CommentPrompt, at_line, find_all, line_text, without_line,
+};
 
 /// How long after a change a document is looked through for comment prompts (coalesced).
 const SCAN_AFTER: std::time::Duration = std::time::Duration::from_millis(300);
@@ -22,14 +24,14 @@ impl State {
     pub fn comment_action(
         &self,
         path: &std::path::Path,
-        range: super::documents::position::Range,
+        range: crate::editor::documents::position::Range,
         agent: &str,
-    ) -> Option<super::actions::UserAction> {
+    ) -> Option<crate::editor::actions::UserAction> {
         let line = range.start.line as usize;
         let found = self.comment_prompt(path, line)?;
-        Some(super::actions::UserAction {
+        Some(crate::editor::actions::UserAction {
             title: format!("Send to {agent}: {}", found.instruction),
-            command: super::actions::ActionCommand::SendComment {
+            command: crate::editor::actions::ActionCommand::SendComment {
                 agent: agent.to_owned(),
                 path: path.to_owned(),
                 line,
@@ -45,7 +47,7 @@ impl State {
         let Some(doc) = self.documents.get(path) else {
             let (me, path, comment) = (self.me.clone(), path.to_owned(), comment.to_owned());
             tokio::spawn(async move {
-                let Ok(text) = super::disk::files::read(&path).await else {
+                let Ok(text) = crate::editor::disk::files::read(&path).await else {
                     return;
                 };
                 if let Some(without) = without_line(&text, &comment) {
@@ -60,24 +62,24 @@ impl State {
         else {
             return;
         };
-        let mapper = super::documents::position::PositionMapper::new(rope, self.encoding);
+        let mapper = crate::editor::documents::position::PositionMapper::new(rope, self.encoding);
         let start = mapper.position(rope.line_to_char(line));
         let end = mapper.position(rope.line_to_char((line + 1).min(rope.len_lines())));
-        let edit = super::documents::effects::DocumentEdit {
+        let edit = crate::editor::documents::effects::DocumentEdit {
             label: format!(
                 "the comment prompt in {}",
-                super::file_names::file_name(path)
+                crate::editor::file_names::file_name(path)
             ),
             path: path.to_owned(),
             version: Some(doc.version()),
-            edits: vec![super::documents::effects::TextEdit {
-                range: super::documents::position::Range::new(start, end),
+            edits: vec![crate::editor::documents::effects::TextEdit {
+                range: crate::editor::documents::position::Range::new(start, end),
                 new_text: String::new(),
             }],
         };
         let (reply, applied) = tokio::sync::oneshot::channel();
         self.effects
-            .send(super::documents::effects::Effect::ApplyEdit { edit, reply });
+            .send(crate::editor::documents::effects::Effect::ApplyEdit { edit, reply });
         // Refused because the buffer moved on meanwhile (the accepted change landing): once
         // more, on the buffer as it is then.
         let (me, path, comment) = (self.me.clone(), path.to_owned(), comment.to_owned());
@@ -105,7 +107,7 @@ impl State {
 
     /// Looks `path` through; when its comment prompts changed, its diagnostics go out again.
     /// A chat (known as one since the scan was due: a reopened chat is) has none.
-    pub(super) fn scan_comment_prompts(&mut self, path: &std::path::Path) {
+    pub(in crate::editor) fn scan_comment_prompts(&mut self, path: &std::path::Path) {
         self.comment_hints.due.remove(path);
         let found = match self.documents.get(path) {
             Some(doc) if self.chats.agent_of(path).is_none() => {
@@ -133,24 +135,25 @@ impl State {
     pub fn comment_prompt_hints(
         &self,
         path: &std::path::Path,
-    ) -> Vec<super::documents::effects::Diagnostic> {
+    ) -> Vec<crate::editor::documents::effects::Diagnostic> {
         let (Some(found), Some(doc)) =
             (self.comment_hints.found.get(path), self.documents.get(path))
         else {
             return Vec::new();
         };
-        let mapper = super::documents::position::PositionMapper::new(doc.rope(), self.encoding);
+        let mapper =
+            crate::editor::documents::position::PositionMapper::new(doc.rope(), self.encoding);
         found
             .iter()
             .map(|(line, instruction)| {
                 let start = doc.rope().line_to_char(*line);
                 let end = start + line_text(doc.rope(), *line).map_or(0, |l| l.chars().count());
-                super::documents::effects::Diagnostic {
-                    range: super::documents::position::Range::new(
+                crate::editor::documents::effects::Diagnostic {
+                    range: crate::editor::documents::position::Range::new(
                         mapper.position(start),
                         mapper.position(end),
                     ),
-                    level: super::documents::effects::Level::Log,
+                    level: crate::editor::documents::effects::Level::Log,
                     message: format!(
                         "comment prompt: the code action *Send to …* on this line sends \
                          {instruction:?} to the agent"

@@ -4,12 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::documents::TextChange;
-use super::documents::context::{ContextEvent, FileDiagnostics};
-use super::documents::effects::Diagnostic;
-use super::documents::position::{PositionEncoding, Range};
-use super::documents::selection::Selection;
-use super::state::State;
+use super::State;
+use crate::editor::documents::TextChange;
+use crate::editor::documents::context::{ContextEvent, FileDiagnostics};
+use crate::editor::documents::effects::Diagnostic;
+use crate::editor::documents::position::{PositionEncoding, Range};
+use crate::editor::documents::selection::Selection;
 
 /// One thing the editor (or its settings) told agentls.
 #[derive(Debug)]

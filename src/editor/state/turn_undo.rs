@@ -1,5 +1,5 @@
 //! Undoing a whole turn (`agentls.undoTurn`) and redoing it (`agentls.redoTurn`): every file the
-//! turn changed ([`super::review::checkpoints`]) gets a review whose changes go back to the text before
+//! turn changed ([`crate::editor::review::checkpoints`]) gets a review whose changes go back to the text before
 //! the turn, decided with Undo/Keep per change like a change made without asking. What the user
 //! or a later turn changed since stays; a change whose lines were touched since is kept and
 //! said so. The accepted undo is itself kept as a turn of its own, so redoing is undoing it.
@@ -9,16 +9,13 @@ use std::path::{Path, PathBuf};
 
 use ropey::Rope;
 
-use super::actions::{ActionCommand, UserAction};
-use super::disk::files;
-use super::documents::effects::Level;
-use super::feed::EditorFeed;
-use super::file_names::file_name;
-use super::origin::Origin;
-use super::review::checkpoints::{Change, TurnNumber, undo};
-use super::review::{Applier, Phase, Review, ReviewKind, ReviewText};
-use super::state::State;
-use super::state::StateGone;
+use super::State;
+use crate::editor::actions::{ActionCommand, UserAction};
+use crate::editor::documents::effects::Level;
+use crate::editor::file_names::file_name;
+use crate::editor::origin::Origin;
+use crate::editor::review::checkpoints::{Change, TurnNumber, undo};
+use crate::editor::review::{Applier, Phase, Review, ReviewKind, ReviewText};
 
 /// The prefix of the origin key an undo's reviews carry, followed by the undone turn's number.
 const UNDO_KEY: &str = "turn-undo:";
@@ -58,7 +55,12 @@ impl UndoPlan {
 impl State {
     /// `origin` read `text` of `path` (`None`: missing): kept for its turn's checkpoint when
     /// the file is closed (an open file's text before a change is its buffer's).
-    pub(super) fn agent_read(&mut self, origin: &Origin, path: &Path, text: Option<&str>) {
+    pub(in crate::editor) fn agent_read(
+        &mut self,
+        origin: &Origin,
+        path: &Path,
+        text: Option<&str>,
+    ) {
         if self.documents.get(path).is_none() {
             self.checkpoints.read(origin, path, text);
         }
@@ -66,7 +68,7 @@ impl State {
 
     /// The user accepted (some of) an undo or a redo by `origin` in `path`: the turn's agent
     /// hears of it at its next turn.
-    pub(super) fn turn_undone(&mut self, origin: &Origin, path: &Path) {
+    pub(in crate::editor) fn turn_undone(&mut self, origin: &Origin, path: &Path) {
         let (number, redo) = match (
             origin.key.strip_prefix(UNDO_KEY),
             origin.key.strip_prefix(REDO_KEY),
@@ -264,33 +266,5 @@ impl State {
         }
         self.effects.message(Level::Info, message.clone());
         message
-    }
-}
-
-impl EditorFeed {
-    /// Undoes turn `number` (the newest that changed a file when `None`), or redoes it
-    /// (`redo`): opens its reviews and answers what the user is told, or why it cannot.
-    pub async fn undo_turn(
-        &self,
-        number: Option<TurnNumber>,
-        redo: bool,
-    ) -> Result<Result<String, String>, StateGone> {
-        let (plan, closed) = match self
-            .state
-            .query(move |s| s.turn_undo_plan(number, redo))
-            .await?
-        {
-            Ok(planned) => planned,
-            Err(why) => return Ok(Err(why)),
-        };
-        let mut disks = BTreeMap::new();
-        for path in closed {
-            let disk = files::read(&path).await.ok();
-            disks.insert(path, disk);
-        }
-        self.state
-            .query(move |s| s.open_turn_undo(plan, disks))
-            .await
-            .map(Ok)
     }
 }

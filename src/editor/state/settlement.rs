@@ -15,14 +15,14 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::{Notify, oneshot};
 
-use super::disk::files;
-use super::documents::effects::EffectError;
-use super::documents::effects::Level;
-use super::file_names::file_name;
-use super::origin::Origin;
-use super::review::reconcile::Reviewed;
-use super::review::{Applier, HunkState, Phase, ReviewId, Settling, Verdict};
-use super::state::{State, StateHandle};
+use super::{State, StateHandle};
+use crate::editor::disk::files;
+use crate::editor::documents::effects::EffectError;
+use crate::editor::documents::effects::Level;
+use crate::editor::file_names::file_name;
+use crate::editor::origin::Origin;
+use crate::editor::review::reconcile::Reviewed;
+use crate::editor::review::{Applier, HunkState, Phase, ReviewId, Settling, Verdict};
 
 /// How long agentls waits for a proposer's own write before applying the accepted change itself
 /// (the end of its turn usually comes first). Counted from the file's verdict: long enough for
@@ -54,7 +54,7 @@ pub enum SettledWrite {
 impl State {
     /// The user decided every hunk of a review its proposer carries out: the verdict goes out
     /// now, and the accepted hunks wait for the proposer's write.
-    pub(super) fn begin_settling(&mut self, id: ReviewId) {
+    pub(in crate::editor) fn begin_settling(&mut self, id: ReviewId) {
         let Some(review) = self.reviews.get_mut(id) else {
             return;
         };
@@ -87,7 +87,7 @@ impl State {
     }
 
     /// The workspace watcher saw `path` change: the watchers of reviews settling on it look.
-    pub(super) fn settling_file_changed(&self, path: &Path) {
+    pub(in crate::editor) fn settling_file_changed(&self, path: &Path) {
         for review in self.reviews.on(path) {
             if let Some(settling) = review.settling() {
                 settling.disk_changed.notify_one();
@@ -96,7 +96,7 @@ impl State {
     }
 
     /// The watcher of review `id` has seen the disk: the verdict goes to the proposer.
-    pub(super) fn send_settling_verdict(&mut self, id: ReviewId) {
+    pub(in crate::editor) fn send_settling_verdict(&mut self, id: ReviewId) {
         let rope = self.reviews.get(id).and_then(|r| self.review_rope(r));
         let Some(review) = self.reviews.get_mut(id) else {
             return;
@@ -135,7 +135,7 @@ impl State {
     /// The watcher of review `id` saw the disk say `now` (`None`: missing) after `before` at the
     /// verdict; `forced`: settle now whatever it says. Returns whether the review is settled (or
     /// no longer waits).
-    pub(super) fn settle_from_disk(
+    pub(in crate::editor) fn settle_from_disk(
         &mut self,
         id: ReviewId,
         before: Option<&str>,
@@ -245,7 +245,7 @@ impl State {
     /// `origin` writes `content` to `path` having read `read` of it (`None`: never read it):
     /// when an accepted proposal of `origin` waits for that write, how it is carried out; `None`
     /// when none waits. `disk` is what the disk says now.
-    pub(super) fn settle_by_write(
+    pub(in crate::editor) fn settle_by_write(
         &mut self,
         origin: &Origin,
         path: &Path,
@@ -392,7 +392,7 @@ impl State {
 
     /// A settling review's user typed inside one of its accepted hunks: that hunk is dropped
     /// (their text wins) and they are told.
-    pub(super) fn drop_conflicted_settling_hunks(&mut self, path: &Path) {
+    pub(in crate::editor) fn drop_conflicted_settling_hunks(&mut self, path: &Path) {
         let mut dropped = Vec::new();
         for review in self
             .reviews
@@ -420,7 +420,10 @@ impl State {
     }
 
     /// Hands the buffer's text to writers waiting for review `id`'s accepted hunks.
-    pub(super) fn release_settled_writers(&mut self, review: &mut super::review::Review) {
+    pub(in crate::editor) fn release_settled_writers(
+        &mut self,
+        review: &mut crate::editor::review::Review,
+    ) {
         let Phase::Settling(settling) = std::mem::replace(&mut review.phase, Phase::Deciding)
         else {
             return;
@@ -435,7 +438,7 @@ impl State {
     }
 }
 
-impl super::review::Review {
+impl crate::editor::review::Review {
     /// Whether its proposer carries out the accepted hunks and they are not applied yet.
     pub fn waits_for_proposer(&self) -> bool {
         self.applied_by == Applier::Proposer
@@ -446,7 +449,7 @@ impl super::review::Review {
 /// Writes `text` to the disk from a task; `corrected`: the proposer wrote more than was accepted.
 fn write_disk(
     me: &StateHandle,
-    effects: &super::documents::effects::EffectSender,
+    effects: &crate::editor::documents::effects::EffectSender,
     path: &Path,
     text: String,
     label: &str,

@@ -7,15 +7,15 @@ use std::path::Path;
 use ropey::Rope;
 use serde_json::{Value, json};
 
-use super::actions::{ActionCommand, UserAction};
-use super::documents::effects::Hint;
-use super::documents::effects::Level;
-use super::documents::effects::{Diagnostic, Effect, PluginEvent};
-use super::documents::position::{PositionMapper, Range};
-use super::file_names::file_name;
-use super::review::decision::{Choice, Decision};
-use super::review::{Hunk, HunkState, Review, ReviewKind};
-use super::state::State;
+use super::State;
+use crate::editor::actions::{ActionCommand, UserAction};
+use crate::editor::documents::effects::Hint;
+use crate::editor::documents::effects::Level;
+use crate::editor::documents::effects::{Diagnostic, Effect, PluginEvent};
+use crate::editor::documents::position::{PositionMapper, Range};
+use crate::editor::file_names::file_name;
+use crate::editor::review::decision::{Choice, Decision};
+use crate::editor::review::{Hunk, HunkState, Review, ReviewKind};
 
 /// How often reviews are shown again while the user types in their file (at most).
 pub const PRESENT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
@@ -355,8 +355,8 @@ fn one_line(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::documents::effects::{Effect, PluginEvents};
-    use super::super::state::tests::test_state;
+    use super::super::tests::test_state;
+    use crate::editor::documents::effects::{Effect, PluginEvents};
 
     /// A plugin hears of a file's reviews before the diagnostics its user sees: a key pressed at
     /// their sight finds the review.

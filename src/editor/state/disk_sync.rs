@@ -12,12 +12,12 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::disk::files;
-use super::documents::effects::EffectSender;
-use super::documents::effects::Level;
-use super::file_names::file_name;
-use super::review::reconcile::Reviewed;
-use super::state::{State, StateHandle};
+use super::{State, StateHandle};
+use crate::editor::disk::files;
+use crate::editor::documents::effects::EffectSender;
+use crate::editor::documents::effects::Level;
+use crate::editor::file_names::file_name;
+use crate::editor::review::reconcile::Reviewed;
 
 /// How long after a verdict agentls watches the disk for the agent's own write.
 const WATCH_FOR: Duration = Duration::from_secs(30);
@@ -115,7 +115,7 @@ impl Expectations {
 }
 
 impl Expectation {
-    /// The change the user reviewed, for [`super::review::reconcile`].
+    /// The change the user reviewed, for [`crate::editor::review::reconcile`].
     fn reviewed(&self) -> Reviewed<'_> {
         Reviewed {
             base: &self.base,
@@ -157,7 +157,7 @@ impl State {
     }
 
     /// The workspace watcher saw `path` change: its expected write's watcher looks.
-    pub(super) fn expected_file_changed(&self, path: &Path) {
+    pub(in crate::editor) fn expected_file_changed(&self, path: &Path) {
         if let Some(target) = self.expectations.targets.get(path) {
             target.disk_changed.notify_one();
         }

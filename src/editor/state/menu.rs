@@ -1,13 +1,13 @@
 //! The code-action menu: what the user can do about pending agent business at a place in a
 //! document (review changes there, then open questions, which are offered everywhere).
 
-use super::actions::{ActionCommand, UserAction};
-use super::documents::position::Range;
-use super::file_names::file_name;
-use super::questions::ChoiceKind;
-use super::review::ReviewKind;
-use super::review::decision::{Choice, Decision};
-use super::state::State;
+use super::State;
+use crate::editor::actions::{ActionCommand, UserAction};
+use crate::editor::documents::position::Range;
+use crate::editor::file_names::file_name;
+use crate::editor::questions::ChoiceKind;
+use crate::editor::review::ReviewKind;
+use crate::editor::review::decision::{Choice, Decision};
 use std::path::Path;
 
 impl State {

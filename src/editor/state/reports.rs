@@ -5,11 +5,11 @@
 
 use std::path::PathBuf;
 
-use super::chat::inbox::ChatInbox;
-use super::disk::files::FileError;
-use super::documents::effects::EffectError;
-use super::review::ReviewId;
-use super::state::State;
+use super::State;
+use crate::editor::chat::inbox::ChatInbox;
+use crate::editor::disk::files::FileError;
+use crate::editor::documents::effects::EffectError;
+use crate::editor::review::ReviewId;
 
 /// One piece of slow work, done.
 #[derive(Debug)]
@@ -38,7 +38,7 @@ pub enum Report {
     /// ... and compared with its document: what it lacks, and whether its last turn ended.
     ChatRecordCompared {
         path: PathBuf,
-        restore: super::chat::record::Restore,
+        restore: crate::editor::chat::record::Restore,
     },
     /// Items wait in the chats' inbox.
     ChatItemsWaiting(ChatInbox),
@@ -47,7 +47,7 @@ pub enum Report {
     /// `path` is due to be looked through for comment prompts.
     CommentScanDue(PathBuf),
     /// The system refused to watch folders of the workspace.
-    WatchesRefused(super::disk::watch::WatchesRefused),
+    WatchesRefused(crate::editor::disk::watch::WatchesRefused),
     /// The workspace watcher saw these files change on disk.
     FilesChangedOnDisk(Vec<PathBuf>),
     /// The reviews of the files the user typed in are due to be shown again.
@@ -93,7 +93,7 @@ pub enum Report {
         digest: u64,
     },
     /// Files changed on disk, not through a review: what each says now.
-    DiskChangedUnasked(Vec<super::unasked::DiskChange>),
+    DiskChangedUnasked(Vec<crate::editor::disk::changes::DiskChange>),
     /// The editor did not take `who`'s unasked change of `path` into the buffer, which was
     /// saved as `saved_before`.
     LandingRefused {
@@ -103,9 +103,9 @@ pub enum Report {
     },
 }
 
-impl From<super::disk::watch::DiskNews> for Report {
-    fn from(news: super::disk::watch::DiskNews) -> Self {
-        use super::disk::watch::DiskNews;
+impl From<crate::editor::disk::watch::DiskNews> for Report {
+    fn from(news: crate::editor::disk::watch::DiskNews) -> Self {
+        use crate::editor::disk::watch::DiskNews;
         match news {
             DiskNews::WatchesRefused(refused) => Self::WatchesRefused(refused),
             DiskNews::FilesChanged(paths) => Self::FilesChangedOnDisk(paths),

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use ropey::Rope;
 
-use super::documents::effects::Level;
-use super::file_names::file_name;
-use super::origin::Origin;
-use super::review::{Applier, Phase, Review, ReviewKind, ReviewText};
-use super::state::State;
+use super::State;
+use crate::editor::documents::effects::Level;
+use crate::editor::file_names::file_name;
+use crate::editor::origin::Origin;
+use crate::editor::review::{Applier, Phase, Review, ReviewKind, ReviewText};
 
 /// A change that landed in an open buffer whose `didChange` has not arrived yet.
 #[derive(Debug)]
@@ -50,7 +50,7 @@ impl State {
     }
 
     /// The buffer at `path` changed: changes waiting for it to hold their text are shown now.
-    pub(super) fn landings_follow_change(&mut self, path: &Path) {
+    pub(in crate::editor) fn landings_follow_change(&mut self, path: &Path) {
         let Some(text) = self.documents.get(path).map(|d| d.text()) else {
             return;
         };

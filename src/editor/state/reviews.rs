@@ -9,21 +9,21 @@ use std::time::Duration;
 use ropey::Rope;
 use tokio::sync::oneshot;
 
-use super::diff;
-use super::disk::files;
+use super::State;
 use super::disk_sync::Expectation;
-use super::documents::effects::Level;
-use super::documents::effects::{DocumentEdit, Effect, EffectError, TextEdit};
-use super::documents::{Splice, splices_between};
-use super::file_names::file_name;
-use super::origin::Origin;
 use super::reports::Report;
-use super::review::decision::{Choice, Decision, DecisionError};
-use super::review::request::{MAX_OPEN_PER_ORIGIN, ReviewRequest, WithdrawnProposal};
-use super::review::{
+use crate::editor::diff;
+use crate::editor::disk::files;
+use crate::editor::documents::effects::Level;
+use crate::editor::documents::effects::{DocumentEdit, Effect, EffectError, TextEdit};
+use crate::editor::documents::{Splice, splices_between};
+use crate::editor::file_names::file_name;
+use crate::editor::origin::Origin;
+use crate::editor::review::decision::{Choice, Decision, DecisionError};
+use crate::editor::review::request::{MAX_OPEN_PER_ORIGIN, ReviewRequest, WithdrawnProposal};
+use crate::editor::review::{
     Applier, Hunk, HunkState, Phase, Review, ReviewId, ReviewKind, ReviewText, Verdict,
 };
-use super::state::State;
 
 /// How long a verdict waits for the editor to report the document version that contains the
 /// accepted edit before it settles for the text it has.
@@ -108,7 +108,7 @@ impl State {
         let first = review.hunks[0].span.start;
         self.reviews.add(review);
         let (me, caller_gone) = (self.me.clone(), request.caller_gone);
-        let announce = request.terms.abandoned == super::origin::Withdrawal::Announced;
+        let announce = request.terms.abandoned == crate::editor::origin::Withdrawal::Announced;
         let (file, who) = (file_name(&request.path), label.clone());
         tokio::spawn(async move {
             if caller_gone.await.is_err() {
@@ -230,7 +230,7 @@ impl State {
     }
 
     /// Accepts hunks: through the editor when the file is open, in our copy otherwise.
-    pub(super) fn accept(&mut self, id: ReviewId, indices: &[usize]) {
+    pub(in crate::editor) fn accept(&mut self, id: ReviewId, indices: &[usize]) {
         if indices.is_empty() {
             return;
         }
@@ -246,7 +246,7 @@ impl State {
             return;
         };
         let (version, rope) = (doc.version(), doc.rope().clone());
-        let mapper = super::documents::position::PositionMapper::new(&rope, self.encoding);
+        let mapper = crate::editor::documents::position::PositionMapper::new(&rope, self.encoding);
         let review = self.reviews.get_mut(id).expect("checked above");
         let mut edits = Vec::new();
         for &i in indices {
@@ -301,7 +301,7 @@ impl State {
     }
 
     /// The editor answered an accept's `applyEdit`.
-    pub(super) fn edit_applied(
+    pub(in crate::editor) fn edit_applied(
         &mut self,
         id: ReviewId,
         indices: &[usize],
@@ -362,7 +362,7 @@ impl State {
     }
 
     /// The editor never reported a version after our edit: settle with the text we have.
-    pub(super) fn finish_without_sync(&mut self, id: ReviewId) {
+    pub(in crate::editor) fn finish_without_sync(&mut self, id: ReviewId) {
         if let Ok(review) = self.review_mut(id)
             && let ReviewText::Open { echo_after, .. } = &mut review.text
             && echo_after.is_some()
@@ -378,7 +378,7 @@ impl State {
 
     /// Resolves the review if every hunk is decided (and, when open, the editor has shown us the
     /// resulting text).
-    pub(super) fn finish_if_decided(&mut self, id: ReviewId) {
+    pub(in crate::editor) fn finish_if_decided(&mut self, id: ReviewId) {
         let Ok(review) = self.review_mut(id) else {
             return;
         };
@@ -486,7 +486,7 @@ impl State {
 
     /// Rejected review `id` is done: the user hears what putting back `agent`'s early write to
     /// `file` came to (`told`), and the agent hears the verdict.
-    pub(super) fn rejection_restored(
+    pub(in crate::editor) fn rejection_restored(
         &mut self,
         id: ReviewId,
         agent: &str,
@@ -508,7 +508,7 @@ impl State {
     }
 
     /// Finishes a review of a file that is not open, given what the disk says now.
-    pub(super) fn finish_closed(&mut self, id: ReviewId, disk: Option<String>) {
+    pub(in crate::editor) fn finish_closed(&mut self, id: ReviewId, disk: Option<String>) {
         let Ok(review) = self.review_mut(id) else {
             return;
         };
@@ -553,12 +553,12 @@ impl State {
     }
 
     /// The accepted `text` of review `id` was written to its closed file, or that failed.
-    pub(super) fn accepted_written(
+    pub(in crate::editor) fn accepted_written(
         &mut self,
         id: ReviewId,
         text: String,
         rejected: Vec<String>,
-        written: Result<(), super::disk::files::FileError>,
+        written: Result<(), crate::editor::disk::files::FileError>,
     ) {
         match written {
             Ok(()) => self.resolve(id, Verdict::Accepted { text, rejected }),
@@ -580,7 +580,13 @@ impl State {
     /// The user hears of it at a presentation once [`super::review_view::PRESENT_EVERY`] has
     /// passed, unless a new proposal of the same origin for the same file came meanwhile: that
     /// one is a revision (a client that replaces its diff under the same tab name).
-    pub(super) fn proposer_gone(&mut self, id: ReviewId, announce: bool, who: &str, file: &str) {
+    pub(in crate::editor) fn proposer_gone(
+        &mut self,
+        id: ReviewId,
+        announce: bool,
+        who: &str,
+        file: &str,
+    ) {
         let open = self.reviews.get(id).filter(|r| !r.is_settling());
         let Some(key) = open.map(|r| (r.origin.key.clone(), r.path.clone())) else {
             self.cancel_reviews(|r| r.id == id);
@@ -599,7 +605,7 @@ impl State {
 
     /// Tells the user of the proposals withdrawn at least [`super::review_view::PRESENT_EVERY`]
     /// ago that no new proposal replaced; younger ones wait for the next presentation.
-    pub(super) fn announce_withdrawals(&mut self) {
+    pub(in crate::editor) fn announce_withdrawals(&mut self) {
         let window = super::review_view::PRESENT_EVERY;
         let (due, young): (Vec<_>, Vec<_>) = std::mem::take(&mut self.withdrawn_proposals)
             .into_iter()
@@ -622,7 +628,12 @@ impl State {
     }
 
     /// Follows an edit of an open document: reviews on it rebase; conflicts are announced.
-    pub(super) fn rebase_reviews(&mut self, path: &Path, splices: &[Splice], version: i32) {
+    pub(in crate::editor) fn rebase_reviews(
+        &mut self,
+        path: &Path,
+        splices: &[Splice],
+        version: i32,
+    ) {
         let mut conflicts = Vec::new();
         for review in self.reviews.on_mut(path) {
             let mut conflicted = false;
@@ -666,7 +677,7 @@ impl State {
     }
 
     /// A document opened: reviews of it switch from the disk copy to the buffer.
-    pub(super) fn reviews_follow_open(&mut self, path: &Path) {
+    pub(in crate::editor) fn reviews_follow_open(&mut self, path: &Path) {
         let Some(doc) = self.documents.get(path) else {
             return;
         };
@@ -704,14 +715,14 @@ impl State {
     }
 
     /// A document closed: reviews of it keep the last buffer text as their copy.
-    pub(super) fn reviews_follow_close(&mut self, path: &Path, last_text: &Rope) {
+    pub(in crate::editor) fn reviews_follow_close(&mut self, path: &Path, last_text: &Rope) {
         for review in self.reviews.on_mut(path) {
             review.text = ReviewText::Closed(last_text.clone());
         }
     }
 
     /// Withdraws every review `origin` opened; returns how many.
-    pub(super) fn cancel_origin_reviews(&mut self, origin: &Origin) -> usize {
+    pub(in crate::editor) fn cancel_origin_reviews(&mut self, origin: &Origin) -> usize {
         self.cancel_reviews(|r| r.origin == *origin)
     }
 
@@ -744,7 +755,7 @@ impl State {
     }
 
     /// Sends the verdict and forgets the review; what its file shows is shown again.
-    pub(super) fn resolve(&mut self, id: ReviewId, verdict: Verdict) {
+    pub(in crate::editor) fn resolve(&mut self, id: ReviewId, verdict: Verdict) {
         if let Some(path) = self.finish(id, verdict) {
             self.present(&path);
         }
@@ -827,9 +838,10 @@ impl State {
             return;
         };
         let selection = self.review_rope(review).map(|rope| {
-            let mapper = super::documents::position::PositionMapper::new(&rope, self.encoding);
+            let mapper =
+                crate::editor::documents::position::PositionMapper::new(&rope, self.encoding);
             let at = mapper.position(first);
-            super::documents::position::Range::new(at, at)
+            crate::editor::documents::position::Range::new(at, at)
         });
         let (reply, _answer) = oneshot::channel();
         self.effects.send(Effect::ShowDocument {
@@ -840,7 +852,7 @@ impl State {
     }
 
     /// The text a review's spans index: the open buffer, else its own copy.
-    pub(super) fn review_rope(&self, review: &Review) -> Option<Rope> {
+    pub(in crate::editor) fn review_rope(&self, review: &Review) -> Option<Rope> {
         match self.documents.get(&review.path) {
             Some(doc) => Some(doc.rope().clone()),
             None => review.closed_text().cloned(),

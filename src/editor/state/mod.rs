@@ -6,6 +6,20 @@
 //! its messages arrived in.
 //! No I/O happens on this task: callers read and write the disk themselves.
 
+pub mod buffer_only;
+pub mod chat_writing;
+pub mod comment_actions;
+pub mod disk_sync;
+pub mod events;
+pub mod landed;
+pub mod menu;
+pub mod reports;
+pub mod review_view;
+pub mod reviews;
+pub mod settlement;
+pub mod turn_undo;
+pub mod unasked;
+
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,10 +34,10 @@ use super::documents::effects::{DocumentEdit, EffectSender, TextEdit};
 use super::documents::position::{PositionEncoding, Range};
 use super::documents::selection::{Selection, Selections};
 use super::documents::{Document, Documents, TextChange};
-use super::events::EditorEvent;
 use super::questions::Questions;
-use super::reports::Report;
 use super::review::reconcile;
+use events::EditorEvent;
+use reports::Report;
 
 /// Everything the editor has told us, owned by one task.
 #[derive(Debug)]
@@ -49,19 +63,19 @@ pub struct State {
     /// Forwarded diagnostics and context events for agents.
     pub(super) context: super::documents::context::Context,
     /// What accepted reviews lead us to expect agents to write.
-    pub(super) expectations: super::disk_sync::Expectations,
+    pub(super) expectations: disk_sync::Expectations,
     /// Changes made without asking, waiting for the buffer to show them before their review.
-    pub(super) landings: Vec<super::landed::Landing>,
+    pub(super) landings: Vec<landed::Landing>,
     /// What each agent turn changed, for undoing it.
     pub(super) checkpoints: super::review::checkpoints::Checkpoints,
     /// What tells agents' unasked disk writes from everything else.
-    pub(super) unasked: super::unasked::UnaskedWrites,
+    pub(super) unasked: unasked::UnaskedWrites,
     /// Chat documents.
     pub(super) chats: super::chat::Chats,
     /// Writes agentls's own record of each chat.
     pub(super) chat_records: super::chat::record::Recorder,
     /// Open buffers holding agents' changes their files lack.
-    pub(super) buffer_only: super::buffer_only::BufferOnlyChanges,
+    pub(super) buffer_only: buffer_only::BufferOnlyChanges,
     /// Files whose reviews are shown again soon (the user typed in them).
     pub(super) present_due: std::collections::BTreeSet<PathBuf>,
     /// Proposals withdrawn since the last presentation, by origin key and file (see
@@ -92,7 +106,7 @@ impl State {
             encoding: PositionEncoding::default(),
             questions: Questions::default(),
             reviews: Default::default(),
-            review_preview_lines: super::review_view::DEFAULT_PREVIEW_LINES,
+            review_preview_lines: review_view::DEFAULT_PREVIEW_LINES,
             comment_marker: super::chat::comment_prompt::DEFAULT_MARKER.to_owned(),
             comment_hints: Default::default(),
             expectations: Default::default(),
@@ -396,7 +410,7 @@ impl State {
 #[derive(Debug)]
 pub enum WritePlan {
     /// The writer carries out a proposal the user accepted (or writes something else meanwhile).
-    Settled(super::settlement::SettledWrite),
+    Settled(settlement::SettledWrite),
     /// The write was a reviewed proposal: the buffer stays, a closed file's disk gets the
     /// accepted text.
     DiskOnly {

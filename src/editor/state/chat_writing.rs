@@ -3,20 +3,20 @@
 //! [`FLUSH_EVERY`], or appended on disk while the chat is closed), tool calls and plans kept
 //! in place until they are out, and each turn's text kept in the chat's record.
 
-use super::chat::inbox::{ChatInbox, ChatItem};
-use super::chat::links::link_at;
-use super::chat::record::{Entry, YOU};
-use super::chat::{
+use super::reports::Report;
+use super::{State, StateHandle};
+use crate::editor::chat::inbox::{ChatInbox, ChatItem};
+use crate::editor::chat::links::link_at;
+use crate::editor::chat::record::{Entry, YOU};
+use crate::editor::chat::{
     CallMark, ChatToken, END_READ, FILE_APPEND_AT, FLUSH_EVERY, Flush, MAX_APPEND, MAX_RETRY_WAIT,
     PlanStep, QUIET_AFTER_REFUSAL, ToolCallLine, WARN_AFTER_REFUSED, Wholeness, append_to_file,
     keep_unsaved_end, pending_end, take_front,
 };
-use super::documents::effects::Level;
-use super::documents::effects::{DocumentEdit, Effect, EffectError, TextEdit};
-use super::documents::position::{Position, PositionMapper};
-use super::file_names::file_name;
-use super::reports::Report;
-use super::state::{State, StateHandle};
+use crate::editor::documents::effects::Level;
+use crate::editor::documents::effects::{DocumentEdit, Effect, EffectError, TextEdit};
+use crate::editor::documents::position::{Position, PositionMapper};
+use crate::editor::file_names::file_name;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -51,7 +51,11 @@ impl State {
     /// agentls's record of the reopened chat at `path` was read (`None`: it has none): it is
     /// compared with the document as it is now off the state task (a long chat's record is
     /// megabytes), whatever the user types meanwhile.
-    pub(super) fn compare_chat_record(&mut self, path: PathBuf, record: Option<Vec<u8>>) {
+    pub(in crate::editor) fn compare_chat_record(
+        &mut self,
+        path: PathBuf,
+        record: Option<Vec<u8>>,
+    ) {
         let (Some(record), Some(doc)) = (record, self.documents.get(&path)) else {
             self.chat_restored(&path);
             return;
@@ -61,13 +65,15 @@ impl State {
         let me = self.me.clone();
         tokio::spawn(async move {
             let compared = tokio::task::spawn_blocking(move || {
-                super::chat::record::restore(&record, &document.to_string())
+                crate::editor::chat::record::restore(&record, &document.to_string())
             });
             // A comparison that failed puts nothing back, and sending waits no longer.
-            let restore = compared.await.unwrap_or(super::chat::record::Restore {
-                missing: None,
-                interrupted: false,
-            });
+            let restore = compared
+                .await
+                .unwrap_or(crate::editor::chat::record::Restore {
+                    missing: None,
+                    interrupted: false,
+                });
             me.report(Report::ChatRecordCompared { path, restore });
         });
     }
@@ -88,7 +94,7 @@ impl State {
     /// The document of the reopened chat at `path` changed, or an append to it went in: it is
     /// whole again once everything put back went out and its text ends so (the editor may say
     /// an edit was applied before its change arrives).
-    pub(super) fn chat_whole_yet(&mut self, path: &Path) {
+    pub(in crate::editor) fn chat_whole_yet(&mut self, path: &Path) {
         let Some(chat) = self.chats.docs.get(path) else {
             return;
         };
@@ -118,12 +124,12 @@ impl State {
     /// document lacks of it (the editor quit before saving, or was killed) is put back at its
     /// end, and a turn that never ended (agentls stopped mid-reply) is marked so, with a new
     /// `## You` heading: the next message never takes the old one along.
-    pub(super) fn chat_record_compared(
+    pub(in crate::editor) fn chat_record_compared(
         &mut self,
         path: &Path,
-        restore: super::chat::record::Restore,
+        restore: crate::editor::chat::record::Restore,
     ) {
-        let super::chat::record::Restore {
+        let crate::editor::chat::record::Restore {
             missing,
             interrupted,
         } = restore;
@@ -172,7 +178,7 @@ impl State {
     /// The editor opened the document of the chat at `path`. Text that waits to go out to it
     /// (it was closed before it went) goes now, and sending waits until the document shows it:
     /// a message written meanwhile would come before it.
-    pub(super) fn chat_document_opened(&mut self, path: &Path) {
+    pub(in crate::editor) fn chat_document_opened(&mut self, path: &Path) {
         self.chats.opened(path);
         let Some(chat) = self.chats.docs.get_mut(path) else {
             return;
@@ -255,9 +261,9 @@ impl State {
     }
 
     /// agentls is about to stop: every chat's record gets what its document has not got yet
-    /// (on disk once the returned recorder is [`done`](super::chat::record::Recorder::done)),
+    /// (on disk once the returned recorder is [`done`](crate::editor::chat::record::Recorder::done)),
     /// and nothing more is said in the chats.
-    pub fn keep_chats(&mut self) -> super::chat::record::Recorder {
+    pub fn keep_chats(&mut self) -> crate::editor::chat::record::Recorder {
         self.chats.stopping = true;
         let paths: Vec<PathBuf> = self.chats.docs.keys().cloned().collect();
         for path in &paths {
@@ -399,7 +405,7 @@ impl State {
     }
 
     /// The timer numbered `timer` of the chat at `path` ended: its flush, unless it went sooner.
-    pub(super) fn chat_timer_ended(&mut self, path: &Path, timer: u64) {
+    pub(in crate::editor) fn chat_timer_ended(&mut self, path: &Path, timer: u64) {
         let Some(chat) = self.chats.docs.get(path) else {
             return;
         };
@@ -484,7 +490,7 @@ impl State {
     /// file (agentls's appends nobody saved) is kept in the file, so that the chat opened again
     /// in this run shows it. A file the user's own edits took elsewhere is left as it is.
     /// Appends wait until it is done.
-    pub(super) fn chat_closed(&mut self, path: &Path, text: Option<String>) {
+    pub(in crate::editor) fn chat_closed(&mut self, path: &Path, text: Option<String>) {
         let (Some(text), Some(chat)) = (text, self.chats.docs.get_mut(path)) else {
             return;
         };
@@ -507,7 +513,7 @@ impl State {
 
     /// `text` was appended to the chat file at `path` (not open), or that failed: then it goes
     /// again, first.
-    pub(super) fn chat_file_appended(
+    pub(in crate::editor) fn chat_file_appended(
         &mut self,
         path: &Path,
         text: String,
@@ -524,7 +530,7 @@ impl State {
 
     /// The editor answered the edit appending `text` to the open chat at `path`, sent at
     /// `sent_version`. Refused text is never dropped: it goes again, first.
-    pub(super) fn chat_edit_applied(
+    pub(in crate::editor) fn chat_edit_applied(
         &mut self,
         path: &Path,
         text: String,
@@ -601,7 +607,7 @@ impl State {
 
 impl State {
     /// The end of the open chat document at `path` (its last `END_READ` characters), as
-    /// [`file_end`](super::chat::file_end) reads a closed one's; `None` when it is not open.
+    /// [`file_end`](crate::editor::chat::file_end) reads a closed one's; `None` when it is not open.
     pub fn chat_end(&self, path: &Path) -> Option<String> {
         let rope = self.documents.get(path)?.rope();
         let start = rope.len_chars().saturating_sub(END_READ as usize);
@@ -614,7 +620,7 @@ impl State {
     pub fn quote_lines(
         &self,
         path: &Path,
-        range: super::documents::position::Range,
+        range: crate::editor::documents::position::Range,
     ) -> Option<String> {
         let doc = self.documents.get(path)?;
         let rope = doc.rope();
@@ -657,7 +663,7 @@ impl State {
     pub fn chat_token(
         &self,
         path: &Path,
-        position: super::documents::position::Position,
+        position: crate::editor::documents::position::Position,
     ) -> Option<ChatToken> {
         let agent = self.chats.agent_of(path)?.to_owned();
         let doc = self.documents.get(path)?;
