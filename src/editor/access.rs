@@ -383,11 +383,11 @@ impl EditorAccess {
     /// Makes `path` say `content`, written by someone who last read `base` of it (`None`: never
     /// read it; then the disk is what they worked from). An open buffer gets minimal edits
     /// through the editor (one undo step) and its file waits for the editor's save (see
-    /// `buffer_only.rs`); a closed file's disk gets the text. Edits the user made since
+    /// `state/buffer_only.rs`); a closed file's disk gets the text. Edits the user made since
     /// `base` are merged in; when they touch the same lines the write is refused
     /// ([`WriteError::Conflict`]) — a user's unsaved edit is never overwritten silently. The
     /// writer's own write of a proposal the user accepted carries out exactly the accepted hunks
-    /// (see `settlement.rs`); any other write of that file by `origin` meanwhile is refused. A
+    /// (see `state/settlement.rs`); any other write of that file by `origin` meanwhile is refused. A
     /// read-only file is refused before anything changes ([`FileError::ReadOnly`]).
     pub async fn write_text_file(
         &self,

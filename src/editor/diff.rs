@@ -1,6 +1,6 @@
 //! Minimal edits between two texts: line hunks from `similar`, refined to character edits inside
 //! replaced lines. Offsets here are bytes of the old text; turning them into positions is
-//! `position.rs`'s job.
+//! `documents/position.rs`'s job.
 
 use std::ops::Range;
 

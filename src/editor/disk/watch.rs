@@ -1,9 +1,9 @@
 //! Watches the workspace folders for files changed on disk (inotify, through `notify`), so that
 //! an agent writing a file straight to disk without asking is seen at once. Changes are batched
 //! for a moment (an editor's or agent's save is several events) and handed to the state task as
-//! paths; it decides what they mean (`unasked.rs`).
+//! paths; it decides what they mean (`state/unasked.rs`).
 //!
-//! Only folders that can be reviewed are watched (`workspace_tree.rs`: no build output,
+//! Only folders that can be reviewed are watched (`tree.rs`: no build output,
 //! dependencies or ignored folders), each with a watch of its own, so a workspace costs a watch
 //! per reviewable folder, not per folder. A folder that appears is watched when its batch is
 //! due, and walked: the files written into it before its watch are reported with the rest.

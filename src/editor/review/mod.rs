@@ -250,7 +250,7 @@ pub enum Phase {
     Deciding,
     /// Every hunk is decided and the proposer carries out its change itself: the verdict goes
     /// to it (once the disk it writes on is known), and agentls waits for its write
-    /// (`settlement.rs`).
+    /// (`state/settlement.rs`).
     Settling(Settling),
 }
 

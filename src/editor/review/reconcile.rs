@@ -3,12 +3,12 @@
 //!
 //! The routes, and who calls what here:
 //! - a write through agentls (`fs/write_text_file`, an MCP tool) while an accepted proposal waits
-//!   for it (`settlement.rs`, [`Reviewed::carried_out_by`], [`Reviewed::accepted_onto`]);
-//! - the same write straight to disk, seen by the settling review's watcher (`settlement.rs`);
-//! - the whole proposal written again after the review settled (`disk_sync.rs`,
+//!   for it (`state/settlement.rs`, [`Reviewed::carried_out_by`], [`Reviewed::accepted_onto`]);
+//! - the same write straight to disk, seen by the settling review's watcher (`state/settlement.rs`);
+//! - the whole proposal written again after the review settled (`state/disk_sync.rs`,
 //!   [`Reviewed::late_write`]);
 //! - a write no review waits for, onto the buffer the user may have changed since the agent
-//!   read it (`state.rs`), an agent's disk write under unsaved edits (`unasked.rs`), and a
+//!   read it (`state/mod.rs`), an agent's disk write under unsaved edits (`state/unasked.rs`), and a
 //!   proposal shown over a buffer the agent did not see (`acp/review.rs`): [`onto`].
 //!
 //! Every route keeps the same two promises: nothing of a write beyond the hunks the user

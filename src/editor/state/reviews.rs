@@ -1,5 +1,5 @@
 //! The review engine on the state task: opening reviews, following the user's edits, applying
-//! the user's decisions through the editor, and resolving verdicts. The model is `review.rs`;
+//! the user's decisions through the editor, and resolving verdicts. The model is `review/mod.rs`;
 //! how reviews look in the editor is `review_view.rs`. No I/O here: disk reads and writes run
 //! in spawned tasks that report back as jobs.
 

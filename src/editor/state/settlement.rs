@@ -7,7 +7,7 @@
 //! of the turn, or within [`SETTLE_WAIT`]), agentls applies the accepted hunks itself.
 //!
 //! No I/O on the state task: a watcher task reads the disk when the workspace watcher
-//! (`disk_watch.rs`) says the file changed, and reports what it saw.
+//! (`disk/watch.rs`) says the file changed, and reports what it saw.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
