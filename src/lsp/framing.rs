@@ -87,9 +87,15 @@ impl Framer {
                 if rest.len() < length {
                     return None;
                 }
+                self.body = None;
+                if self.start == 0 {
+                    // The body fills the front of the buffer: it keeps the allocation, and
+                    // only what came after it is copied (a big body is not copied again).
+                    let after = self.buffer.split_off(length);
+                    return Some(std::mem::replace(&mut self.buffer, after));
+                }
                 let body = rest[..length].to_vec();
                 self.start += length;
-                self.body = None;
                 return Some(body);
             }
             let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
@@ -191,7 +197,13 @@ impl Framer {
                     "a frame from the client was skipped: its header has no Content-Length"
                 );
             }
-            (None, Some(length)) => self.body = Some(length),
+            (None, Some(length)) => {
+                // Room for the whole body now: a 10 MB document read 64 KB at a time would
+                // otherwise be copied again at each doubling of the buffer.
+                self.buffer
+                    .reserve(length.saturating_sub(self.buffer.len() - self.start));
+                self.body = Some(length);
+            }
         }
     }
 
@@ -278,8 +290,9 @@ pub struct Filtered<R> {
     input: R,
     framer: Framer,
     chunk: Box<[u8]>,
-    /// Framed messages for tower-lsp, and how much of them it has read.
-    ready: Vec<u8>,
+    /// Framed messages for tower-lsp (each header, then its body, as they are: a body is not
+    /// copied into one stream), and how much of the first it has read.
+    ready: VecDeque<Vec<u8>>,
     taken: usize,
     /// Framed error answers not yet queued for the client.
     pending: VecDeque<Vec<u8>>,
@@ -296,7 +309,7 @@ impl<R> Filtered<R> {
             input,
             framer: Framer::default(),
             chunk: vec![0; READ_CHUNK].into_boxed_slice(),
-            ready: Vec::new(),
+            ready: VecDeque::new(),
             taken: 0,
             pending: VecDeque::new(),
             answers,
@@ -312,8 +325,8 @@ impl<R> Filtered<R> {
             match message_check::check(body, &mut self.repaired) {
                 Checked::Valid(message) => {
                     let header = format!("Content-Length: {}\r\n\r\n", message.len());
-                    self.ready.extend_from_slice(header.as_bytes());
-                    self.ready.extend_from_slice(&message);
+                    self.ready.push_back(header.into_bytes());
+                    self.ready.push_back(message);
                 }
                 Checked::Refused { answer, reason } => {
                     tracing::warn!(
@@ -364,12 +377,12 @@ impl<R: AsyncRead + Unpin> AsyncRead for Filtered<R> {
         let this = self.get_mut();
         loop {
             let answers_held = this.poll_answers(cx).is_pending();
-            if this.taken < this.ready.len() {
-                let n = (this.ready.len() - this.taken).min(buf.remaining());
-                buf.put_slice(&this.ready[this.taken..this.taken + n]);
+            if let Some(front) = this.ready.front() {
+                let n = (front.len() - this.taken).min(buf.remaining());
+                buf.put_slice(&front[this.taken..this.taken + n]);
                 this.taken += n;
-                if this.taken == this.ready.len() {
-                    this.ready.clear();
+                if this.taken == front.len() {
+                    this.ready.pop_front();
                     this.taken = 0;
                 }
                 return Poll::Ready(Ok(()));
