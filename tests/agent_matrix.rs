@@ -1136,8 +1136,10 @@ impl<'r> Run<'r> {
 
     /// Waits for the turn's summary, ending with `stop`.
     async fn summary(&self, stop: &str) -> String {
+        // From the log, where it is written at once: the popup may wait for agentls's
+        // allowance of a few a second, which a cell's earlier popups used up.
         self.client
-            .take_message(&format!("{}: {stop}", self.recipe.name))
+            .take_logged(&format!("{}: {stop}", self.recipe.name))
             .await
     }
 

@@ -177,15 +177,28 @@ impl TestClient {
     /// returns that line. agentls merges a burst of popups into one: its other lines stay for
     /// the next take.
     pub async fn take_message(&self, needle: &str) -> String {
-        let matches = |p: &Value| p["message"].as_str().unwrap_or_default().contains(needle);
         // Popups are never dropped (a burst goes out merged, a little later); the log copy
         // stays for `shown_until`.
-        let mut message = self.take("window/showMessage", matches).await;
+        self.take_line("window/showMessage", needle).await
+    }
+
+    /// Waits until agentls's log (`window/logMessage`) has a line containing `needle`; returns
+    /// that line. Every popup is logged as it is raised, while the popup itself may wait its
+    /// turn (agentls shows a few a second at most): a test that reads what it said, not when
+    /// it was shown, reads it here. The other lines of the same log message stay.
+    pub async fn take_logged(&self, needle: &str) -> String {
+        self.take_line("window/logMessage", needle).await
+    }
+
+    /// Takes the first `method` notification with a line containing `needle` and returns that
+    /// line; its other lines are put back for the next take.
+    async fn take_line(&self, method: &str, needle: &str) -> String {
+        let matches = |p: &Value| p["message"].as_str().unwrap_or_default().contains(needle);
+        let mut message = self.take(method, matches).await;
         let text = message["params"]["message"].as_str().unwrap().to_owned();
         let Some(at) = text.lines().position(|line| line.contains(needle)) else {
             return text;
         };
-        // The other messages of a merged popup stay for the next take.
         let others: Vec<&str> = (text.lines().enumerate())
             .filter(|&(i, _)| i != at)
             .map(|(_, line)| line)
