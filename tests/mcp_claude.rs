@@ -9,8 +9,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use support::intruder::{self, Intruder};
 use support::mcp_client::lockfile;
@@ -119,7 +117,7 @@ async fn writes_through_an_accepted_review(hammered: Option<u32>) {
     }
     let mut session = Session::connect("claude", &client, &mock, command, &env).await;
     session
-        .type_prompt(Duration::from_millis(1500), "write hello.txt")
+        .type_prompt("for shortcuts", "write hello.txt")
         .await;
 
     // The Write arrives as a review; the user accepts it in the editor.

@@ -10,8 +10,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use support::mock_llm::{Gemini, MockLlm};
 use support::peers;
@@ -55,7 +53,7 @@ async fn gemini_writes_through_an_accepted_review() {
         .env("SSH_CONNECTION", "127.0.0.1 50000 127.0.0.1 22");
     let mut session = Session::connect("gemini", &client, &mock, command, &env).await;
     session
-        .type_prompt(Duration::from_millis(2000), "write hello.txt")
+        .type_prompt("Type your message", "write hello.txt")
         .await;
 
     session.accept_review(&uri, "write").await;

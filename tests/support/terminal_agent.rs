@@ -62,10 +62,15 @@ impl<'a> Session<'a> {
         session
     }
 
-    /// Gives the CLI `settle` to be ready for input (it shows no sign we could wait for), then
-    /// types `prompt` and Enter.
-    pub async fn type_prompt(&mut self, settle: Duration, prompt: &str) {
-        tokio::time::sleep(settle).await;
+    /// Waits until the CLI draws `ready` (a sign of its input box: a CLI loaded slowly drops
+    /// keys typed before it is drawn), then types `prompt` and, a moment later, Enter.
+    pub async fn type_prompt(&mut self, ready: &str, prompt: &str) {
+        let drawn = self.pty.wait_for(ready, Duration::from_secs(60)).await;
+        assert!(
+            drawn,
+            "{}",
+            self.report(&format!("the CLI never showed {ready:?}"))
+        );
         self.pty.type_text(prompt);
         tokio::time::sleep(Duration::from_millis(300)).await;
         self.pty.type_text("\r");
