@@ -5,6 +5,14 @@
 //! Sending is synchronous, so a handler that sends before its first `.await` keeps the order
 //! its messages arrived in.
 //! No I/O happens on this task: callers read and write the disk themselves.
+//!
+//! [`State`]'s methods are spread over the modules below, one concern each: what the editor
+//! said (`events`) and what slow work came to (`reports`); reviews opened and decided
+//! (`reviews`), shown (`review_view`), offered in the menu (`menu`), carried out once the agent
+//! writes (`settlement`, `disk_sync`); writes nobody asked about (`unasked`, `landed`,
+//! `buffer_only`); a turn undone (`turn_undo`); chats (`chat_writing`) and comment prompts
+//! (`comment_actions`). The parts they work on (`review`, `chat`, `disk`, `documents`) know
+//! nothing of this task.
 
 pub mod buffer_only;
 pub mod chat_writing;
