@@ -111,9 +111,9 @@ pub async fn read(path: &Path) -> Result<String, FileError> {
     read.unwrap_or_else(|e| Err(FileError::io(path, std::io::Error::other(e))))
 }
 
-/// [`read`], on the calling thread.
-fn read_now(path: &Path) -> Result<String, FileError> {
-    // A FIFO (or a device) would block the read, and its caller, until someone writes to it.
+/// `Ok` when `path` is a regular file: a FIFO (or a device) would block a read, and its
+/// caller, until someone writes to it.
+fn regular_file(path: &Path) -> Result<(), FileError> {
     let meta = std::fs::metadata(path).map_err(|e| FileError::io(path, e))?;
     if !meta.is_file() {
         let not_a_file = std::io::Error::new(
@@ -122,6 +122,12 @@ fn read_now(path: &Path) -> Result<String, FileError> {
         );
         return Err(FileError::io(path, not_a_file));
     }
+    Ok(())
+}
+
+/// [`read`], on the calling thread.
+fn read_now(path: &Path) -> Result<String, FileError> {
+    regular_file(path)?;
     std::fs::read_to_string(path).map_err(|e| FileError::io(path, e))
 }
 
@@ -171,14 +177,7 @@ fn read_bounded_now(
     most: usize,
 ) -> Result<Bounded, FileError> {
     use std::io::BufRead as _;
-    let meta = std::fs::metadata(path).map_err(|e| FileError::io(path, e))?;
-    if !meta.is_file() {
-        let not_a_file = std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file (a directory, FIFO, socket or device)",
-        );
-        return Err(FileError::io(path, not_a_file));
-    }
+    regular_file(path)?;
     let file = std::fs::File::open(path).map_err(|e| FileError::io(path, e))?;
     let mut reader = std::io::BufReader::new(file);
     let mut skipped = Vec::new();
