@@ -277,9 +277,14 @@ fn find_ignoring_case(haystack: &[u8], needle: &[u8]) -> Option<usize> {
         .position(|w| w.eq_ignore_ascii_case(needle))
 }
 
+/// The header that frames a body of `length` bytes the way tower-lsp reads it.
+fn header(length: usize) -> Vec<u8> {
+    format!("Content-Length: {length}\r\n\r\n").into_bytes()
+}
+
 /// `body` framed the way tower-lsp reads it.
 pub fn frame(body: &[u8]) -> Vec<u8> {
-    let mut framed = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+    let mut framed = header(body.len());
     framed.extend_from_slice(body);
     framed
 }
@@ -324,8 +329,7 @@ impl<R> Filtered<R> {
             let repaired = self.repaired;
             match message_check::check(body, &mut self.repaired) {
                 Checked::Valid(message) => {
-                    let header = format!("Content-Length: {}\r\n\r\n", message.len());
-                    self.ready.push_back(header.into_bytes());
+                    self.ready.push_back(header(message.len()));
                     self.ready.push_back(message);
                 }
                 Checked::Refused { answer, reason } => {

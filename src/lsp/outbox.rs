@@ -146,7 +146,7 @@ mod tests {
     use super::*;
 
     fn frame(body: &str) -> Vec<u8> {
-        format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+        crate::lsp::framing::frame(body.as_bytes())
     }
 
     fn update(text: &str) -> Vec<u8> {

@@ -418,7 +418,7 @@ mod tests {
     use super::*;
 
     fn frame(body: &str) -> Vec<u8> {
-        format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+        crate::lsp::framing::frame(body.as_bytes())
     }
 
     /// Records each `write` it gets; `unread` bytes are "in the pipe" until the test drains them.
