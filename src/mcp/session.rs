@@ -262,6 +262,7 @@ impl ServerHandler for Session {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        tracing::debug!("terminal agent listed the editor tools");
         Ok(ListToolsResult::with_all_items(tools::list(self.0.style)))
     }
 

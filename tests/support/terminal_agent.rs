@@ -52,12 +52,20 @@ impl<'a> Session<'a> {
             mock,
             pty: Pty::spawn(&mut command),
         };
-        // Connected: agentls logs the session with the client's name.
-        let connected = eventually(|| client.stderr().contains("terminal agent connected")).await;
+        // Connected, and it knows the editor's tools: a prompt typed before the CLI listed them
+        // is carried out without them (its write goes straight to disk, no review).
+        let ready = eventually(|| {
+            let logged = client.stderr();
+            logged.contains("terminal agent connected")
+                && logged.contains("terminal agent listed the editor tools")
+        })
+        .await;
         assert!(
-            connected.is_some(),
+            ready.is_some(),
             "{}",
-            session.report(&format!("{name} never connected"))
+            session.report(&format!(
+                "{name} never connected and listed the editor tools"
+            ))
         );
         session
     }
