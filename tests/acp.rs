@@ -982,3 +982,46 @@ async fn sessions_nothing_can_reach_are_forgotten() {
     assert_eq!(ids, ["demo-5", "demo-6"], "{status:#}");
     assert!(client.shutdown().await.success());
 }
+
+/// A new session (`agentls.newSession`) takes the next prompt, in a chat of its own: the
+/// prompt does not go back to the latest chat's session, and the mode set on the new session
+/// is the one its turn runs in.
+#[tokio::test]
+async fn a_new_session_takes_the_next_prompt_in_a_chat_of_its_own() {
+    let client = started(capabilities_without_dialogs()).await;
+    let prompt = async |text: &str| {
+        let sent = client.execute("agentls.prompt", json!({"text": text}));
+        let chat = sent.await.unwrap()["chat"].clone();
+        client.take_message("demo: end_turn").await;
+        chat
+    };
+    let first = prompt("hello").await;
+    let old = client.agent_status().await["agents"][0]["currentSession"].clone();
+    client
+        .execute("agentls.newSession", json!({"agent": "demo"}))
+        .await
+        .unwrap();
+    let told = client.take_message("demo: new session").await;
+    let new = told.trim_start_matches("demo: new session ").to_owned();
+    client
+        .execute("agentls.setMode", json!({"mode": "read-only"}))
+        .await
+        .unwrap();
+    client.take_message("demo: mode is now read-only").await;
+    let second = prompt("hello again").await;
+    assert_ne!(first, second, "the prompt went to the latest chat");
+    let status = client.agent_status().await;
+    let sessions = status["agents"][0]["sessions"].as_array().unwrap();
+    let turns = |id: &str| {
+        let session = sessions.iter().find(|s| s["id"] == id);
+        session.map(|s| (s["turns"].clone(), s["mode"].clone()))
+    };
+    assert_eq!(
+        turns(&new),
+        Some((json!(1), json!("read-only"))),
+        "{status:#}"
+    );
+    let old = old.as_str().unwrap();
+    assert_eq!(turns(old).map(|t| t.0), Some(json!(1)), "{status:#}");
+    assert!(client.shutdown().await.success());
+}

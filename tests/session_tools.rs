@@ -435,25 +435,25 @@ async fn the_bridge_answers_a_refused_request_with_an_error() {
     assert!(client.shutdown().await.success());
 }
 
-/// A session `agentls.newSession` made and another replaced as current (the next prompt went to
-/// its chat's session), or one replaced while its turn ran, is freed once nothing keeps it (no
-/// chat, no turn, no question): its editor-tools token is refused from then on, and the
-/// sessions do not pile up however often this is done.
+/// A session `agentls.newSession` made and another replaced as current before any prompt
+/// took it up is freed once nothing keeps it (no chat, no turn, no question), while a chat's
+/// session with its turn running stays: the replaced one's editor-tools token is refused from
+/// then on, and the sessions do not pile up however often this is done.
 #[tokio::test]
 async fn sessions_nothing_can_reach_are_freed_with_their_tokens() {
     const ROUNDS: usize = 30;
     let (client, _uri) = started(&[], "").await;
+    // A turn long enough to be running while the new sessions replace one another.
+    client.prompt("@flood 200 hello").await;
     for _ in 0..ROUNDS {
-        // A turn long enough to be running when the next session replaces its own.
-        client.prompt("@flood 200 hello").await;
         client
             .execute("agentls.newSession", json!({}))
             .await
             .unwrap();
     }
     let given = sessions_given(&client, ROUNDS + 1).await;
-    // Once every turn has ended, two are left: the one the prompts' chat talks to (the first)
-    // and the current one (the last).
+    // Two are left: the one the prompt's chat talks to (the first) and the current one (the
+    // last).
     let kept = support::agents::eventually_async(|| async {
         let status = client.agent_status().await;
         status["agents"][0]["sessions"].as_array().unwrap().len() == 2

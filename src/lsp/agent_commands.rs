@@ -66,6 +66,7 @@ pub fn new_session(backend: &Backend, arguments: Vec<Value>) -> Result<Option<LS
         .agents
         .new_session(args.agent.as_deref())
         .map_err(refused)?;
+    backend.start_new_conversation(&agent);
     Ok(Some(json!({"agent": agent})))
 }
 

@@ -235,27 +235,11 @@ pub fn describe_prompt(text: &str, context: Option<&PromptContext>, folders: &[P
 /// `said` goes in as the user's message, recorded as sent, under an empty last `## You` heading
 /// or a new one (a draft there stays the user's).
 pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Result<PathBuf> {
-    let in_use = backend
-        .feed
-        .latest_chat_end(agent)
-        .await
-        .map_err(|e| Error::invalid_params(e.to_string()))?;
-    let latest = match in_use {
-        Some(found) => Some(found),
-        // Its latest chat of an earlier run: it goes on there, as from the chat itself, and
-        // the user hears where (once: from now on it is the chat in use).
-        None => super::chat_list::latest(backend, agent).await.map(|path| {
-            backend.feed.chat_reopened(path.clone(), agent.to_owned());
-            backend.editor.tell_user(
-                Level::Info,
-                format!(
-                    "agentls: {agent} answers in its chat {} (the code action *Open {agent}'s chat* \
-                     or agentls.openChat opens it)",
-                    path.display()
-                ),
-            );
-            (path, None)
-        }),
+    let latest = if backend.takes_new_conversation(agent) {
+        // The user opened a new session: it gets a chat of its own.
+        None
+    } else {
+        latest_chat(backend, agent).await?
     };
     let (chat, text) = match latest {
         Some((chat, Some(text))) => (chat, text),
@@ -290,6 +274,32 @@ pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Resu
         .editor
         .append_to_chat(&chat, format!("\n\n## {agent}\n\n"));
     Ok(chat)
+}
+
+/// `agent`'s latest chat in use, with its text when agentls holds it; else its latest chat of
+/// an earlier run, which goes on from there as from the chat itself (the user hears where,
+/// once: from now on it is the chat in use).
+async fn latest_chat(backend: &Backend, agent: &str) -> Result<Option<(PathBuf, Option<String>)>> {
+    let in_use = backend
+        .feed
+        .latest_chat_end(agent)
+        .await
+        .map_err(|e| Error::invalid_params(e.to_string()))?;
+    if in_use.is_some() {
+        return Ok(in_use);
+    }
+    Ok(super::chat_list::latest(backend, agent).await.map(|path| {
+        backend.feed.chat_reopened(path.clone(), agent.to_owned());
+        backend.editor.tell_user(
+            Level::Info,
+            format!(
+                "agentls: {agent} answers in its chat {} (the code action *Open {agent}'s chat* \
+                 or agentls.openChat opens it)",
+                path.display()
+            ),
+        );
+        (path, None)
+    }))
 }
 
 /// What to append to `text` so that what comes next starts after one blank line (an editor

@@ -90,6 +90,7 @@ pub async fn serve(
             shutdown_requested: flag,
             mcp: backend_mcp,
             pacing: backend_pacing,
+            new_conversations: std::sync::Mutex::default(),
         }
     })
     .custom_method("agentls/didChangeSelection", Backend::did_change_selection)

@@ -40,6 +40,9 @@ pub struct Backend {
     pub(super) agent_config: watch::Sender<config::Config>,
     pub(super) mcp: Arc<super::mcp_commands::McpSlot>,
     pub(super) pacing: super::transport::Pacing,
+    /// The agents whose next prompt from elsewhere (`agentls.prompt`) starts a new chat, to
+    /// talk to the session the user opened (`agentls.newSession`) instead of the latest chat's.
+    pub(super) new_conversations: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// Takes `key` out of the client's `initializationOptions`: an option to the server itself, not
@@ -75,6 +78,20 @@ pub struct ForwardedDiagnostics {
 }
 
 impl Backend {
+    /// `agent`'s next prompt from elsewhere starts a new chat (the user opened a new session).
+    pub(super) fn start_new_conversation(&self, agent: &str) {
+        let agents = self.new_conversations.lock();
+        agents
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(agent.to_owned());
+    }
+
+    /// Whether `agent`'s prompt is to start a new chat; from now on it is not.
+    pub(super) fn takes_new_conversation(&self, agent: &str) -> bool {
+        let agents = self.new_conversations.lock();
+        agents.unwrap_or_else(|e| e.into_inner()).remove(agent)
+    }
+
     /// Handles `agentls/didChangeDiagnostics`.
     pub async fn did_change_diagnostics(&self, params: ForwardedDiagnostics) {
         if let Some(path) = convert::path_of(&params.uri) {
