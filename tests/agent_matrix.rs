@@ -21,10 +21,13 @@
 //!
 //! Built only with `--features real-peers` (scripts/test.sh turns it on); the agents come from
 //! scripts/test-tools.sh (`AGENTLS_TEST_*`), and a missing one FAILS its tests. Its own harness
-//! (libtest-mimic) names each test `<agent>: <scenario>` (filter with `-- claude`), gives every
-//! run its own HOME, workspace and mock, a deadline of [`DEADLINE`], and prints the matrix with
-//! each cell's time at the end. `AGENTLS_TEST_WIRE=<dir>` copies each agent's stdin and stdout to
-//! `<dir>/<agent>-<scenario>.{in,out}.ndjson`.
+//! (libtest-mimic) runs each agent's scenarios in [`Group`]s: one agentls and one agent process
+//! a group, each scenario in a session of its own (a new chat for the chats), with its own files
+//! and a tag in every message that tells its requests to the model from the others'. A test is
+//! `<agent>: <its scenarios>` (filter with `-- claude`); every group has its own HOME, workspace
+//! and mock, each scenario a deadline of [`DEADLINE`]; the matrix is printed with each cell's
+//! time at the end. `AGENTLS_TEST_WIRE=<dir>` copies each agent's stdin and stdout to
+//! `<dir>/<agent>-<group>.{in,out}.ndjson`.
 
 mod support;
 
@@ -36,10 +39,12 @@ use std::time::{Duration, Instant};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::json;
 use support::agents::{agent_toml, capabilities_without_dialogs};
-use support::mock_llm::{Anthropic, Gemini, LateScript, MockLlm, OpenAi, Responses, ToolTurn};
+use support::mock_llm::{
+    Anthropic, Gemini, LateScript, MockLlm, OpenAi, Request, Responses, ToolTurn,
+};
 use support::{Options, TestClient, file_uri, range};
 
-/// How long one cell may take, agent start included.
+/// How long one scenario may take, the agent's start included.
 const DEADLINE: Duration = Duration::from_secs(150);
 
 /// What the model says once its tools are done.
@@ -206,6 +211,9 @@ struct Recipe {
     /// of their own (the editor tools scenario); `false`: it offers them only through a tool
     /// search of its own, which the mock does not script.
     offers_mcp_tools: bool,
+    /// Whether it takes one session a process only, so that each scenario runs on an agent of
+    /// its own rather than a [`Group`]'s sharing one.
+    one_session_a_process: bool,
 }
 
 /// A path as a JSON string argument.
@@ -264,6 +272,7 @@ fn recipes() -> Vec<Recipe> {
             },
             resumes: Some(true),
             offers_mcp_tools: true,
+            one_session_a_process: false,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -326,6 +335,7 @@ fn recipes() -> Vec<Recipe> {
             // new session the transcript. A load in a later minute goes on in the session.
             resumes: None,
             offers_mcp_tools: true,
+            one_session_a_process: false,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -384,6 +394,7 @@ fn recipes() -> Vec<Recipe> {
             },
             resumes: Some(true),
             offers_mcp_tools: true,
+            one_session_a_process: false,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -464,6 +475,7 @@ fn recipes() -> Vec<Recipe> {
             },
             resumes: Some(true),
             offers_mcp_tools: true,
+            one_session_a_process: false,
             stop_after_reject: "cancelled",
         },
         Recipe {
@@ -527,6 +539,7 @@ fn recipes() -> Vec<Recipe> {
             // It connects and lists agentls's tools, but its model reaches MCP tools only
             // through its `tool_search` and `tool_call`, announced after startup.
             offers_mcp_tools: false,
+            one_session_a_process: false,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -576,6 +589,10 @@ fn recipes() -> Vec<Recipe> {
             },
             resumes: Some(true),
             offers_mcp_tools: true,
+            // A second `session/new` in one process fails: "Runtime MCP server 'agentls' is
+            // already registered with different settings" (each session's editor tools have
+            // a token of their own).
+            one_session_a_process: true,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -630,6 +647,7 @@ fn recipes() -> Vec<Recipe> {
             // It takes MCP servers over stdio only (agentls's bridge: it lists the tools), and
             // its model reaches them through its `search_tool_functions` only.
             offers_mcp_tools: false,
+            one_session_a_process: false,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -704,6 +722,7 @@ fn recipes() -> Vec<Recipe> {
             },
             resumes: Some(true),
             offers_mcp_tools: true,
+            one_session_a_process: false,
             stop_after_reject: "end_turn",
         },
     ]
@@ -734,19 +753,49 @@ enum Shape {
     Dialogs,
 }
 
-/// The scenarios run with the dialogs client too.
-const DIALOG_SCENARIOS: [Scenario; 2] = [Scenario::OpenFileAccepted, Scenario::PartlyAccepted];
+/// Scenarios that share one agentls and one agent process, one after the other, each in a
+/// session of its own, as a user's sessions share their agent: the agent starts once a group
+/// (and again after the restart of [`Scenario::Resumed`], which comes last), not once a
+/// scenario, and starting is most of what a scenario costs.
+struct Group {
+    /// Its name in the test's name and in the wire copies.
+    slug: &'static str,
+    scenarios: &'static [Scenario],
+    shape: Shape,
+}
 
-const SCENARIOS: [Scenario; 9] = [
-    Scenario::OpenFileAccepted,
-    Scenario::ClosedFileAccepted,
-    Scenario::PartlyAccepted,
-    Scenario::Rejected,
-    Scenario::NewFile,
-    Scenario::EditsWithoutAsking,
-    Scenario::Conversation,
-    Scenario::Resumed,
-    Scenario::EditorTools,
+/// The groups each agent runs, skipping the scenarios it has no way to do.
+const GROUPS: [Group; 4] = [
+    Group {
+        slug: "asking",
+        scenarios: &[
+            Scenario::OpenFileAccepted,
+            Scenario::ClosedFileAccepted,
+            Scenario::PartlyAccepted,
+            Scenario::Rejected,
+            Scenario::NewFile,
+            Scenario::Conversation,
+            Scenario::Resumed,
+        ],
+        shape: Shape::CodeActions,
+    },
+    // Its own agentls config (the agent's mode that edits without asking).
+    Group {
+        slug: "auto",
+        scenarios: &[Scenario::EditsWithoutAsking],
+        shape: Shape::CodeActions,
+    },
+    // Its own launch (an agent may need its workspace trusted to take MCP servers).
+    Group {
+        slug: "tools",
+        scenarios: &[Scenario::EditorTools],
+        shape: Shape::CodeActions,
+    },
+    Group {
+        slug: "dialogs",
+        scenarios: &[Scenario::OpenFileAccepted, Scenario::PartlyAccepted],
+        shape: Shape::Dialogs,
+    },
 ];
 
 impl Scenario {
@@ -779,6 +828,17 @@ impl Scenario {
         }
     }
 
+    /// The file it edits in the workspace.
+    fn file_name(self) -> String {
+        format!("{}.txt", self.slug())
+    }
+
+    /// What every message of the scenario carries, so that its requests to the model are told
+    /// from the run's other scenarios'.
+    fn tag(self) -> String {
+        format!("(matrix {})", self.slug())
+    }
+
     fn slug(self) -> &'static str {
         match self {
             Self::OpenFileAccepted => "open",
@@ -805,7 +865,8 @@ const CREATED: &str = "created by the model\nsecond line\n";
 /// The diagnostic the editor forwards for the model to read through agentls's MCP server.
 const DIAGNOSED: &str = "mock-analyzer: `second` is never used";
 
-/// One agent's run: agentls with the agent configured, its mock LLM, its own HOME.
+/// One agent's run of a [`Group`]: agentls with the agent configured, its mock LLM, its own
+/// HOME; its scenarios one after the other, each in a session of its own.
 struct Run<'r> {
     recipe: &'r Recipe,
     client: TestClient,
@@ -817,23 +878,28 @@ struct Run<'r> {
     /// Clients stopped by a restart, kept for their homes (the chat documents live there).
     retired: Vec<TestClient>,
     home: tempfile::TempDir,
+    /// The scenario under way.
+    scenario: Scenario,
+    /// The `workspace/applyEdit`s the client had been sent when the scenario began.
+    edits_applied: usize,
 }
 
 impl<'r> Run<'r> {
-    /// Starts agentls (not the agent yet) with `recipe` as its default agent.
-    async fn start(recipe: &'r Recipe, scenario: Scenario, shape: Shape) -> Self {
+    /// Starts agentls (not the agent yet) with `recipe` as its default agent, configured as
+    /// `group` needs.
+    async fn start(recipe: &'r Recipe, group: &Group) -> Self {
         let installed = installed(recipe);
         let home = tempfile::tempdir().unwrap();
         let script = LateScript::default();
         let mock = MockLlm::start(script.clone()).await;
         let url = mock.url();
-        let auto = scenario == Scenario::EditsWithoutAsking;
+        let auto = group.scenarios.contains(&Scenario::EditsWithoutAsking);
         let launch = Launch {
             installed: &installed,
             home: home.path(),
             mock: &url,
             auto,
-            tools: scenario == Scenario::EditorTools,
+            tools: group.scenarios.contains(&Scenario::EditorTools),
         };
         let launched = (recipe.launch)(&launch);
         let mut all_env = env(&[
@@ -849,13 +915,14 @@ impl<'r> Run<'r> {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         let argv_refs: Vec<&str> = launched.argv.iter().map(String::as_str).collect();
-        let wire_name = format!("{}-{}", recipe.name, scenario.slug());
+        let wire_name = format!("{}-{}", recipe.name, group.slug);
         let table = format!(
             "use = {:?}\n{}",
             recipe.known,
             recipe.auto.filter(|_| auto).unwrap_or_default()
         );
         let toml = agent_toml(recipe.name, &wire_name, &argv_refs, &env_refs, &table);
+        let shape = group.shape;
         let client = agentls(&toml, shape, None, &home.path().join("agentls-state")).await;
         for (relative, text) in &launched.workspace {
             std::fs::write(client.workspace.join(relative), text).unwrap();
@@ -869,7 +936,42 @@ impl<'r> Run<'r> {
             shape,
             retired: Vec::new(),
             home,
+            scenario: group.scenarios[0],
+            edits_applied: 0,
         }
+    }
+
+    /// `scenario` begins: what the client was told so far is dropped (a turn of the scenario
+    /// before may still be logging its end), and the model's requests that count are those
+    /// carrying its [`Scenario::tag`].
+    fn begin(&mut self, scenario: Scenario) {
+        self.scenario = scenario;
+        self.client.forget_received();
+        self.edits_applied = self.client.count(Some("workspace/applyEdit"));
+    }
+
+    /// `text`, tagged with the scenario.
+    fn tagged(&self, text: &str) -> String {
+        format!("{text} {}", self.scenario.tag())
+    }
+
+    /// `agentls.prompt` with `text`, tagged.
+    async fn prompt(&self, text: &str) {
+        self.client.prompt(&self.tagged(text)).await;
+    }
+
+    /// The scenario's requests to the model: those that carry its tag (the run's other
+    /// sessions, and an agent's requests of its own, such as a title, do not).
+    fn requests(&self) -> Vec<Request> {
+        let tag = self.scenario.tag();
+        let mut requests = self.mock.requests();
+        requests.retain(|r| String::from_utf8_lossy(&r.body).contains(&tag));
+        requests
+    }
+
+    /// What the agent told the model about its tools in the scenario's requests.
+    fn tool_results(&self) -> Vec<String> {
+        self.mock.tool_results_of(self.requests())
     }
 
     /// Stops agentls and starts it again in the same workspace, as after an editor restart.
@@ -954,10 +1056,10 @@ impl<'r> Run<'r> {
         self.say_in_chat(&uri, 1, Send::CodeAction).await;
         let seconds = began.elapsed().as_secs_f64();
         self.the_model_heard_the_first_exchange();
-        let told =
-            self.mock.requests().iter().any(|r| {
-                String::from_utf8_lossy(&r.body).contains("goes on from an earlier session")
-            });
+        let told = self
+            .requests()
+            .iter()
+            .any(|r| String::from_utf8_lossy(&r.body).contains("goes on from an earlier session"));
         let how = if told {
             "told the transcript"
         } else {
@@ -977,7 +1079,10 @@ impl<'r> Run<'r> {
     async fn open_chat(&self) -> (std::path::PathBuf, String) {
         let opened = self
             .client
-            .execute("agentls.openChat", json!({"agent": self.recipe.name}))
+            .execute(
+                "agentls.openChat",
+                json!({"agent": self.recipe.name, "new": true}),
+            )
             .await
             .expect("agentls.openChat");
         let path = std::path::PathBuf::from(opened["path"].as_str().unwrap());
@@ -994,7 +1099,9 @@ impl<'r> Run<'r> {
         self.recipe.wire.play(&self.script, ToolTurn::say(answered));
         let now = client.document(uri).text;
         let line = now.matches('\n').count() as u32;
-        client.edit(uri, range(line, 0, line, 0), asked).await;
+        client
+            .edit(uri, range(line, 0, line, 0), &self.tagged(asked))
+            .await;
         match how {
             Send::CodeAction => {
                 client
@@ -1024,7 +1131,7 @@ impl<'r> Run<'r> {
 
     /// Some request to the model carried the first exchange and the second message.
     fn the_model_heard_the_first_exchange(&self) {
-        let heard_all = self.mock.requests().iter().any(|r| {
+        let heard_all = self.requests().iter().any(|r| {
             let body = String::from_utf8_lossy(&r.body);
             [ASKED[0], ANSWERED[0], ASKED[1]]
                 .iter()
@@ -1046,7 +1153,7 @@ impl<'r> Run<'r> {
             .await
             .expect("agentls.newSession");
         self.client
-            .take_message(&format!("{name}: new session"))
+            .take_logged(&format!("{name}: new session"))
             .await;
         started.elapsed().as_secs_f64()
     }
@@ -1054,7 +1161,7 @@ impl<'r> Run<'r> {
     /// Prompts, waits until the review of `uri` is offered (answering the agent's other
     /// questions, such as permission to read, with "Allow"), then decides it with `decide`.
     async fn prompt_and_review(&self, text: &str, uri: &str, decide: Decision) {
-        self.client.prompt(text).await;
+        self.prompt(text).await;
         let deadline = Instant::now() + support::WAIT;
         loop {
             let titles: Vec<String> = self
@@ -1168,7 +1275,7 @@ impl<'r> Run<'r> {
     /// What the agent told the model about its tools, checked: `success` is among it, and no
     /// failure text is.
     fn the_model_heard(&self, success: &str) {
-        let results = self.mock.tool_results();
+        let results = self.tool_results();
         assert!(
             results.iter().any(|r| r.contains(success)),
             "{} did not tell the model {success:?}; its tool results: {results:#?}",
@@ -1200,10 +1307,10 @@ impl<'r> Run<'r> {
     /// The next prompt tells the model what the user turned down (`needle`, in its request).
     async fn the_next_prompt_tells(&self, needle: &str) {
         self.recipe.wire.play(&self.script, ToolTurn::say("Noted."));
-        self.client.prompt("thanks").await;
-        self.client.take_message("“Noted.”").await;
+        self.prompt("thanks").await;
+        // The turn's summary, taken so that no later scenario of the run takes it for its own.
+        self.client.take_logged("“Noted.”").await;
         let told = self
-            .mock
             .requests()
             .iter()
             .any(|r| String::from_utf8_lossy(&r.body).contains(needle));
@@ -1351,15 +1458,17 @@ async fn buffer_holds(client: &TestClient, uri: &str, expected: &str) {
 }
 
 /// One cell: `recipe` in `scenario`; returns what it took (start, turn) in seconds.
-async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
-    let mut run = Run::start(recipe, scenario, shape).await;
+async fn cell(run: &mut Run<'_>, scenario: Scenario) -> (f64, f64) {
+    run.begin(scenario);
+    let recipe = run.recipe;
     let client = &run.client;
-    let notes = client.workspace.join("notes.txt");
+    let file = scenario.file_name();
+    let notes = client.workspace.join(&file);
     let (start, turn) = match scenario {
         Scenario::OpenFileAccepted | Scenario::ClosedFileAccepted => {
             let open = scenario == Scenario::OpenFileAccepted;
             let uri = if open {
-                client.open("notes.txt", "text", NOTES).await
+                client.open(&file, "text", NOTES).await
             } else {
                 std::fs::write(&notes, NOTES).unwrap();
                 file_uri(&notes)
@@ -1371,7 +1480,7 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             });
             let start = run.start_agent().await;
             let began = Instant::now();
-            run.prompt_and_review("edit notes.txt", &uri, Decision::AcceptAll)
+            run.prompt_and_review("edit the file", &uri, Decision::AcceptAll)
                 .await;
             let summary = run.summary("end_turn").await;
             let turn = began.elapsed().as_secs_f64();
@@ -1383,13 +1492,13 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
                 disk_holds(&notes, &expected).await;
             }
             run.the_model_heard(recipe.told.replaced);
-            run.the_agent_completed(&summary, "notes.txt");
+            run.the_agent_completed(&summary, &file);
             assert!(summary.contains(DONE), "{summary}");
             run.record(scenario, &summary);
             (start, turn)
         }
         Scenario::PartlyAccepted => {
-            let uri = client.open("notes.txt", "text", TODOS).await;
+            let uri = client.open(&file, "text", TODOS).await;
             let proposal = TODOS
                 .replace("TODO a", "TODO A")
                 .replace("TODO b", "TODO B");
@@ -1408,7 +1517,7 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             run.saved_by_the_editor(scenario, (&uri, &notes), TODOS, &expected)
                 .await;
             run.the_model_heard(recipe.told.rewritten);
-            run.the_agent_completed(&summary, "notes.txt");
+            run.the_agent_completed(&summary, &file);
             run.record(scenario, &summary);
             // It wrote (or was told it wrote) both changes: agentls tells it which one was not
             // applied.
@@ -1417,7 +1526,7 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             (start, turn)
         }
         Scenario::Rejected => {
-            let uri = client.open("notes.txt", "text", NOTES).await;
+            let uri = client.open(&file, "text", NOTES).await;
             run.model_does(&Task::Replace {
                 path: &notes,
                 old: OLD_LINE,
@@ -1425,7 +1534,7 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             });
             let start = run.start_agent().await;
             let began = Instant::now();
-            run.prompt_and_review("edit notes.txt", &uri, Decision::RejectAll)
+            run.prompt_and_review("edit the file", &uri, Decision::RejectAll)
                 .await;
             let summary = run.summary(recipe.stop_after_reject).await;
             let turn = began.elapsed().as_secs_f64();
@@ -1433,8 +1542,8 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             tokio::time::sleep(Duration::from_millis(500)).await;
             assert_eq!(std::fs::read_to_string(&notes).unwrap(), NOTES);
             assert_eq!(client.document(&uri).text, NOTES);
-            assert_eq!(client.count(Some("workspace/applyEdit")), 0);
-            let results = run.mock.tool_results();
+            assert_eq!(client.count(Some("workspace/applyEdit")), run.edits_applied);
+            let results = run.tool_results();
             assert!(
                 !results.iter().any(|r| r.contains(recipe.told.replaced)),
                 "the model heard of a success: {results:#?}"
@@ -1454,7 +1563,7 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             (start, turn)
         }
         Scenario::EditsWithoutAsking => {
-            let uri = client.open("notes.txt", "text", NOTES).await;
+            let uri = client.open(&file, "text", NOTES).await;
             let other = client.workspace.join("other.txt");
             let other_uri = client.open("other.txt", "text", NOTES).await;
             run.model_does_all(&[
@@ -1472,7 +1581,7 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             let start = run.start_agent().await;
             let began = Instant::now();
             let name = recipe.name;
-            client.prompt("edit notes.txt").await;
+            run.prompt("edit the file").await;
             // Nobody is asked; the change is then shown for Keep/Undo, after the fact.
             let undo = format!("Undo all changes (1) by {name}");
             let deadline = Instant::now() + support::WAIT;
@@ -1492,7 +1601,7 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
                 }
                 assert!(
                     Instant::now() < deadline,
-                    "no after-the-fact review of notes.txt within {:?}; code actions: \
+                    "no after-the-fact review of {file} within {:?}; code actions: \
                      {titles:?}; the model was sent:\n{}",
                     support::WAIT,
                     run.mock.summary()
@@ -1502,7 +1611,7 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             let summary = run.summary("end_turn").await;
             let turn = began.elapsed().as_secs_f64();
             assert!(
-                summary.contains("changed without asking: notes.txt"),
+                summary.contains(&format!("changed without asking: {file}")),
                 "{summary}"
             );
             let changed = NOTES.replace(OLD_LINE, NEW_LINE);
@@ -1548,7 +1657,7 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
         Scenario::EditorTools => {
             // The editor forwards another language server's diagnostic; the model asks for the
             // diagnostics through the MCP server agentls offered the session.
-            let uri = client.open("notes.txt", "text", NOTES).await;
+            let uri = client.open(&file, "text", NOTES).await;
             let diagnostic = json!({"range": range(1, 0, 1, 6), "severity": 2,
                                     "message": DIAGNOSED, "source": "mock-analyzer"});
             client
@@ -1561,16 +1670,14 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             recipe.wire.play(&run.script, turn);
             let start = run.start_agent().await;
             let began = Instant::now();
-            client
-                .prompt("what does the editor say about notes.txt?")
-                .await;
+            run.prompt("what does the editor say about the file?").await;
             let (summary, asked) = run.allowing_until(&uri, "end_turn").await;
             let turn = began.elapsed().as_secs_f64();
             eprintln!(
                 "matrix tools: {}: asked permission {asked} times",
                 recipe.name
             );
-            let results = run.mock.tool_results();
+            let results = run.tool_results();
             assert!(
                 results.iter().any(|r| r.contains(DIAGNOSED)),
                 "{} did not hand the model the editor's diagnostics: {results:#?}\n{}\n\
@@ -1607,13 +1714,12 @@ async fn cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> (f64, f64) {
             (start, turn)
         }
     };
-    run.finish().await;
     (start, turn)
 }
 
 // ---- The harness ----
 
-/// A finished cell, for the printed matrix.
+/// A finished scenario, for the printed matrix.
 struct Outcome {
     agent: &'static str,
     scenario: Scenario,
@@ -1624,48 +1730,75 @@ struct Outcome {
 
 static OUTCOMES: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
 
-/// Runs one cell on its own runtime with the deadline, and records its outcome.
-fn run_cell(recipe: &Recipe, scenario: Scenario, shape: Shape) -> Result<(), Failed> {
-    let began = Instant::now();
+/// Records a scenario's outcome, `seconds` from its start.
+fn record(recipe: &Recipe, scenario: Scenario, shape: Shape, passed: bool, seconds: f64) {
+    OUTCOMES.lock().unwrap().push(Outcome {
+        agent: recipe.name,
+        scenario,
+        shape,
+        passed,
+        seconds,
+    });
+}
+
+/// Runs `scenarios` of `group` with `recipe` on a runtime of its own, each within the deadline,
+/// and records each one's outcome; the first that fails ends the group.
+fn run_group(recipe: &Recipe, group: &Group, scenarios: &[Scenario]) -> Result<(), Failed> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
+    // The scenario under way and when it began (the group's start counts to its first).
+    let current = std::cell::Cell::new((scenarios[0], Instant::now()));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         runtime.block_on(async {
-            tokio::time::timeout(DEADLINE, cell(recipe, scenario, shape))
+            let mut run = tokio::time::timeout(DEADLINE, Run::start(recipe, group))
                 .await
-                .unwrap_or_else(|_| panic!("the cell took longer than {DEADLINE:?}"))
+                .expect("agentls started");
+            for &scenario in scenarios {
+                if scenario != scenarios[0] {
+                    current.set((scenario, Instant::now()));
+                }
+                let (start, turn) = tokio::time::timeout(DEADLINE, cell(&mut run, scenario))
+                    .await
+                    .unwrap_or_else(|_| panic!("the scenario took longer than {DEADLINE:?}"));
+                let seconds = current.get().1.elapsed().as_secs_f64();
+                record(recipe, scenario, group.shape, true, seconds);
+                eprintln!(
+                    "matrix timing: {}: {}: start {start:.2} s, turn {turn:.2} s, all {seconds:.2} s",
+                    recipe.name,
+                    scenario.title()
+                );
+            }
+            run.finish().await;
         })
     }));
     drop(runtime);
-    let seconds = began.elapsed().as_secs_f64();
-    OUTCOMES.lock().unwrap().push(Outcome {
-        agent: recipe.name,
-        scenario,
-        shape,
-        passed: result.is_ok(),
-        seconds,
-    });
-    match result {
-        Ok((start, turn)) => {
-            eprintln!(
-                "matrix timing: {}: {}: start {start:.2} s, turn {turn:.2} s, all {seconds:.2} s",
-                recipe.name,
-                scenario.title()
-            );
-            Ok(())
-        }
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "panicked".to_owned());
-            Err(Failed::from(message))
-        }
+    let Err(panic) = result else {
+        return Ok(());
+    };
+    let (scenario, began) = current.get();
+    let passed = OUTCOMES
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|o| o.agent == recipe.name && o.scenario == scenario && o.shape == group.shape);
+    if !passed {
+        record(
+            recipe,
+            scenario,
+            group.shape,
+            false,
+            began.elapsed().as_secs_f64(),
+        );
     }
+    let message = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panicked".to_owned());
+    Err(Failed::from(format!("{}: {message}", scenario.title())))
 }
 
 /// The matrix as a table: one row per agent of `agents` that ran, in that order, a cell per
@@ -1678,11 +1811,11 @@ fn matrix_table(agents: &[&str], outcomes: &[Outcome]) -> String {
             .or_default()
             .insert((o.scenario, o.shape), format!("{mark} {:.1} s", o.seconds));
     }
-    let columns: Vec<(Scenario, Shape)> = SCENARIOS
+    let mut columns: Vec<(Scenario, Shape)> = GROUPS
         .iter()
-        .map(|&s| (s, Shape::CodeActions))
-        .chain(DIALOG_SCENARIOS.iter().map(|&s| (s, Shape::Dialogs)))
+        .flat_map(|g| g.scenarios.iter().map(|&s| (s, g.shape)))
         .collect();
+    columns.sort_by_key(|&(scenario, shape)| (shape, scenario));
     let mut table = String::from("| agent |");
     for (s, shape) in &columns {
         let with = if *shape == Shape::Dialogs {
@@ -1709,30 +1842,36 @@ fn matrix_table(agents: &[&str], outcomes: &[Outcome]) -> String {
 
 fn main() {
     let mut args = Arguments::from_args();
-    // Two agents at a time unless told otherwise: the cells mostly wait on their agents, so on
-    // two cores the matrix takes 215 s instead of 522 s one at a time, and 325 s with both
-    // cores kept busy by other work (three at a time: 181 s, with less room under load).
+    // Two groups at a time unless told otherwise: the agents are mostly starting or waiting, and
+    // on two cores more at once only queue for the CPU.
     args.test_threads.get_or_insert(2);
     let recipes: &'static [Recipe] = Vec::leak(recipes());
     let mut trials = Vec::new();
     for recipe in recipes {
-        for scenario in SCENARIOS {
-            if scenario == Scenario::EditsWithoutAsking && recipe.auto.is_none() {
-                continue; // no such mode: the printed matrix shows "-"
+        for group in &GROUPS {
+            let scenarios: Vec<Scenario> = (group.scenarios.iter().copied())
+                .filter(|&s| s != Scenario::EditsWithoutAsking || recipe.auto.is_some())
+                .filter(|&s| s != Scenario::EditorTools || recipe.offers_mcp_tools)
+                .collect();
+            // (Empty: the printed matrix shows "-".)
+            let runs: Vec<Vec<Scenario>> = match recipe.one_session_a_process {
+                true => scenarios.iter().map(|&s| vec![s]).collect(),
+                false => vec![scenarios]
+                    .into_iter()
+                    .filter(|s| !s.is_empty())
+                    .collect(),
+            };
+            for scenarios in runs {
+                let titles: Vec<&str> = scenarios.iter().map(|s| s.title()).collect();
+                let client = match group.shape {
+                    Shape::CodeActions => "",
+                    Shape::Dialogs => "dialogs client: ",
+                };
+                let name = format!("{}: {client}{}", recipe.name, titles.join("; "));
+                trials.push(Trial::test(name, move || {
+                    run_group(recipe, group, &scenarios)
+                }));
             }
-            if scenario == Scenario::EditorTools && !recipe.offers_mcp_tools {
-                continue; // not scripted: the printed matrix shows "-"
-            }
-            let name = format!("{}: {}", recipe.name, scenario.title());
-            trials.push(Trial::test(name, move || {
-                run_cell(recipe, scenario, Shape::CodeActions)
-            }));
-        }
-        for scenario in DIALOG_SCENARIOS {
-            let name = format!("{}: {}, dialogs client", recipe.name, scenario.title());
-            trials.push(Trial::test(name, move || {
-                run_cell(recipe, scenario, Shape::Dialogs)
-            }));
         }
     }
     let conclusion = libtest_mimic::run(&args, trials);

@@ -222,8 +222,14 @@ impl MockLlm {
     /// Every tool result the agent sent the model, over all requests, each once, in the order
     /// they first appeared ([`Script::tool_results`]).
     pub fn tool_results(&self) -> Vec<String> {
+        self.tool_results_of(self.requests())
+    }
+
+    /// The tool results of `requests` (some of this mock's), each once, in the order they
+    /// first appeared.
+    pub fn tool_results_of(&self, requests: Vec<Request>) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        for request in self.requests() {
+        for request in requests {
             for result in self.script.tool_results(&request) {
                 if !out.contains(&result) {
                     out.push(result);
