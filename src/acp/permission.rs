@@ -17,7 +17,7 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Error};
 
 use super::link::AgentLink;
-use super::review::{Proposal, proposals, review_proposed_edit};
+use super::review::{Proposal, open_proposed_edit, proposals};
 use super::updates::diffs_in;
 use crate::editor::chat::links::hunk_links;
 use crate::editor::review::Verdict;
@@ -212,7 +212,7 @@ async fn decide_edits(
     options: &[PermissionOption],
     proposals: &[Proposal],
 ) -> EditDecision {
-    let reviews = proposals.iter().map(|p| async move {
+    let opened = proposals.iter().map(|p| async move {
         let text = p.text.as_ref().map_err(|why| {
             link.editor.tell_user(
                 Level::Warning,
@@ -224,13 +224,15 @@ async fn decide_edits(
             );
             why.clone()
         })?;
-        review_proposed_edit(&link.editor, origin, &p.path, text, title)
+        open_proposed_edit(&link.editor, origin, &p.path, text, title)
             .await
             .map_err(|e| {
                 refused(link, &e);
                 format!("agentls refused it: {e}")
             })
     });
+    // The reviews are open before the chat says so: its code actions are there with the words.
+    let opened = futures::future::join_all(opened).await;
     let chat = turn_chat(link, session);
     if let Some(chat) = &chat {
         // Where the user reads the conversation: what is proposed, and how to decide it.
@@ -257,7 +259,13 @@ async fn decide_edits(
             ),
         );
     }
-    let verdicts = futures::future::join_all(reviews).await;
+    let verdicts = opened.into_iter().map(|pending| async move {
+        match pending {
+            Ok(pending) => Ok(pending.verdict().await),
+            Err(why) => Err(why),
+        }
+    });
+    let verdicts = futures::future::join_all(verdicts).await;
     let mut applied = Vec::new();
     // What the chat says of each file: accepted, partly, rejected.
     let mut decided = Vec::new();

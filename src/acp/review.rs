@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema::Diff;
 
-use crate::editor::review::Verdict;
-use crate::editor::{EditorAccess, FileError, Origin, Terms};
+use crate::editor::{EditorAccess, FileError, Origin, PendingVerdict, Terms};
 
 /// What a permission request proposes for one file.
 #[derive(Debug)]
@@ -101,16 +100,17 @@ fn merged_onto(current: &str, seen: Option<&str>, new: &str) -> String {
     }
 }
 
-/// Asks the user, through a review, whether `origin` may change `path` to `new_text`.
-pub async fn review_proposed_edit(
+/// Asks the user, through a review, whether `origin` may change `path` to `new_text`: the
+/// review is open once this returns, its verdict to come.
+pub async fn open_proposed_edit(
     editor: &EditorAccess,
     origin: &Origin,
     path: &Path,
     new_text: &str,
     title: &str,
-) -> Result<Verdict, FileError> {
+) -> Result<PendingVerdict, FileError> {
     editor
-        .review_diff(origin, path, new_text, title, Terms::APPLIED_BY_PROPOSER)
+        .open_review(origin, path, new_text, title, Terms::APPLIED_BY_PROPOSER)
         .await
 }
 

@@ -626,6 +626,21 @@ impl EditorAccess {
         title: &str,
         terms: Terms,
     ) -> Result<review::Verdict, FileError> {
+        let pending = self.open_review(origin, path, new_text, title, terms).await;
+        Ok(pending?.verdict().await)
+    }
+
+    /// Shows `origin`'s proposal for `path` as a review, as [`Self::review_diff`] does; its
+    /// verdict is to come. Once this returns, the review is among the state's (its code actions
+    /// are offered).
+    pub async fn open_review(
+        &self,
+        origin: &Origin,
+        path: &Path,
+        new_text: &str,
+        title: &str,
+        terms: Terms,
+    ) -> Result<PendingVerdict, FileError> {
         self.check_path(path).await?;
         let (base, base_version, file_existed) = match self.buffer(path).await {
             Some((text, version)) => (text, Some(version), true),
@@ -662,10 +677,7 @@ impl EditorAccess {
         };
         let (reply, verdict) = tokio::sync::oneshot::channel();
         self.state.update(move |s| s.open_review(request, reply));
-        // If this future is dropped first, `waiting` drops with it and the review is withdrawn.
-        let verdict = verdict.await.unwrap_or(review::Verdict::Cancelled);
-        let _ = waiting.send(());
-        Ok(verdict)
+        Ok(PendingVerdict { verdict, waiting })
     }
 
     /// Appends `text` to the chat document at `path` (coalesced; never touching the user's text).
@@ -929,6 +941,22 @@ pub fn select_lines(text: &str, line: Option<u32>, limit: Option<u32>) -> String
     let skip = line.map_or(0, |l| l.saturating_sub(1) as usize);
     let take = limit.map_or(usize::MAX, |l| l as usize);
     text.split_inclusive('\n').skip(skip).take(take).collect()
+}
+
+/// A review [`EditorAccess::open_review`] opened, its verdict still to come. Dropped before
+/// then, the review is withdrawn.
+pub struct PendingVerdict {
+    verdict: tokio::sync::oneshot::Receiver<review::Verdict>,
+    waiting: tokio::sync::oneshot::Sender<()>,
+}
+
+impl PendingVerdict {
+    /// Waits for the user's verdict (`Cancelled` when the review went away unanswered).
+    pub async fn verdict(self) -> review::Verdict {
+        let verdict = self.verdict.await.unwrap_or(review::Verdict::Cancelled);
+        let _ = self.waiting.send(());
+        verdict
+    }
 }
 
 #[cfg(test)]

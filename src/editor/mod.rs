@@ -21,7 +21,9 @@ pub mod state;
 pub mod token;
 pub mod tool_grants;
 
-pub use access::{EditorAccess, OpenDocument, ShowError, WriteError, Written, select_lines, start};
+pub use access::{
+    EditorAccess, OpenDocument, PendingVerdict, ShowError, WriteError, Written, select_lines, start,
+};
 pub use access_policy::AccessPolicy;
 pub use disk::files::FileError;
 pub use documents::TextChange;
