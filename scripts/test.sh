@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs the whole test suite, real peers included: installs them first (scripts/test-tools.sh),
 # and builds the real-agent edit matrix (feature `real-peers`, tests/agent_matrix.rs).
-# With arguments, they go on to one `cargo test`. Without, the long test binaries (the agent
-# matrix and the soak, each minutes spent mostly waiting on agents and turns, and the VS Code
-# test, a minute and a half) run beside the rest, and their output follows it.
+# With arguments, they go on to one `cargo test`. Without, the test binaries run in four lanes
+# side by side, since they mostly wait on agents, editors and timers: the agent matrix; the
+# VS Code test and the soak; the other binaries, taken in turn, in two. The first of those two
+# prints as it goes, the other lanes' output follows it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/test-tools.sh)"
@@ -11,25 +12,30 @@ if [ $# -gt 0 ]; then
     exec cargo test --features real-peers "$@"
 fi
 cargo test --features real-peers --no-run
-long=(agent_matrix soak editor_vscode)
+lanes=("--test agent_matrix" "--test editor_vscode --test soak")
+shown=(--lib --bins)
+other=""
+turn=0
+for file in tests/*.rs; do
+    name=$(basename "$file" .rs)
+    [[ " ${lanes[*]} " == *" --test $name "* ]] && continue
+    if ((turn++ % 2)); then other+=" --test $name"; else shown+=(--test "$name"); fi
+done
+lanes+=("$other")
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 pids=()
-for name in "${long[@]}"; do
-    cargo test --features real-peers --test "$name" >"$logs/$name" 2>&1 &
+for i in "${!lanes[@]}"; do
+    # shellcheck disable=SC2086 # a lane is a list of cargo arguments
+    cargo test --features real-peers ${lanes[$i]} >"$logs/$i" 2>&1 &
     pids+=($!)
 done
-rest=(--lib --bins)
-for file in tests/*.rs; do
-    name=$(basename "$file" .rs)
-    [[ " ${long[*]} " == *" $name "* ]] || rest+=(--test "$name")
-done
 status=0
-cargo test --features real-peers "${rest[@]}" || status=1
+cargo test --features real-peers "${shown[@]}" || status=1
 cargo test --features real-peers --doc || status=1
-for i in "${!long[@]}"; do
+for i in "${!lanes[@]}"; do
     wait "${pids[$i]}" || status=1
-    echo "--- tests/${long[$i]}.rs"
-    cat "$logs/${long[$i]}"
+    echo "--- cargo test ${lanes[$i]# }"
+    cat "$logs/$i"
 done
 exit "$status"
