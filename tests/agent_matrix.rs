@@ -1731,7 +1731,7 @@ struct Outcome {
 static OUTCOMES: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
 
 /// Records a scenario's outcome, `seconds` from its start.
-fn record(recipe: &Recipe, scenario: Scenario, shape: Shape, passed: bool, seconds: f64) {
+fn record_outcome(recipe: &Recipe, scenario: Scenario, shape: Shape, passed: bool, seconds: f64) {
     OUTCOMES.lock().unwrap().push(Outcome {
         agent: recipe.name,
         scenario,
@@ -1764,7 +1764,7 @@ fn run_group(recipe: &Recipe, group: &Group, scenarios: &[Scenario]) -> Result<(
                     .await
                     .unwrap_or_else(|_| panic!("the scenario took longer than {DEADLINE:?}"));
                 let seconds = current.get().1.elapsed().as_secs_f64();
-                record(recipe, scenario, group.shape, true, seconds);
+                record_outcome(recipe, scenario, group.shape, true, seconds);
                 eprintln!(
                     "matrix timing: {}: {}: start {start:.2} s, turn {turn:.2} s, all {seconds:.2} s",
                     recipe.name,
@@ -1785,7 +1785,7 @@ fn run_group(recipe: &Recipe, group: &Group, scenarios: &[Scenario]) -> Result<(
         .iter()
         .any(|o| o.agent == recipe.name && o.scenario == scenario && o.shape == group.shape);
     if !passed {
-        record(
+        record_outcome(
             recipe,
             scenario,
             group.shape,
