@@ -519,7 +519,14 @@ impl State {
         text: String,
         result: Result<(), String>,
     ) {
-        if result.is_err()
+        // Opened meanwhile, the document may have been read before the append landed: then
+        // it lacks the text, which goes to it first, as the rest will.
+        let opened_without = (self.documents.get(path)).is_some_and(|doc| {
+            let rope = doc.rope();
+            let tail = rope.len_chars().checked_sub(text.chars().count());
+            result.is_ok() && tail.is_none_or(|tail| rope.slice(tail..) != text.as_str())
+        });
+        if (result.is_err() || opened_without)
             && let Some(chat) = self.chats.docs.get_mut(path)
         {
             chat.pending.insert_str(0, &text);
