@@ -1025,3 +1025,64 @@ async fn a_new_session_takes_the_next_prompt_in_a_chat_of_its_own() {
     assert_eq!(turns(old).map(|t| t.0), Some(json!(1)), "{status:#}");
     assert!(client.shutdown().await.success());
 }
+
+/// An agent that refuses a second session offered agentls's editor tools (one that takes an
+/// MCP server by a name once a process) still gets that session, without the tools, and the
+/// user's log says why.
+#[tokio::test]
+async fn a_session_refused_with_the_editor_tools_is_opened_without_them() {
+    let agent = r#"
+import json, sys
+sessions = 0
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, id = msg.get("method"), msg.get("id")
+    reply = {"jsonrpc": "2.0", "id": id}
+    if method == "initialize":
+        reply["result"] = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
+    elif method == "session/new":
+        sessions += 1
+        if sessions > 1 and msg["params"].get("mcpServers"):
+            reply["error"] = {"code": -32603, "message": "MCP server 'agentls' is already registered"}
+        else:
+            reply["result"] = {"sessionId": "s%d" % sessions}
+    else:
+        continue
+    sys.stdout.write(json.dumps(reply) + "\n")
+    sys.stdout.flush()
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("agent.py");
+    std::fs::write(&script, agent).unwrap();
+    let config = format!(
+        "defaultAgent = \"py\"\n[agents.py]\ncommand = \"python3\"\nargs = [{:?}]\n",
+        script.display().to_string()
+    );
+    let client = TestClient::start(Options {
+        config_toml: Some(config),
+        ..Options::default()
+    })
+    .await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    for told in ["py: new session s1", "py: new session s3"] {
+        client
+            .execute("agentls.newSession", json!({}))
+            .await
+            .unwrap();
+        client.take_message(told).await;
+    }
+    let why = client
+        .take_logged("refused a session with agentls's editor tools")
+        .await;
+    assert!(why.contains("already registered"), "{why}");
+    let status = client.agent_status().await;
+    let py = status["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "py");
+    assert_eq!(py.unwrap()["currentSession"], "s3", "{status:#}");
+    assert!(client.shutdown().await.success());
+}

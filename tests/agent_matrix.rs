@@ -211,9 +211,6 @@ struct Recipe {
     /// of their own (the editor tools scenario); `false`: it offers them only through a tool
     /// search of its own, which the mock does not script.
     offers_mcp_tools: bool,
-    /// Whether it takes one session a process only, so that each scenario runs on an agent of
-    /// its own rather than a [`Group`]'s sharing one.
-    one_session_a_process: bool,
 }
 
 /// A path as a JSON string argument.
@@ -272,7 +269,6 @@ fn recipes() -> Vec<Recipe> {
             },
             resumes: Some(true),
             offers_mcp_tools: true,
-            one_session_a_process: false,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -335,7 +331,6 @@ fn recipes() -> Vec<Recipe> {
             // new session the transcript. A load in a later minute goes on in the session.
             resumes: None,
             offers_mcp_tools: true,
-            one_session_a_process: false,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -394,7 +389,6 @@ fn recipes() -> Vec<Recipe> {
             },
             resumes: Some(true),
             offers_mcp_tools: true,
-            one_session_a_process: false,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -475,7 +469,6 @@ fn recipes() -> Vec<Recipe> {
             },
             resumes: Some(true),
             offers_mcp_tools: true,
-            one_session_a_process: false,
             stop_after_reject: "cancelled",
         },
         Recipe {
@@ -539,7 +532,6 @@ fn recipes() -> Vec<Recipe> {
             // It connects and lists agentls's tools, but its model reaches MCP tools only
             // through its `tool_search` and `tool_call`, announced after startup.
             offers_mcp_tools: false,
-            one_session_a_process: false,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -589,10 +581,9 @@ fn recipes() -> Vec<Recipe> {
             },
             resumes: Some(true),
             offers_mcp_tools: true,
-            // A second `session/new` in one process fails: "Runtime MCP server 'agentls' is
-            // already registered with different settings" (each session's editor tools have
-            // a token of their own).
-            one_session_a_process: true,
+            // A second `session/new` offered the editor tools in one process fails ("Runtime
+            // MCP server 'agentls' is already registered with different settings": each
+            // session's tools have a token of their own): agentls opens it without them.
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -647,7 +638,6 @@ fn recipes() -> Vec<Recipe> {
             // It takes MCP servers over stdio only (agentls's bridge: it lists the tools), and
             // its model reaches them through its `search_tool_functions` only.
             offers_mcp_tools: false,
-            one_session_a_process: false,
             stop_after_reject: "end_turn",
         },
         Recipe {
@@ -722,7 +712,6 @@ fn recipes() -> Vec<Recipe> {
             },
             resumes: Some(true),
             offers_mcp_tools: true,
-            one_session_a_process: false,
             stop_after_reject: "end_turn",
         },
     ]
@@ -1853,25 +1842,18 @@ fn main() {
                 .filter(|&s| s != Scenario::EditsWithoutAsking || recipe.auto.is_some())
                 .filter(|&s| s != Scenario::EditorTools || recipe.offers_mcp_tools)
                 .collect();
-            // (Empty: the printed matrix shows "-".)
-            let runs: Vec<Vec<Scenario>> = match recipe.one_session_a_process {
-                true => scenarios.iter().map(|&s| vec![s]).collect(),
-                false => vec![scenarios]
-                    .into_iter()
-                    .filter(|s| !s.is_empty())
-                    .collect(),
-            };
-            for scenarios in runs {
-                let titles: Vec<&str> = scenarios.iter().map(|s| s.title()).collect();
-                let client = match group.shape {
-                    Shape::CodeActions => "",
-                    Shape::Dialogs => "dialogs client: ",
-                };
-                let name = format!("{}: {client}{}", recipe.name, titles.join("; "));
-                trials.push(Trial::test(name, move || {
-                    run_group(recipe, group, &scenarios)
-                }));
+            if scenarios.is_empty() {
+                continue; // the printed matrix shows "-"
             }
+            let titles: Vec<&str> = scenarios.iter().map(|s| s.title()).collect();
+            let client = match group.shape {
+                Shape::CodeActions => "",
+                Shape::Dialogs => "dialogs client: ",
+            };
+            let name = format!("{}: {client}{}", recipe.name, titles.join("; "));
+            trials.push(Trial::test(name, move || {
+                run_group(recipe, group, &scenarios)
+            }));
         }
     }
     let conclusion = libtest_mimic::run(&args, trials);

@@ -395,9 +395,27 @@ impl RunningAgent {
         let unknown = Origin::new(format!("acp:{}:", self.name()), self.name());
         let (servers, grant) = self.editor_tools(unknown).await;
         let request = NewSessionRequest::new(self.link.cwd.clone()).mcp_servers(servers);
-        let response = self
+        let answered = self
             .request(request, "session/new", Some(HANDSHAKE_TIMEOUT))
-            .await?;
+            .await;
+        let (response, grant) = match answered {
+            // Refused with the editor tools' server (an agent may take it once a process
+            // only): a session without them beats none; the unused grant is revoked.
+            Err(AgentFailure::Agent(refusal)) if grant.is_some() => {
+                self.link.editor.log(
+                    Level::Warning,
+                    format!(
+                        "{}: refused a session with agentls's editor tools ({refusal}); this \
+                         session goes without them\n",
+                        self.name()
+                    ),
+                );
+                let bare = NewSessionRequest::new(self.link.cwd.clone());
+                let response = self.request(bare, "session/new", Some(HANDSHAKE_TIMEOUT));
+                (response.await?, None)
+            }
+            answered => (answered?, grant),
+        };
         let id = response.session_id.to_string();
         let mut session = SessionState::new(self.name(), id.clone());
         session.take_settings(response.modes.as_ref(), response.config_options.as_ref());
