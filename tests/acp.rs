@@ -17,6 +17,20 @@ async fn started(capabilities: Value) -> TestClient {
     TestClient::in_process_started(capabilities).await
 }
 
+/// The binary with `config` as its agentls config, initialized without dialogs (for agents
+/// scripted in the test: their processes are what the test watches).
+async fn configured(config: String) -> TestClient {
+    let client = TestClient::start(Options {
+        config_toml: Some(config),
+        ..Options::default()
+    })
+    .await;
+    client
+        .initialize(capabilities_without_dialogs(), None)
+        .await;
+    client
+}
+
 /// Waits for the turn's end and checks that the buffer says `expected` while the file still
 /// says `before` (the editor's save writes it, so no editor finds it changed under it), then
 /// saves, checks the file, and shuts down.
@@ -570,14 +584,7 @@ async fn prompted_shell_agent(script: &str, prompt: &str) -> (TestClient, tempfi
     let config = format!(
         "defaultAgent = \"sh\"\n[agents.sh]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\n"
     );
-    let client = TestClient::start(Options {
-        config_toml: Some(config),
-        ..Options::default()
-    })
-    .await;
-    client
-        .initialize(capabilities_without_dialogs(), None)
-        .await;
+    let client = configured(config).await;
     client.prompt(prompt).await;
     (client, dir)
 }
@@ -651,14 +658,7 @@ for line in sys.stdin:
         script.display().to_string(),
         dir.path().join("pids").display().to_string()
     );
-    let client = TestClient::start(Options {
-        config_toml: Some(config),
-        ..Options::default()
-    })
-    .await;
-    client
-        .initialize(capabilities_without_dialogs(), None)
-        .await;
+    let client = configured(config).await;
     (client, dir)
 }
 
@@ -1058,14 +1058,7 @@ for line in sys.stdin:
         "defaultAgent = \"py\"\n[agents.py]\ncommand = \"python3\"\nargs = [{:?}]\n",
         script.display().to_string()
     );
-    let client = TestClient::start(Options {
-        config_toml: Some(config),
-        ..Options::default()
-    })
-    .await;
-    client
-        .initialize(capabilities_without_dialogs(), None)
-        .await;
+    let client = configured(config).await;
     for told in ["py: new session s1", "py: new session s3"] {
         client
             .execute("agentls.newSession", json!({}))
