@@ -1527,8 +1527,10 @@ async fn cell(run: &mut Run<'_>, scenario: Scenario) -> (f64, f64) {
                 .await;
             let summary = run.summary(recipe.stop_after_reject).await;
             let turn = began.elapsed().as_secs_f64();
-            // Give a stray write time to show before checking nothing changed.
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            // The agent told the model of the rejection after its tool ran, so a stray write by
+            // the tool came before the summary; a status request then passes behind whatever
+            // the verdict queued in agentls, an edit to the buffer included.
+            client.agent_status().await;
             assert_eq!(std::fs::read_to_string(&notes).unwrap(), NOTES);
             assert_eq!(client.document(&uri).text, NOTES);
             assert_eq!(client.count(Some("workspace/applyEdit")), run.edits_applied);

@@ -384,6 +384,9 @@ fn neovim_in_tmux_draws_inlay_hints_on_refresh() {
         // not left modified, and `:q` just quits.
         assert!(screen.contains("[+]"), "{screen}");
         assert_eq!(s.notes(), NOTES, "{name}");
+        // A prompt while the turn still runs is refused (busy), and the turn ends a moment
+        // after the accepted edit lands, a longer one on a loaded machine.
+        s.screen.wait_for("demo: end_turn");
         s.command("AgentPrompt @run cat notes.txt");
         s.screen.wait_for("1: Run it");
         s.screen.keys(&["1", "Enter"]);

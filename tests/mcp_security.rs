@@ -7,8 +7,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use futures::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
 use support::mcp_client::{McpClient, read_locks, websocket};
@@ -388,7 +386,6 @@ async fn stale_lockfiles_of_ours_are_cleaned_at_start_and_others_kept() {
         report.contains("Some Other IDE, pid 2000000000 DEAD (stale)"),
         "{report}"
     );
-    tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(client.shutdown().await.success());
     assert!(!ours.path.exists());
 }
