@@ -382,8 +382,8 @@ async fn a_client_trickling_a_request_is_closed_after_the_message_limit() {
     assert!(client.shutdown().await.success());
 }
 
-/// How long the intruder hammers the ports.
-const HAMMERED: u32 = 12;
+/// The longest the intruder hammers the ports; it stops when the user's clients are done.
+const HAMMERED: u32 = 30;
 
 /// Another local account that holds every connection it can get on all three ports, and
 /// reconnects the moment one is closed, with the real limits: the user's clients with the token
@@ -407,7 +407,7 @@ async fn another_account_cannot_lock_the_users_clients_out() {
     let lock = client.lockfile().await;
     let (companion, companion_token) = client.companion_port().await;
     let (tools, tools_token) = editor_tools_port(&client).await;
-    let intruder = Intruder::hammer(&[lock.port, companion, tools], HAMMERED);
+    let mut intruder = Intruder::hammer(&[lock.port, companion, tools], HAMMERED);
     // It holds all it can get (a connection of it was refused) before the user's clients come.
     let filled = support::eventually(|| client.stderr().contains("refused a connection"));
     assert!(filled.await.is_some(), "the intruder was never refused");
@@ -422,13 +422,12 @@ async fn another_account_cannot_lock_the_users_clients_out() {
         let hello = kept_alive(tools, &tools_token);
         greeted(tools, &hello, "not found").await;
     }
-    let within = Duration::from_secs(u64::from(HAMMERED) - 2);
     assert!(
-        started.elapsed() < within,
+        !intruder.has_ended(),
         "the 60 handshakes outlasted the attack ({:?}): they did not all run under it",
         started.elapsed()
     );
-    let opened = intruder.connections().await;
+    let opened = intruder.stop().await;
     assert!(
         opened > 1000,
         "the intruder opened only {opened} connections"
@@ -438,7 +437,7 @@ async fn another_account_cannot_lock_the_users_clients_out() {
         .lines()
         .filter(|l| l.contains(" WARN ") && (l.contains("refused a") || l.contains("closed a")))
         .count();
-    // A kind per port at most, and at most two lines of a kind in the attack's 12 s.
+    // A kind per port at most, and at most two lines of a kind in the attack's few seconds.
     assert!(
         refusals <= 3 * 5,
         "{refusals} log lines for {opened} refused connections:\n{}",

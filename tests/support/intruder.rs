@@ -9,24 +9,31 @@ use tokio::process::{Child, Command};
 /// The account the intruder runs as.
 pub const UID: u32 = 65534;
 
-/// A connection loop per thread, a hundred threads per port; prints how many connections it
-/// opened when its time is up.
+/// A connection loop per thread, a hundred threads per port, until its time is up or its
+/// standard input closes; then prints how many connections it opened.
 const SCRIPT: &str = r#"
 import socket, sys, threading, time
 ports = [int(p) for p in sys.argv[2:]]
 end = time.time() + float(sys.argv[1])
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+over = lambda: stop.is_set() or time.time() >= end
 opened = [0]
 def hammer(port):
-    while time.time() < end:
+    while not over():
         try:
             s = socket.create_connection(("127.0.0.1", port), timeout=1)
         except OSError:
             continue
         opened[0] += 1
+        s.settimeout(0.2)
         try:
-            s.settimeout(max(0.01, end - time.time()))
-            while s.recv(4096):
-                pass
+            while not over():
+                try:
+                    if not s.recv(4096):
+                        break
+                except socket.timeout:
+                    pass
         except OSError:
             pass
         s.close()
@@ -48,7 +55,7 @@ pub fn can_run() -> bool {
 pub struct Intruder(Child);
 
 impl Intruder {
-    /// Starts hammering `ports` for `seconds` as [`UID`]. Panics unless [`can_run`].
+    /// Starts hammering `ports` for at most `seconds` as [`UID`]. Panics unless [`can_run`].
     pub fn hammer(ports: &[u16], seconds: u32) -> Self {
         assert!(can_run(), "only root can run a second account");
         let child = Command::new("/usr/bin/python3")
@@ -60,7 +67,7 @@ impl Intruder {
             .gid(UID)
             .current_dir("/")
             .env_clear()
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
@@ -73,8 +80,9 @@ impl Intruder {
         !matches!(self.0.try_wait(), Ok(None))
     }
 
-    /// Waits for its time to be up; how many connections it opened.
-    pub async fn connections(self) -> u64 {
+    /// Stops it (its threads notice within 0.2 s) and returns how many connections it opened.
+    pub async fn stop(mut self) -> u64 {
+        drop(self.0.stdin.take());
         let out = self.0.wait_with_output().await.expect("the intruder ends");
         assert!(
             out.status.success(),
