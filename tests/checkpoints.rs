@@ -112,14 +112,8 @@ async fn a_turn_over_two_files_is_undone_and_redone_keeping_later_typing() {
     })
     .await
     .expect("both files back as before the turn, the typed line kept");
-    support::eventually(|| {
-        let chat = client.document(&chat).text;
-        chat.contains("_Undone: demo's turn 1 in a.txt._")
-            && chat.contains("_Undone: demo's turn 1 in b.txt._")
-    })
-    .await
-    .expect("the chat notes what was undone");
-    // The agent hears of it at its next turn; the chat offers the redo.
+    // The agent hears of it at its next turn, and the chat notes it at the head of the reply,
+    // not under the `## You` the user writes the next message under; the chat offers the redo.
     client.prompt("read a.txt").await;
     let log = client
         .shown_until("The user undid your changes to b.txt from an earlier turn")
@@ -129,6 +123,22 @@ async fn a_turn_over_two_files_is_undone_and_redone_keeping_later_typing() {
         "{log}"
     );
     client.take_message("demo: end_turn").await;
+    let noted = |chat: &str| {
+        let Some((message, reply)) = chat
+            .rsplit_once("## demo")
+            .and_then(|(before, reply)| Some((before.rsplit_once("## You")?.1, reply)))
+        else {
+            return false;
+        };
+        message.trim() == "read a.txt"
+            && reply.trim_start().starts_with("_Undone: demo's turn 1 in ")
+            && ["a.txt", "b.txt"]
+                .iter()
+                .all(|f| reply.contains(&format!("_Undone: demo's turn 1 in {f}._\n\n")))
+    };
+    support::eventually(|| noted(&client.document(&chat).text))
+        .await
+        .unwrap_or_else(|| panic!("no notes atop the reply:\n{}", client.document(&chat).text));
 
     client.run_code_action(&chat, "Redo demo's turn 1").await;
     client

@@ -77,6 +77,9 @@ pub(super) struct Chat {
     pub(super) shown_mid_line: bool,
     /// The agent's plan as last shown in the running turn.
     pub(super) plan: Option<String>,
+    /// Notes for the user that came while no turn ran: they wait for the next reply, so that
+    /// none lands under the `## You` heading and goes out as part of the user's message.
+    pub(super) notes: Vec<String>,
 }
 
 /// Where a chat's next append stands.

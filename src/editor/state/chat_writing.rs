@@ -216,6 +216,14 @@ impl State {
         }
         if running {
             self.chats.touch(path);
+            let notes = self
+                .chats
+                .docs
+                .get_mut(path)
+                .map(|chat| std::mem::take(&mut chat.notes));
+            for note in notes.into_iter().flatten() {
+                self.append_paragraph_to_chat(path, &note);
+            }
         } else {
             self.record_pending(path, false);
             self.chat_records.append(path, Entry::Ended, true);
@@ -293,6 +301,15 @@ impl State {
         };
         chat.push(text);
         self.schedule_chat_flush(path, FLUSH_EVERY);
+    }
+
+    /// Tells the user `note` in the chat at `path`: at once in a running turn's reply, else at
+    /// the start of the next reply (after the user's message, never inside it).
+    pub(in crate::editor) fn note_in_chat(&mut self, path: &Path, note: &str) {
+        match self.chats.docs.get_mut(path) {
+            Some(chat) if !chat.turn_running => chat.notes.push(note.to_owned()),
+            _ => self.append_paragraph_to_chat(path, note),
+        }
     }
 
     /// Appends `text` to the chat at `path` soon, after a blank line.

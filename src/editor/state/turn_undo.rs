@@ -84,7 +84,7 @@ impl State {
         let chat = self.checkpoints.tell(number, &file, redo);
         if let Some(chat) = chat {
             let what = if redo { "Put back" } else { "Undone" };
-            self.append_to_chat(&chat, &format!("\n_{what}: {} in {file}._\n", origin.label));
+            self.note_in_chat(&chat, &format!("_{what}: {} in {file}._\n\n", origin.label));
         }
         if redo {
             // Put back: nothing is left to redo.
