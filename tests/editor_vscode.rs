@@ -179,6 +179,8 @@ fn run(tools: &Tools, scenario: &str, installed: bool, viewport: [u32; 2]) -> (S
         "remote.autoForwardPorts": false,
         "extensions.autoCheckUpdates": false,
         "extensions.autoUpdate": false,
+        "workbench.reduceMotion": "on",
+        "editor.cursorBlinking": "solid",
         "agentls.logFile": root.join("agentls.log"),
     });
     std::fs::write(user.join("settings.json"), settings.to_string()).unwrap();
