@@ -553,8 +553,14 @@ async fn mcp_clients_stalled_in_the_middle_of_a_frame_are_closed_and_stall_nobod
         );
         assert!(after >= STALL, "closed after {after:?}, before the limit");
     }
-    // The good client was idle between messages for longer than the limit: still connected.
-    tokio::time::sleep(STALL * 2).await;
+    // The good client is idle between messages while one more client stalls mid-frame, until
+    // that one is closed: idle longer than the limit, the good client is still connected.
+    let mut later = raw_websocket(&lock).await;
+    later.write_all(&frame).await.unwrap();
+    assert!(
+        until_closed(&mut later).await.is_some(),
+        "a later stall is never closed"
+    );
     let texts = good.texts("getOpenEditors", json!({})).await;
     assert!(texts[0].contains("main.rs"), "{texts:?}");
     let logged = client.stderr();
