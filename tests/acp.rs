@@ -1026,6 +1026,48 @@ async fn a_new_session_takes_the_next_prompt_in_a_chat_of_its_own() {
     assert!(client.shutdown().await.success());
 }
 
+/// A prompt while the chat's turn still runs, from elsewhere or sent from the chat, is refused
+/// with the reason before it goes into the chat: the running reply is not cut by a second
+/// `## You`, and the refused message is not lost from the chat's draft.
+#[tokio::test]
+async fn a_prompt_while_the_turn_runs_is_refused_and_stays_out_of_the_chat() {
+    let client = started(capabilities_without_dialogs()).await;
+    let first = client
+        .execute("agentls.prompt", json!({"text": "wait @hang"}))
+        .await
+        .unwrap();
+    let chat = std::path::PathBuf::from(first["chat"].as_str().unwrap());
+    client.shown_until("Waiting until you cancel").await;
+    let refused = client
+        .execute("agentls.prompt", json!({"text": "second prompt"}))
+        .await
+        .unwrap_err();
+    let why = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("demo is still working on the previous prompt"),
+        "{refused}"
+    );
+    let text = std::fs::read_to_string(&chat).unwrap();
+    let uri = client.open_unsaved(&chat, "markdown", &text).await;
+    let refused = client
+        .execute("agentls.send", json!({"uri": uri}))
+        .await
+        .unwrap_err();
+    let why = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("demo is still working on the previous prompt"),
+        "{refused}"
+    );
+    client.execute("agentls.cancel", Value::Null).await.unwrap();
+    client.take_message("demo: cancelled").await;
+    let ended = support::eventually(|| client.document(&uri).text.contains("demo: cancelled"));
+    assert!(ended.await.is_some(), "{}", client.document(&uri).text);
+    let text = client.document(&uri).text;
+    assert!(!text.contains("second prompt"), "{text}");
+    assert_eq!(text.matches("\n## You\n").count(), 2, "{text}");
+    assert!(client.shutdown().await.success());
+}
+
 /// An agent that refuses a second session offered agentls's editor tools (one that takes an
 /// MCP server by a name once a process) still gets that session, without the tools, and the
 /// user's log says why.

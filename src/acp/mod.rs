@@ -26,3 +26,4 @@ mod updates;
 pub use context::{AnsweredComment, Prompt, PromptContext};
 pub use error::AgentFailure;
 pub use supervisor::Agents;
+pub use turn::busy_message;

@@ -294,12 +294,7 @@ pub fn summary(agent: &str, end: &TurnEnd, turn: Option<&Turn>) -> (Level, Strin
             let tally = tally.map(|t| format!(" · {t}")).unwrap_or_default();
             (level, format!("{agent}: {reason}{tally}{quote}"))
         }
-        TurnEnd::Busy => (
-            Level::Warning,
-            format!(
-                "{agent} is still working on the previous prompt; cancel it first (agentls.cancel)"
-            ),
-        ),
+        TurnEnd::Busy => (Level::Warning, busy_message(agent)),
         TurnEnd::Failed(failure) => {
             let tally = tally.map(|t| format!(" ({t})")).unwrap_or_default();
             (
@@ -308,6 +303,11 @@ pub fn summary(agent: &str, end: &TurnEnd, turn: Option<&Turn>) -> (Level, Strin
             )
         }
     }
+}
+
+/// What the user hears of a prompt to `agent` while its previous one still runs.
+pub fn busy_message(agent: &str) -> String {
+    format!("{agent} is still working on the previous prompt; cancel it first (agentls.cancel)")
 }
 
 fn stop_reason(reason: &StopReason) -> String {

@@ -32,6 +32,8 @@ pub struct ChatToSend {
     /// Reopened and still not whole after [`RESTORE_WAIT`]: its text is not what the user
     /// sees once it is, and nothing is sent from it.
     pub restoring: bool,
+    /// A turn answering in it is running: nothing is sent from it until that ends.
+    pub running: bool,
 }
 
 /// How long sending from a reopened chat waits for agentls to put back what its document
@@ -122,6 +124,12 @@ impl EditorFeed {
     /// What sending from the chat at `path` needs; a chat reopened from an earlier run is
     /// marked as having sent its transcript when its message goes now.
     /// A chat being made whole again is waited for first (at most [`RESTORE_WAIT`]).
+    /// Whether a turn answering in the chat at `path` is running.
+    pub async fn chat_turn_running(&self, path: &Path) -> Result<bool, StateGone> {
+        let path = path.to_owned();
+        self.state.query(move |s| s.chats.turn_running(&path)).await
+    }
+
     pub async fn chat_to_send(&self, path: &Path) -> Result<ChatToSend, StateGone> {
         let path = path.to_owned();
         let restoring = self.state.query({
@@ -142,12 +150,14 @@ impl EditorFeed {
                 let text = s.buffer(&path).map(|(text, _)| text);
                 // Only a message that goes out takes the transcript along.
                 let sends = text.as_deref().and_then(super::chat::message_to_send);
-                let resumed = sends.is_some() && s.take_resumed(&path);
+                let running = s.chats.turn_running(&path);
+                let resumed = sends.is_some() && !running && s.take_resumed(&path);
                 ChatToSend {
                     agent,
                     text,
                     resumed,
                     restoring: false,
+                    running,
                 }
             })
             .await

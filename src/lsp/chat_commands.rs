@@ -241,6 +241,13 @@ pub async fn chat_for_prompt(backend: &Backend, agent: &str, said: &str) -> Resu
     } else {
         latest_chat(backend, agent).await?
     };
+    // A prompt while the chat's turn runs is refused before it goes in, not in the middle of
+    // the running reply.
+    if let Some((chat, _)) = &latest
+        && backend.feed.chat_turn_running(chat).await.unwrap_or(false)
+    {
+        return Err(refuse(&crate::acp::busy_message(agent)));
+    }
     let (chat, text) = match latest {
         Some((chat, Some(text))) => (chat, text),
         Some((chat, None)) => {
@@ -390,6 +397,7 @@ async fn send(backend: &Backend, path: Option<PathBuf>) -> Result<Option<LSPAny>
         text,
         resumed,
         restoring,
+        running,
     } = backend
         .feed
         .chat_to_send(&path)
@@ -402,6 +410,9 @@ async fn send(backend: &Backend, path: Option<PathBuf>) -> Result<Option<LSPAny>
             file_name(&path)
         );
         return Err(refuse(&why));
+    }
+    if running && let Some(agent) = &agent {
+        return Err(refuse(&crate::acp::busy_message(agent)));
     }
     let Some(agent) = agent else {
         let why = format!("agentls.send: {} is not a chat document", file_name(&path));
