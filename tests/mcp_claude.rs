@@ -9,6 +9,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use support::intruder::{self, Intruder};
 use support::mcp_client::lockfile;
@@ -116,9 +118,26 @@ async fn writes_through_an_accepted_review(hammered: Option<u32>) {
         assert!(refused.await.is_some(), "the intruder was never refused");
     }
     let mut session = Session::connect("claude", &client, &mock, command, &env).await;
-    session
-        .type_prompt("for shortcuts", "write hello.txt")
-        .await;
+    // The CLI routes its writes to `openDiff` only once it holds its IDE connection as
+    // connected, and only then shows the editor's file in its footer: a prompt it took before
+    // (a loaded machine lets it read the keys before the tool list) wrote without a review. A
+    // selection it gets before it listens is lost, so the cursor moves until the footer shows.
+    let mut column = 0u32;
+    loop {
+        client
+            .select(&existing, range(0, column % 2, 0, column % 2))
+            .await;
+        if session.shows("main.rs", Duration::from_secs(1)).await {
+            break;
+        }
+        column += 1;
+        assert!(
+            column < 60,
+            "{}",
+            session.report("the CLI never showed main.rs")
+        );
+    }
+    session.type_prompt("main.rs", "write hello.txt").await;
 
     // The Write arrives as a review; the user accepts it in the editor.
     session.accept_review(&uri, "Write").await;

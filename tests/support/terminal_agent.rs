@@ -70,6 +70,11 @@ impl<'a> Session<'a> {
         session
     }
 
+    /// Whether the CLI draws `text` within `within`.
+    pub async fn shows(&self, text: &str, within: Duration) -> bool {
+        self.pty.wait_for(text, within).await
+    }
+
     /// Waits until the CLI draws `ready` (a sign of its input box: a CLI loaded slowly drops
     /// keys typed before it is drawn), then types `prompt` and, a moment later, Enter.
     pub async fn type_prompt(&mut self, ready: &str, prompt: &str) {
