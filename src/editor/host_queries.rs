@@ -121,15 +121,15 @@ impl EditorFeed {
             .await
     }
 
-    /// What sending from the chat at `path` needs; a chat reopened from an earlier run is
-    /// marked as having sent its transcript when its message goes now.
-    /// A chat being made whole again is waited for first (at most [`RESTORE_WAIT`]).
     /// Whether a turn answering in the chat at `path` is running.
     pub async fn chat_turn_running(&self, path: &Path) -> Result<bool, StateGone> {
         let path = path.to_owned();
         self.state.query(move |s| s.chats.turn_running(&path)).await
     }
 
+    /// What sending from the chat at `path` needs; a chat reopened from an earlier run is
+    /// marked as having sent its transcript when its message goes now.
+    /// A chat being made whole again is waited for first (at most [`RESTORE_WAIT`]).
     pub async fn chat_to_send(&self, path: &Path) -> Result<ChatToSend, StateGone> {
         let path = path.to_owned();
         let restoring = self.state.query({
