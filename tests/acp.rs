@@ -1038,26 +1038,18 @@ async fn a_prompt_while_the_turn_runs_is_refused_and_stays_out_of_the_chat() {
         .unwrap();
     let chat = std::path::PathBuf::from(first["chat"].as_str().unwrap());
     client.shown_until("Waiting until you cancel").await;
-    let refused = client
-        .execute("agentls.prompt", json!({"text": "second prompt"}))
-        .await
-        .unwrap_err();
-    let why = refused["message"].as_str().unwrap_or_default();
-    assert!(
-        why.contains("demo is still working on the previous prompt"),
-        "{refused}"
-    );
+    let refused_as_busy = async |command: &str, argument: Value| {
+        let refused = client.execute(command, argument).await.unwrap_err();
+        let why = refused["message"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("demo is still working on the previous prompt"),
+            "{command}: {refused}"
+        );
+    };
+    refused_as_busy("agentls.prompt", json!({"text": "second prompt"})).await;
     let text = std::fs::read_to_string(&chat).unwrap();
     let uri = client.open_unsaved(&chat, "markdown", &text).await;
-    let refused = client
-        .execute("agentls.send", json!({"uri": uri}))
-        .await
-        .unwrap_err();
-    let why = refused["message"].as_str().unwrap_or_default();
-    assert!(
-        why.contains("demo is still working on the previous prompt"),
-        "{refused}"
-    );
+    refused_as_busy("agentls.send", json!({"uri": uri})).await;
     client.execute("agentls.cancel", Value::Null).await.unwrap();
     client.take_message("demo: cancelled").await;
     let ended = support::eventually(|| client.document(&uri).text.contains("demo: cancelled"));
