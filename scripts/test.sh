@@ -17,7 +17,7 @@ cargo test --features real-peers --no-run
 lanes=("--test agent_matrix" "--test soak" "--test editor_vscode")
 # The slowest of the other binaries, queued first; the rest follow in name order. The
 # settlement property goes last: its 10,000 cases each wake several threads, which a loaded
-# machine makes wait (it takes 20 s alone, 90 s beside two busy loops).
+# machine makes wait (it takes 20 s alone, 86 s beside two busy loops).
 slow=(editor_emacs chaos cli acp acp_peers agent_edits review_props chat mcp_tools)
 last=(settlement_props)
 queue=()

@@ -245,13 +245,17 @@ fn neovim_in_tmux_chats_accepts_one_change_rejects_the_other_and_quits() {
         s.command("AgentSend");
         // The reply streams into the chat, on the right.
         s.screen.wait_for("Hello from the demo agent.");
-        // The proposal, inline in the file on the left, where the cursor now is.
-        let screen = s.screen.wait_until("the proposal inline", |screen| {
-            screen.contains(r"demo: change 1/2  \aa accept · \ar reject")
-                && screen.contains("demo: change 2/2")
-        });
+        // The proposal, inline in the file on the left, where the cursor now is, and the
+        // agent's words before it in the chat. The two go out separately (the chat's text
+        // coalesced), so either may be drawn first.
+        let screen = s
+            .screen
+            .wait_until("the proposal inline and the reply", |screen| {
+                screen.contains(r"demo: change 1/2  \aa accept · \ar reject")
+                    && screen.contains("demo: change 2/2")
+                    && screen.contains("notes.txt has 6 lines.")
+            });
         s.capture("reply-and-proposal");
-        assert!(screen.contains("notes.txt has 6 lines."), "{screen}");
         assert!(file_line(&screen, "TODO BUY MILK"), "{screen}");
         s.assert_no_complaint(&screen);
         s.screen.keys(&["\\", "a", "a"]);
