@@ -819,37 +819,44 @@ async fn dispatch(shared: &Arc<Shared>, message: Value) {
     }
     let request_id = message.get("id").cloned();
     let method = message["method"].as_str().unwrap_or_default().to_owned();
+    let answer = request_id.as_ref().map(|_| {
+        shared
+            .answers
+            .lock()
+            .unwrap()
+            .get(&method)
+            .cloned()
+            .unwrap_or(Answer::Normally)
+    });
+    // Answered (an edit applied) before it is seen: a test that saw the request finds the
+    // documents as the answer left them.
+    let result = match answer {
+        None | Some(Answer::Never) => None,
+        Some(Answer::Error(code)) => Some(Err(json!({
+            "code": code,
+            "message": format!("{method}: refused by the test client"),
+        }))),
+        Some(Answer::With(value)) => Some(Ok(value)),
+        Some(Answer::FirstAction) => Some(Ok(message["params"]["actions"][0].clone())),
+        Some(Answer::Normally) => Some(Ok(
+            answer_normally(shared, &method, &message["params"]).await
+        )),
+    };
     *shared
         .counts
         .lock()
         .unwrap()
         .entry(method.clone())
         .or_default() += 1;
-    shared.received.lock().unwrap().push(message.clone());
+    shared.received.lock().unwrap().push(message);
     shared.arrived.notify_waiters();
-    let Some(id) = request_id else { return };
-    let answer = shared
-        .answers
-        .lock()
-        .unwrap()
-        .get(&method)
-        .cloned()
-        .unwrap_or(Answer::Normally);
-    let result = match answer {
-        Answer::Never => return,
-        Answer::Error(code) => {
-            let error =
-                json!({"code": code, "message": format!("{method}: refused by the test client")});
-            let response = json!({"jsonrpc": "2.0", "id": id, "error": error});
-            let shared = Arc::clone(shared);
-            tokio::spawn(async move { write_message(&shared, &response).await });
-            return;
-        }
-        Answer::With(value) => value,
-        Answer::FirstAction => message["params"]["actions"][0].clone(),
-        Answer::Normally => answer_normally(shared, &method, &message["params"]).await,
+    let (Some(id), Some(result)) = (request_id, result) else {
+        return;
     };
-    let response = json!({"jsonrpc": "2.0", "id": id, "result": result});
+    let response = match result {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+    };
     let shared = Arc::clone(shared);
     tokio::spawn(async move { write_message(&shared, &response).await });
 }
