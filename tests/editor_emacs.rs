@@ -580,7 +580,23 @@ fn discovery_files(root: &Path) -> Vec<PathBuf> {
         .iter()
         .flat_map(|d| std::fs::read_dir(d).into_iter().flatten())
         .map(|e| e.unwrap().path())
+        // Not a file being written (a dot name, renamed into place when whole).
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
         .collect()
+}
+
+/// Waits until agentls's two discovery files are there (one written after the other).
+fn wait_for_discovery_files(root: &Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while discovery_files(root).len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: discovery files {:?}",
+            discovery_files(root)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(discovery_files(root).len(), 2, "{what}");
 }
 
 /// The pid in agentls's Claude Code lockfile, once there is one.
@@ -727,7 +743,7 @@ fn quitting_emacs_nw_leaves_no_discovery_file_three_times_out_of_three() {
         ui.keys(&["C-c", "a", "c"]);
         ui.wait_for("agentls[demo:");
         let pid = agentls_pid(&sandbox.root);
-        assert_eq!(discovery_files(&sandbox.root).len(), 2, "round {round}");
+        wait_for_discovery_files(&sandbox.root, &format!("round {round}"));
         ui.keys(&["C-x", "C-c"]);
         ui.wait_exit();
         wait_for_cleanup(&sandbox.root, pid, &format!("round {round}"));

@@ -634,25 +634,29 @@ fn helix_typing_all_along_does_not_hold_the_reply_back() {
             break false;
         }
     };
-    let screen = helix.capture("helix-typing-along");
     assert!(
         ended,
-        "the reply's end never landed while the user typed:\n{screen}"
+        "the reply's end never landed while the user typed:\n{}",
+        helix.screen()
     );
+    // Helix may not have drawn the last keys yet.
+    let typed_whole = |screen: &str| {
+        lines.iter().all(|line| {
+            screen
+                .lines()
+                .any(|l| l.trim_end().ends_with(&format!("  {line}")))
+        })
+    };
+    helix.wait_until("every key typed on the screen", |screen| {
+        typed_whole(screen) && screen.contains("chunk 19")
+    });
+    let screen = helix.capture("helix-typing-along");
     eprintln!(
         "the reply's end landed {:?} after the typing began, {} keys typed meanwhile",
         started.elapsed(),
         lines.concat().len() + lines.len() - 1
     );
-    for line in &lines {
-        assert!(
-            screen
-                .lines()
-                .any(|l| l.trim_end().ends_with(&format!("  {line}"))),
-            "{line:?} not typed whole:\n{screen}"
-        );
-    }
-    assert!(screen.contains("chunk 19"), "{screen}");
+    assert!(typed_whole(&screen), "{lines:?} not typed whole:\n{screen}");
     helix.to_normal_mode();
     helix.type_text(":qa!");
     helix.keys(&["Enter"]);

@@ -76,7 +76,8 @@ impl<'a> Session<'a> {
     }
 
     /// Waits until the CLI draws `ready` (a sign of its input box: a CLI loaded slowly drops
-    /// keys typed before it is drawn), then types `prompt` and, a moment later, Enter.
+    /// keys typed before it is drawn), then types `prompt` and, once the CLI shows it, Enter
+    /// (an Enter that comes with the text may be taken as part of a paste).
     pub async fn type_prompt(&mut self, ready: &str, prompt: &str) {
         let drawn = self.pty.wait_for(ready, Duration::from_secs(60)).await;
         assert!(
@@ -85,7 +86,14 @@ impl<'a> Session<'a> {
             self.report(&format!("the CLI never showed {ready:?}"))
         );
         self.pty.type_text(prompt);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The CLI moves the cursor over a space rather than printing one.
+        let unspaced = |text: &str| text.replace(' ', "");
+        let echoed = eventually(|| unspaced(&self.pty.screen()).contains(&unspaced(prompt))).await;
+        assert!(
+            echoed.is_some(),
+            "{}",
+            self.report(&format!("the CLI never showed the prompt {prompt:?}"))
+        );
         self.pty.type_text("\r");
     }
 
