@@ -7,7 +7,8 @@
 //! its requests: one that stops in the middle of a request (its head, or a body shorter than it
 //! announced) is closed after the stall limit, on both HTTP ports (the companion protocol's and
 //! the editor tools' of ACP sessions). The limits are shortened for most tests through
-//! `AGENTLS_TEST_MCP_LIMITS`; the one with a second account runs with the real ones.
+//! `AGENTLS_TEST_MCP_LIMITS`; the one with a second account and the slow client's run with the
+//! real ones.
 
 mod support;
 
@@ -214,6 +215,20 @@ async fn the_http_port_closes_silent_sockets_and_caps_connections() {
         None => agent = Some(greeted(port, &hello, "not found").await),
     };
     the_port_cannot_be_starved(&client, port, &hello, "not found", works).await;
+    assert!(client.shutdown().await.success());
+}
+
+/// A client whose first request comes a while after it connected is served with the real
+/// limits: an agent starting up on a busy machine connects, then does not run again for a
+/// while (CI saw the Gemini CLI's connection cut at 500 ms; it then asked in its terminal
+/// instead of the editor).
+#[tokio::test]
+async fn a_client_slow_to_send_its_first_request_is_served() {
+    let client = TestClient::start_initialized(Options::default()).await;
+    let (port, token) = client.companion_port().await;
+    let (mut socket, _) = open(port).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    ask(&mut socket, &kept_alive(port, &token), "not found").await;
     assert!(client.shutdown().await.success());
 }
 

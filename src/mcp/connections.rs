@@ -64,13 +64,16 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// What a port allows: room for many agents; a real client sends its first request the
-    /// moment it connects (on loopback its bytes arrive in well under a millisecond).
+    /// What a port allows: room for many agents. A real client sends its first request as
+    /// soon as it runs again after connecting, but an agent starting up on a busy machine may
+    /// not run again for a second or more (a Gemini CLI cut at 500 ms asked in its terminal
+    /// instead of the editor); an account's waiting share, not this deadline, keeps other
+    /// accounts out.
     pub const DEFAULT: Self = Self {
         connections: 64,
         waiting_per_account: 8,
         waiting: 256,
-        handshake: Duration::from_millis(500),
+        handshake: Duration::from_secs(10),
         stall: Duration::from_secs(10),
         message: Duration::from_secs(60),
     };
