@@ -40,15 +40,20 @@ Emacs with another status)."
                                 (test-print-result)
                                 (kill-emacs 124))))
 
-(defun test-wait-for (what predicate &optional seconds)
-  "Run the event loop until PREDICATE returns non-nil, and return that.
-Fail naming WHAT after SECONDS (default 10)."
+(defun test-eventually (predicate &optional seconds)
+  "Run the event loop until PREDICATE returns non-nil, and return that; nil after SECONDS
+(default 10)."
   (let ((deadline (+ (float-time) (or seconds 10)))
         result)
     (while (and (not (setq result (funcall predicate)))
                 (< (float-time) deadline))
       (accept-process-output nil 0.02))
-    (or result (error "Timed out waiting for %s" what))))
+    result))
+
+(defun test-wait-for (what predicate &optional seconds)
+  "Run the event loop until PREDICATE returns non-nil, and return that.
+Fail naming WHAT after SECONDS (default 10)."
+  (or (test-eventually predicate seconds) (error "Timed out waiting for %s" what)))
 
 (defun test-idle ()
   "What happens when the user pauses: the due idle timers run (batch Emacs never idles)."

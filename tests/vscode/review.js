@@ -76,6 +76,9 @@ main(async (d, config) => {
     s.quickInput.includes("demo's mode") && /read-only/i.test(s.quickInput));
   await d.page.keyboard.type('read-only');
   await d.page.keyboard.press('Enter');
+  // The command is answered before the agent has the mode; agentls says when it does.
+  await d.waitUntil('the status bar says the mode is set', (s) =>
+    s.statusBar.some((t) => t.includes('demo: mode is now read-only')));
   await d.palette('agentls: Show Status');
   const status = await d.waitUntil('the status says the mode', (s) =>
     s.quickInput.includes('demo (default)') && s.quickInput.includes('mode read-only') && s.quickInput);
@@ -147,8 +150,13 @@ main(async (d, config) => {
   });
   await d.palette('agentls: Send Chat Message');
   await d.answerInput('agentls: message to demo', '@flood 80');
-  const followed = await d.waitUntil('the long reply followed to its end, its summary on the status bar', (s) =>
-    /chunk 79[\s\S]*demo: end_turn/.test(s.groups[1].text) && s.statusBar.some((t) => t.includes('demo: end_turn')) && s);
+  // The summary (on the status bar for 10 s) and the chat's end travel apart: either may come
+  // first.
+  let summaryBar = null;
+  const followed = await d.waitUntil('the long reply followed to its end, its summary on the status bar', (s) => {
+    if (!summaryBar && s.statusBar.some((t) => t.includes('demo: end_turn'))) summaryBar = s.statusBar;
+    return /chunk 79[\s\S]*demo: end_turn/.test(s.groups[1].text) && summaryBar && s;
+  });
   await d.shot('09-followed-with-panel');
   const turnNotifications = followed.notifications.filter((n) => n.includes('end_turn') || n.includes('chunk'));
   await d.palette('View: Toggle Panel Visibility');
@@ -156,11 +164,12 @@ main(async (d, config) => {
   // Save the file (its tab shows it modified) and close everything: no dialog may ask anything.
   await d.focusEditor(0);
   await d.ctrl('KeyS');
-  await d.waitUntil('the file is saved (its tab no longer modified)', (s) => !s.groups[0].dirty);
+  // The chat saves itself after each change; closing it meanwhile would ask.
+  await d.waitUntil('the file and the chat are saved (no tab modified)', (s) => s.groups.every((g) => !g.dirty));
   const onDisk = fs.readFileSync(file, 'utf8');
   await d.palette('View: Close All Editors');
   await d.waitUntil('every editor is closed, or a dialog asks', (s) => s.dialog || s.groups.every((g) => g.tabs === 0));
   await d.shot('10-saved-and-closed');
   const { dialog } = await d.snapshot();
-  return { onDisk, dialog, diff, status, chats, turnNotifications, statusBar: followed.statusBar };
+  return { onDisk, dialog, diff, status, chats, turnNotifications, statusBar: summaryBar };
 });
