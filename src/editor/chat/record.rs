@@ -423,7 +423,7 @@ impl Recorder {
     pub async fn done(&self) {
         let (reply, answer) = oneshot::channel();
         if self.0.send(Job::Done(reply)).is_ok() {
-            let _ = answer.await;
+            let _ = writer_answer(answer).await;
         }
     }
 
@@ -436,8 +436,18 @@ impl Recorder {
             reply,
         };
         self.0.send(job).ok()?;
-        answer.await.ok().flatten()
+        writer_answer(answer).await.flatten()
     }
+}
+
+/// The writer thread's `answer`, waited for on the blocking pool: the wait is for another
+/// thread's work, which a runtime on a paused clock (the tests') must not take for idleness
+/// and jump to its next timer meanwhile.
+async fn writer_answer<T: Send + 'static>(answer: oneshot::Receiver<T>) -> Option<T> {
+    tokio::task::spawn_blocking(move || answer.blocking_recv().ok())
+        .await
+        .ok()
+        .flatten()
 }
 
 /// The folder of the chat at `chat`, opened once and kept in `folders`, and its record's name.
