@@ -368,7 +368,9 @@ fn helix_holds_a_conversation_in_a_chat_document() {
 
     // Helix again, on the chat file: the conversation goes on.
     let helix = Helix::start(&tmux, &hx, &sandbox, chat.to_str().unwrap());
+    // Helix shows the file before agentls is up; its menu would be empty until then.
     helix.wait_for("# Chat with demo");
+    helix.wait_for_server();
     send_from_chat(&helix, "read notes.rs again");
     // The agent's session of the first run goes on (`session/load`): it recalls the first
     // message, and the reply ends.
