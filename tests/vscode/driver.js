@@ -259,14 +259,22 @@ class Driver {
 
   /** Clicks the CodeLens titled `title`, the `nth` (0-based, top to bottom) of them. */
   async clickLens(title, nth) {
-    const point = await this.waitFor(`CodeLens "${title}" #${nth + 1}`, ([title, nth]) => {
+    // CodeLenses are laid out again as they resolve (a row may come or go above): the link is
+    // clicked once it is where it was 100 ms before and is what the point hits.
+    await this.page.evaluate(() => { window.agentlsLastLens = null; });
+    const point = await this.waitFor(`CodeLens "${title}" #${nth + 1}, in place`, ([title, nth]) => {
       const links = [...document.querySelectorAll('.codelens-decoration a')]
         .filter((a) => a.innerText.trim() === title)
         .map((a) => ({ a, rect: a.getBoundingClientRect() }))
         .filter(({ rect }) => rect.width > 0)
         .sort((x, y) => x.rect.top - y.rect.top);
       const link = links[nth];
-      return link ? { x: link.rect.left + link.rect.width / 2, y: link.rect.top + link.rect.height / 2 } : null;
+      const at = link && { x: link.rect.left + link.rect.width / 2, y: link.rect.top + link.rect.height / 2 };
+      const hit = at && document.elementFromPoint(at.x, at.y);
+      const here = hit && link.a.contains(hit) ? `${at.x},${at.y}` : null;
+      const still = here !== null && window.agentlsLastLens === here;
+      window.agentlsLastLens = here;
+      return still ? at : null;
     }, [title, nth]);
     this.log(`click CodeLens "${title}" #${nth + 1}`);
     await this.page.mouse.click(point.x, point.y);
